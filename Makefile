@@ -1,0 +1,47 @@
+# ecotone: every target bootstraps what it needs from nothing.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+BENCH_VENV := .venv-bench
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck pytest bench docs clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## make demo: serve the bundled `echo` env and play an episode against it over WebSocket
+demo: $(STAMP)
+	$(VENV)/bin/ecotone play echo --steps 10
+
+## make test: lint, format check, type check, protocol doc freshness, and the test suite
+test: $(STAMP) lint typecheck pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check ecotone tests bench
+	$(VENV)/bin/ruff format --check ecotone tests bench
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+pytest: $(STAMP)
+	$(PY) -m pytest -q
+
+## make docs: regenerate docs/protocol.md from ecotone/specs
+docs: $(STAMP)
+	$(PY) -m ecotone.specs.docgen > docs/protocol.md
+
+$(BENCH_VENV)/.installed: bench/requirements-openenv.txt
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet -r bench/requirements-openenv.txt
+	touch $@
+
+## make bench: ecotone vs OpenEnv vs the raw transport floor, medians into docs/benchmarks.md
+bench: $(STAMP) $(BENCH_VENV)/.installed
+	$(PY) bench/run.py --openenv-python $(BENCH_VENV)/bin/python --reps 5 --out docs/benchmarks.md
+
+clean:
+	rm -rf $(VENV) $(BENCH_VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,1 @@
+"""Clients: blocking (`connect`), async under trio and asyncio (`aconnect`)."""

@@ -1,0 +1,205 @@
+"""Channels: how a client moves frame bytes to a server and back.
+
+A channel knows nothing of frames: it sends one message and returns the messages that have
+arrived. The WebSocket channels live here; other transports contribute channels for their URL
+schemes through the plugin registry (a transport object with `schemes` and `open_channel` /
+`open_async_channel`), which is how `inproc://` reaches an embedded kernel.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+
+from ecotone.client._handshake import WsClientProtocol
+from ecotone.client.errors import ConnectionLost, EcotoneError
+
+RECEIVE_SIZE = 65536
+
+
+class SyncChannel(Protocol):
+    def send(self, data: bytes) -> None: ...
+    def receive(self, deadline: float | None) -> list[bytes | str]: ...
+    def close(self) -> None: ...
+
+
+class AsyncChannel(Protocol):
+    async def send(self, data: bytes) -> None: ...
+    async def receive(self) -> list[bytes | str]: ...
+    async def aclose(self) -> None: ...
+
+
+class WsSyncChannel:
+    """A WebSocket over a plain blocking socket: no event loop, no background thread."""
+
+    def __init__(self, host: str, port: int, path: str, codec: str, connect_timeout: float) -> None:
+        self.proto = WsClientProtocol(host, port, path, codec)
+        try:
+            self.sock = socket.create_connection((host, port), timeout=connect_timeout)
+        except OSError as exc:
+            raise ConnectionLost(f"cannot connect to ws://{host}:{port}{path}: {exc}") from exc
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.sendall(self.proto.opening())
+        deadline = time.monotonic() + connect_timeout
+        pending: list[bytes | str] = []
+        while not self.proto.accepted:
+            try:
+                pending += self.receive(deadline)
+            except TimeoutError:
+                self.sock.close()
+                raise EcotoneError(
+                    f"ws://{host}:{port}{path} did not complete the WebSocket handshake "
+                    f"within {connect_timeout}s"
+                ) from None
+        self._early = pending
+
+    def send(self, data: bytes) -> None:
+        try:
+            self.sock.sendall(self.proto.message(data))
+        except OSError as exc:
+            raise ConnectionLost(f"connection lost while sending: {exc}") from exc
+
+    def receive(self, deadline: float | None) -> list[bytes | str]:
+        if getattr(self, "_early", None):
+            early, self._early = self._early, []
+            return early
+        if deadline is None:
+            self.sock.settimeout(None)
+        else:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            self.sock.settimeout(remaining)
+        try:
+            data = self.sock.recv(RECEIVE_SIZE)
+        except TimeoutError:
+            raise
+        except OSError as exc:
+            raise ConnectionLost(f"connection lost: {exc}") from exc
+        messages = self.proto.feed(data)
+        out = self.proto.take_outgoing()
+        if out:
+            try:
+                self.sock.sendall(out)
+            except OSError:
+                pass
+        return messages
+
+    def close(self) -> None:
+        try:
+            data = self.proto.close()
+            if data:
+                self.sock.settimeout(1.0)
+                self.sock.sendall(data)
+        except OSError:
+            pass
+        finally:
+            self.sock.close()
+
+
+class WsAsyncChannel:
+    """A WebSocket over an anyio stream: runs under trio and asyncio alike."""
+
+    def __init__(self, stream: anyio.abc.ByteStream, proto: WsClientProtocol) -> None:
+        self.stream = stream
+        self.proto = proto
+        self._send_lock = anyio.Lock()
+        self._early: list[bytes | str] = []
+
+    @classmethod
+    async def open(cls, host: str, port: int, path: str, codec: str,
+                   connect_timeout: float) -> WsAsyncChannel:
+        proto = WsClientProtocol(host, port, path, codec)
+        try:
+            with anyio.fail_after(connect_timeout):
+                stream = await anyio.connect_tcp(host, port)
+        except (OSError, TimeoutError) as exc:
+            raise ConnectionLost(f"cannot connect to ws://{host}:{port}{path}: {exc}") from exc
+        channel = cls(stream, proto)
+        await stream.send(proto.opening())
+        try:
+            with anyio.fail_after(connect_timeout):
+                while not proto.accepted:
+                    channel._early += await channel._receive_raw()
+        except TimeoutError:
+            await stream.aclose()
+            raise EcotoneError(
+                f"ws://{host}:{port}{path} did not complete the WebSocket handshake "
+                f"within {connect_timeout}s"
+            ) from None
+        return channel
+
+    async def send(self, data: bytes) -> None:
+        async with self._send_lock:
+            try:
+                await self.stream.send(self.proto.message(data))
+            except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                raise ConnectionLost(f"connection lost while sending: {exc}") from exc
+
+    async def _receive_raw(self) -> list[bytes | str]:
+        try:
+            data = await self.stream.receive(RECEIVE_SIZE)
+        except anyio.EndOfStream:
+            data = b""
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise ConnectionLost(f"connection lost: {exc}") from exc
+        messages = self.proto.feed(data)
+        out = self.proto.take_outgoing()
+        if out:
+            async with self._send_lock:
+                try:
+                    await self.stream.send(out)
+                except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    pass
+        return messages
+
+    async def receive(self) -> list[bytes | str]:
+        if self._early:
+            early, self._early = self._early, []
+            return early
+        return await self._receive_raw()
+
+    async def aclose(self) -> None:
+        try:
+            data = self.proto.close()
+            if data:
+                with anyio.move_on_after(1.0, shield=True):
+                    await self.stream.send(data)
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.stream.aclose()
+
+
+def _channel_transport(scheme: str) -> Any:
+    from ecotone.kernel import Registry
+
+    for entry in Registry.discover().transports().values():
+        if scheme in getattr(entry.value, "schemes", ()):
+            return entry.value
+    raise ValueError(f"no installed transport handles {scheme}:// URLs")
+
+
+def open_sync_channel(url: str, codec: str, connect_timeout: float) -> SyncChannel:
+    from ecotone.client._core import parse_url
+
+    scheme = url.split(":", 1)[0]
+    if scheme in ("ws", "http"):
+        ep = parse_url(url)
+        return WsSyncChannel(ep.host, ep.port, ep.path, codec, connect_timeout)
+    return _channel_transport(scheme).open_channel(url, codec)  # type: ignore[no-any-return]
+
+
+async def open_async_channel(url: str, codec: str, connect_timeout: float) -> AsyncChannel:
+    from ecotone.client._core import parse_url
+
+    scheme = url.split(":", 1)[0]
+    if scheme in ("ws", "http"):
+        ep = parse_url(url)
+        return await WsAsyncChannel.open(ep.host, ep.port, ep.path, codec, connect_timeout)
+    return await _channel_transport(scheme).open_async_channel(url, codec)  # type: ignore[no-any-return]

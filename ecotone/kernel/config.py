@@ -1,0 +1,165 @@
+"""Server configuration: `ecotone.toml`, overridden by environment variables, overridden by
+command-line flags. Structured with cattrs, so a wrong key or type is an error naming it.
+
+    # ecotone.toml
+    env = "counter"
+    transport = "websocket"
+    host = "127.0.0.1"
+    port = 8000
+
+    [limits]
+    max_sessions = 256
+    idle_timeout = 300.0
+    max_frame_bytes = 4194304
+    ping_interval = 20.0
+    ping_timeout = 20.0
+
+Environment variables: `ECOTONE_ENV`, `ECOTONE_TRANSPORT`, `ECOTONE_HOST`, `ECOTONE_PORT`, and
+`ECOTONE_LIMITS_<NAME>` for each limit (`ECOTONE_LIMITS_MAX_SESSIONS=64`). The value `none`
+clears an optional limit.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import cattrs
+
+from ecotone.kernel.limits import Limits
+
+ENV_PREFIX = "ECOTONE_"
+
+
+class ConfigError(ValueError):
+    """The configuration is wrong; the message names the key and the source."""
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class ServerConfig:
+    """Everything `ecotone serve` needs."""
+
+    env: str | None = None
+    transport: str = "websocket"
+    host: str = "127.0.0.1"
+    port: int = attrs.field(default=8000)
+    limits: Limits = attrs.field(factory=Limits)
+
+    @port.validator
+    def _port(self, _: attrs.Attribute[int], value: int) -> None:
+        if not 0 <= value <= 65535:
+            raise ValueError(f"port must be 0..65535, got {value}")
+
+
+def _converter() -> cattrs.Converter:
+    conv = cattrs.Converter(forbid_extra_keys=True)
+
+    def structure_float(value: Any, _: type) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise TypeError(f"expected a number, got {value!r}")
+        return float(value)
+
+    def structure_int(value: Any, _: type) -> int:
+        if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
+            raise TypeError(f"expected an integer, got {value!r}")
+        if not isinstance(value, int | float | str):
+            raise TypeError(f"expected an integer, got {value!r}")
+        return int(value)
+
+    def structure_str(value: Any, _: type) -> str:
+        if not isinstance(value, str):
+            raise TypeError(f"expected a string, got {value!r}")
+        return value
+
+    conv.register_structure_hook(float, structure_float)
+    conv.register_structure_hook(int, structure_int)
+    conv.register_structure_hook(str, structure_str)
+    return conv
+
+
+_CONVERTER = _converter()
+
+
+def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        key = name[len(ENV_PREFIX):].lower()
+        parsed: Any = None if value.lower() == "none" else value
+        if key.startswith("limits_"):
+            data.setdefault("limits", {})[key[len("limits_"):]] = parsed
+        elif key in ("env", "transport", "host", "port"):
+            data[key] = parsed
+        elif key == "config":
+            continue
+        else:
+            raise ConfigError(
+                f"unknown environment variable {name}: ecotone reads ECOTONE_ENV, "
+                "ECOTONE_TRANSPORT, ECOTONE_HOST, ECOTONE_PORT, ECOTONE_CONFIG and "
+                "ECOTONE_LIMITS_<name>"
+            )
+    return data
+
+
+def structure(data: Mapping[str, Any], source: str = "configuration") -> ServerConfig:
+    """Build a ServerConfig from plain data; errors name the key (`limits.max_sessions`)."""
+    try:
+        return _CONVERTER.structure(dict(data), ServerConfig)
+    except cattrs.BaseValidationError as exc:
+        problems = "; ".join(
+            msg.replace("$.", "", 1) for msg in cattrs.transform_error(exc, path="$")
+        )
+        raise ConfigError(f"invalid {source}: {problems}") from None
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"invalid {source}: {exc}") from None
+
+
+def load(
+    path: str | Path | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ServerConfig:
+    """File, then environment variables, then `overrides` (CLI flags; None values ignored).
+
+    Without `path`, `$ECOTONE_CONFIG` or `./ecotone.toml` is read when it exists.
+    """
+    environ = os.environ if environ is None else environ
+    data: dict[str, Any] = {}
+    source = "configuration"
+    if path is None:
+        path = environ.get("ECOTONE_CONFIG") or (
+            "ecotone.toml" if Path("ecotone.toml").is_file() else None
+        )
+    if path is not None:
+        try:
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+        source = f"config (file {path}, environment, flags)"
+    data = _merge(data, _from_environ(environ))
+    if overrides:
+        flat = {k: v for k, v in overrides.items() if v is not None and k != "limits"}
+        data = _merge(data, flat)
+        limits = {k: v for k, v in (overrides.get("limits") or {}).items() if v is not None}
+        if limits:
+            data = _merge(data, {"limits": limits})
+    return structure(data, source)

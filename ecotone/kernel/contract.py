@@ -1,0 +1,121 @@
+"""The environment contract: what an ecotone environment is and promises.
+
+An environment is a class with typed Action, Observation and State, and four methods. Each
+method may be a plain function or a coroutine function; the kernel awaits whichever it gets.
+
+The rules every environment keeps (the conformance suite checks them):
+
+* `reset(seed=None, episode_id=None, **options)` starts a new episode and returns its first
+  Observation. It may be called at any time: mid-episode it abandons the current episode. A
+  session must be reset before its first `step`; the kernel answers a step before reset with a
+  `reset_required` error and never calls the env.
+* The same `seed` with the same options and then the same actions gives the same observations.
+* `step(action)` applies one action and returns the next Observation. Its `reward` is the
+  reward for that transition; `done` means the episode reached a terminal state, `truncated`
+  that it was cut short (a time limit), as in Gymnasium. After an observation with `done` or
+  `truncated`, the kernel answers further steps with `episode_done` until the next reset; the
+  env is never stepped past the end of an episode.
+* `state` (a property or a method) returns the State: at least `episode_id` and `step_count`
+  (steps taken since the last reset), plus the env's own fields.
+* `close()` releases everything the instance holds (processes, files, sockets, threads). It is
+  called exactly once per instance by the kernel, even after errors, and may be called by user
+  code more than once: it must be idempotent.
+* An exception raised by any method is reported to the client as an `env_error` (type and
+  message); the session stays open and can be reset.
+* A synchronous env's methods run in a worker thread, so a slow env never stalls the server's
+  other sessions. An env whose methods are fast and never block may set `inline = True` to run
+  them on the event loop and skip the thread hop. One session's calls never overlap: the kernel
+  calls an instance from one task at a time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Generic, TypeVar
+
+import msgspec
+
+
+class Action(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Base for actions. Unknown fields are rejected, so a typo in a field name is an error."""
+
+    metadata: dict[str, Any] = {}
+
+
+class Observation(msgspec.Struct, kw_only=True):
+    """Base for observations: what the agent sees after reset and after each step."""
+
+    reward: float | None = None
+    """Reward for the transition that produced this observation (None after reset)."""
+    done: bool = False
+    """The episode reached a terminal state."""
+    truncated: bool = False
+    """The episode was cut short (for instance a step limit) without reaching a terminal state."""
+    metadata: dict[str, Any] = {}
+
+
+class State(msgspec.Struct, kw_only=True):
+    """Base for env state: bookkeeping plus the env's own fields."""
+
+    episode_id: str | None = None
+    step_count: int = 0
+
+
+ActT = TypeVar("ActT")
+ObsT = TypeVar("ObsT")
+StateT = TypeVar("StateT")
+
+
+class StepResult(msgspec.Struct, Generic[ObsT], frozen=True, kw_only=True):
+    """What a client returns from `reset` and `step`: the observation and its reward/flags.
+
+    `observation` is the env's Observation type when the client knows it, else plain data.
+    """
+
+    observation: ObsT
+    reward: float | None = None
+    done: bool = False
+    truncated: bool = False
+
+    @property
+    def finished(self) -> bool:
+        """The episode is over, either way (`done or truncated`)."""
+        return self.done or self.truncated
+
+
+class Environment(Generic[ActT, ObsT, StateT]):
+    """Base class for environments. Subclass it, set the three types, implement the methods.
+
+    The types can be given as class attributes (`action_type = MyAction`, ...) or as generic
+    arguments (`class MyEnv(Environment[MyAction, MyObs, MyState])`). Each may be a msgspec
+    Struct (recommended), a dataclass or an attrs class.
+
+    `name`, `description` and `version` describe the env to clients and tools.
+    """
+
+    action_type: ClassVar[type[Any]]
+    observation_type: ClassVar[type[Any]]
+    state_type: ClassVar[type[Any]]
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    version: ClassVar[str] = "0"
+    inline: ClassVar[bool] = False
+    """Run sync methods on the event loop instead of a worker thread (only for fast envs)."""
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, **options: Any
+    ) -> Any:
+        """Start a new episode and return its first Observation."""
+        raise NotImplementedError
+
+    def step(self, action: ActT) -> Any:
+        """Apply `action` and return the next Observation."""
+        raise NotImplementedError
+
+    @property
+    def state(self) -> Any:
+        """The current State."""
+        raise NotImplementedError
+
+    def close(self) -> Any:
+        """Release everything this instance holds. Idempotent."""
+        return None

@@ -1,0 +1,518 @@
+"""The kernel: request frames in, response frames out. No sockets, no event loop of its own.
+
+`Kernel` holds the served env specs, the session table and the lifecycle hooks. A transport
+makes one `KernelConnection` per peer connection, feeds it bytes (`receive`), hands each decoded
+request to `Kernel.dispatch`, and writes back what `encode` gives it. The kernel awaits env
+coroutines and offloads sync env calls through an injected `offload` function, so it runs under
+trio, asyncio, or a test harness alike.
+
+Ordering is the transport's job: it must not dispatch a session's next request before the
+previous one of that session has been answered (see `transports/_router.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
+
+import anyio.to_thread
+import msgspec
+
+from ecotone.kernel.envspec import EnvSpec
+from ecotone.kernel.limits import Limits
+from ecotone.kernel.sessions import CapacityError, Phase, Session, SessionTable
+from ecotone.kernel.validation import describe_validation_error
+from ecotone.specs import (
+    PROTOCOL_VERSION,
+    Close,
+    Closed,
+    Codec,
+    Describe,
+    Described,
+    Error,
+    ErrorCode,
+    GetState,
+    Hello,
+    ObservationFrame,
+    Open,
+    Opened,
+    Ping,
+    Pong,
+    Request,
+    Reset,
+    Response,
+    StateFrame,
+    Step,
+    StepMany,
+    StepManyItem,
+    StepManyResult,
+    Welcome,
+)
+from ecotone.specs.frames import REQUEST_OPS, RequestId
+
+log = logging.getLogger("ecotone.kernel")
+
+Offload = Callable[..., Awaitable[Any]]
+"""`await offload(fn, *args)` runs a blocking `fn(*args)` off the event loop."""
+
+SERVER_NAME: Final = "ecotone"
+
+
+async def _anyio_offload(fn: Callable[..., Any], *args: Any) -> Any:
+    return await anyio.to_thread.run_sync(fn, *args)
+
+
+def _error(
+    code: ErrorCode,
+    message: str,
+    id: RequestId | None = None,
+    session: str | None = None,
+    **details: Any,
+) -> Error:
+    return Error(id=id, code=code, message=message, session=session, details=details)
+
+
+def _env_error(exc: BaseException, id: RequestId | None, session: str, what: str) -> Error:
+    kind = type(exc).__qualname__
+    return _error(
+        ErrorCode.ENV_ERROR,
+        f"environment raised {kind} in {what}: {exc}",
+        id,
+        session,
+        type=kind,
+        message=str(exc),
+    )
+
+
+class KernelConnection:
+    """One peer connection's view of the kernel: its codec and the sessions it owns."""
+
+    __slots__ = ("closed", "codec", "kernel")
+
+    def __init__(self, kernel: Kernel, codec: Codec) -> None:
+        self.kernel = kernel
+        self.codec = codec
+        self.closed = False
+
+    def receive(self, data: bytes | str) -> Request | Error:
+        """Decode one frame. A frame that cannot be used becomes an `Error` to send back."""
+        if len(data) > self.kernel.limits.max_frame_bytes:
+            return self.too_large(len(data))
+        try:
+            return self.codec.decode_request(data)  # type: ignore[arg-type]
+        except msgspec.ValidationError as exc:
+            return self._salvage(data, exc)
+        except msgspec.DecodeError as exc:
+            return _error(
+                ErrorCode.INVALID_FRAME, f"frame is not valid {self.codec.name}: {exc}"
+            )
+
+    def too_large(self, size: int) -> Error:
+        limit = self.kernel.limits.max_frame_bytes
+        return _error(
+            ErrorCode.TOO_LARGE,
+            f"frame of {size} bytes is over the limit of {limit} bytes; it was discarded",
+            size=size,
+            limit=limit,
+        )
+
+    def _salvage(self, data: bytes | str, exc: msgspec.ValidationError) -> Error:
+        try:
+            loose = self.codec.decode_lenient(data)  # type: ignore[arg-type]
+        except msgspec.DecodeError:
+            loose = None
+        if not isinstance(loose, dict):
+            return _error(ErrorCode.INVALID_FRAME, "a frame must be an object with an `op` field")
+        raw_id = loose.get("id")
+        rid = raw_id if isinstance(raw_id, int | str) and not isinstance(raw_id, bool) else None
+        raw_session = loose.get("session")
+        session = raw_session if isinstance(raw_session, str) else None
+        op = loose.get("op")
+        if op is None:
+            return _error(ErrorCode.INVALID_FRAME, "frame has no `op` field", rid, session)
+        if op not in REQUEST_OPS:
+            return _error(
+                ErrorCode.UNKNOWN_OP,
+                f"unknown op {op!r}; this server knows: {', '.join(sorted(REQUEST_OPS))}",
+                rid,
+                session,
+                op=str(op),
+            )
+        details = describe_validation_error(exc)
+        return _error(
+            ErrorCode.INVALID_FRAME,
+            f"invalid {op!r} frame: {exc}",
+            rid,
+            session,
+            **details,
+        )
+
+    def encode(self, frame: Response) -> bytes:
+        return self.codec.encode(frame)
+
+
+class Kernel:
+    """Serves a set of environments to any number of connections."""
+
+    def __init__(
+        self,
+        envs: Mapping[str, EnvSpec] | EnvSpec,
+        *,
+        default_env: str | None = None,
+        limits: Limits | None = None,
+        hooks: Any = None,
+        offload: Offload | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if isinstance(envs, EnvSpec):
+            envs = {envs.name: envs}
+        if not envs:
+            raise ValueError("a kernel needs at least one environment")
+        self.envs: dict[str, EnvSpec] = dict(envs)
+        self.default_env = default_env or next(iter(self.envs))
+        if self.default_env not in self.envs:
+            raise ValueError(f"default env {self.default_env!r} is not among the served envs")
+        self.limits = limits or Limits()
+        self.sessions = SessionTable(self.limits.max_sessions, self.limits.idle_timeout)
+        self.offload: Offload = offload or _anyio_offload
+        self.clock = clock
+        self._hooks = hooks
+        self._on_opened = self._hook("ecotone_session_opened")
+        self._on_closed = self._hook("ecotone_session_closed")
+        self._on_step = self._hook("ecotone_step_completed")
+        self._handlers: dict[type, Callable[[KernelConnection, Any], Awaitable[Response]]] = {
+            Step: self._step,
+            Reset: self._reset,
+            GetState: self._state,
+            Open: self._open,
+            Close: self._close,
+            Hello: self._hello,
+            Describe: self._describe,
+            Ping: self._ping,
+            StepMany: self._step_many,
+        }
+
+    def _hook(self, name: str) -> Any:
+        """The hook caller, or None when no plugin implements it (keeps the hot path free)."""
+        if self._hooks is None:
+            return None
+        caller = getattr(self._hooks, name, None)
+        if caller is None or not caller.get_hookimpls():
+            return None
+        return caller
+
+    def connect(self, codec: Codec) -> KernelConnection:
+        return KernelConnection(self, codec)
+
+    # --- routing help for transports ------------------------------------------------------
+
+    def runs_inline(self, conn: KernelConnection, request: Request) -> bool:
+        """True when dispatching `request` completes without suspending: it may be handled
+        in the transport's receive loop without stalling anything else."""
+        if isinstance(request, Hello | Ping | Describe):
+            return True
+        session_id = getattr(request, "session", None)
+        if session_id is None:
+            return False
+        session = self.sessions.get(session_id, conn)
+        if session is None:
+            return True
+        spec = session.spec
+        if isinstance(request, Step):
+            return session.phase is not Phase.RUNNING or (spec.inline and not spec.async_step)
+        if isinstance(request, Reset):
+            return spec.inline and not spec.async_reset
+        if isinstance(request, GetState):
+            return spec.inline and not spec.async_state
+        return False
+
+    # --- dispatch ---------------------------------------------------------------------------
+
+    async def dispatch(self, conn: KernelConnection, request: Request) -> Response:
+        """Answer one request. Never raises for anything a peer or an env can do."""
+        try:
+            return await self._handlers[type(request)](conn, request)
+        except Exception as exc:  # a kernel bug: report it, keep serving
+            log.exception("internal error handling %s", type(request).__name__)
+            return _error(
+                ErrorCode.INTERNAL,
+                f"internal error: {type(exc).__qualname__}: {exc}",
+                request.id,
+                getattr(request, "session", None),
+            )
+
+    async def _call(self, session: Session, is_async: bool, fn: Callable[..., Any], *args: Any,
+                    **kwargs: Any) -> Any:
+        session.busy += 1
+        try:
+            if is_async:
+                return await fn(*args, **kwargs)
+            if session.spec.inline:
+                return fn(*args, **kwargs)
+            if kwargs:
+                return await self.offload(lambda: fn(*args, **kwargs))
+            return await self.offload(fn, *args)
+        finally:
+            session.busy -= 1
+            session.last_used = self.clock()
+
+    def _lookup(self, conn: KernelConnection, session_id: str, rid: RequestId) -> Session | Error:
+        session = self.sessions.get(session_id, conn)
+        if session is None:
+            return _error(
+                ErrorCode.UNKNOWN_SESSION,
+                f"no open session {session_id!r} on this connection "
+                "(never opened, already closed, or closed after being idle)",
+                rid,
+                session_id,
+            )
+        return session
+
+    async def _hello(self, conn: KernelConnection, req: Hello) -> Response:
+        if req.version != PROTOCOL_VERSION:
+            return _error(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"protocol version {req.version} is not supported; this server speaks "
+                f"{PROTOCOL_VERSION}",
+                req.id,
+                supported=[PROTOCOL_VERSION],
+            )
+        return Welcome(id=req.id, version=PROTOCOL_VERSION, server=SERVER_NAME,
+                       envs=list(self.envs))
+
+    async def _ping(self, conn: KernelConnection, req: Ping) -> Response:
+        return Pong(id=req.id)
+
+    def _spec(self, name: str | None, rid: RequestId) -> EnvSpec | Error:
+        spec = self.envs.get(name or self.default_env)
+        if spec is None:
+            return _error(
+                ErrorCode.UNKNOWN_ENV,
+                f"this server does not serve env {name!r}; it serves: {', '.join(self.envs)}",
+                rid,
+                env=name,
+            )
+        return spec
+
+    async def _describe(self, conn: KernelConnection, req: Describe) -> Response:
+        spec = self._spec(req.env, req.id)
+        if isinstance(spec, Error):
+            return spec
+        return Described(id=req.id, info=spec.info())
+
+    async def _open(self, conn: KernelConnection, req: Open) -> Response:
+        spec = self._spec(req.env, req.id)
+        if isinstance(spec, Error):
+            return spec
+        try:
+            self.sessions.reserve()
+        except CapacityError as exc:
+            return _error(ErrorCode.CAPACITY, str(exc), req.id, active=exc.active, limit=exc.limit)
+        try:
+            env = spec.factory() if spec.inline else await self.offload(spec.factory)
+        except Exception as exc:
+            self.sessions.release()
+            kind = type(exc).__qualname__
+            return _error(
+                ErrorCode.ENV_ERROR,
+                f"environment {spec.name!r} failed to start: {kind}: {exc}",
+                req.id,
+                type=kind,
+                message=str(exc),
+            )
+        if conn.closed:  # the peer left while the env was being built
+            self.sessions.release()
+            await self._close_env(spec, env)
+            return _error(ErrorCode.UNKNOWN_SESSION, "connection closed", req.id)
+        session = self.sessions.add(spec, env, conn, self.clock())
+        if self._on_opened is not None:
+            self._on_opened(session_id=session.id, env=spec.name)
+        return Opened(id=req.id, session=session.id, env=spec.name)
+
+    async def _reset(self, conn: KernelConnection, req: Reset) -> Response:
+        session = self._lookup(conn, req.session, req.id)
+        if isinstance(session, Error):
+            return session
+        spec = session.spec
+        session.phase = Phase.FRESH
+        try:
+            obs = await self._call(
+                session, spec.async_reset, session.env.reset,
+                seed=req.seed, episode_id=req.episode_id, **req.options,
+            )
+        except TypeError as exc:
+            if req.options and "argument" in str(exc):
+                return _error(
+                    ErrorCode.INVALID_ARGUMENT,
+                    f"reset options rejected by env {spec.name!r}: {exc}",
+                    req.id,
+                    req.session,
+                    options=sorted(req.options),
+                )
+            return _env_error(exc, req.id, req.session, "reset")
+        except Exception as exc:
+            return _env_error(exc, req.id, req.session, "reset")
+        return self._observation(conn, session, req.id, obs)
+
+    def _observation(
+        self, conn: KernelConnection, session: Session, rid: RequestId, obs: Any
+    ) -> Response:
+        try:
+            raw = conn.codec.raw(obs)
+        except (TypeError, msgspec.EncodeError) as exc:
+            return _error(
+                ErrorCode.ENV_ERROR,
+                f"environment {session.spec.name!r} returned an observation that cannot be "
+                f"encoded: {exc}",
+                rid,
+                session.id,
+                type=type(exc).__qualname__,
+                message=str(exc),
+            )
+        if getattr(obs, "done", False) or getattr(obs, "truncated", False):
+            session.phase = Phase.ENDED
+        else:
+            session.phase = Phase.RUNNING
+        return ObservationFrame(id=rid, session=session.id, observation=raw)
+
+    async def _step(self, conn: KernelConnection, req: Step) -> Response:
+        return await self._step_one(conn, req.session, req.action, req.id)
+
+    async def _step_one(
+        self, conn: KernelConnection, session_id: str, raw_action: msgspec.Raw, rid: RequestId
+    ) -> Response:
+        session = self._lookup(conn, session_id, rid)
+        if isinstance(session, Error):
+            return session
+        if session.phase is not Phase.RUNNING:
+            if session.phase is Phase.FRESH:
+                return _error(
+                    ErrorCode.RESET_REQUIRED,
+                    "step before reset: call reset to start an episode",
+                    rid,
+                    session_id,
+                )
+            return _error(
+                ErrorCode.EPISODE_DONE,
+                "the episode is over (done or truncated); call reset to start the next one",
+                rid,
+                session_id,
+            )
+        spec = session.spec
+        try:
+            action = conn.codec.decode_as(raw_action, spec.action_type)
+        except msgspec.ValidationError as exc:
+            details = describe_validation_error(exc)
+            return _error(
+                ErrorCode.INVALID_ACTION,
+                f"invalid action for env {spec.name!r}: {details['reason']} "
+                f"(field `{details['field']}`)" if details["field"] else
+                f"invalid action for env {spec.name!r}: {details['reason']}",
+                rid,
+                session_id,
+                **details,
+            )
+        except msgspec.DecodeError as exc:  # pragma: no cover - the frame already parsed
+            return _error(ErrorCode.INVALID_ACTION, f"action is not decodable: {exc}", rid,
+                          session_id)
+        started = time.perf_counter() if self._on_step is not None else 0.0
+        try:
+            obs = await self._call(session, spec.async_step, session.env.step, action)
+        except Exception as exc:
+            return _env_error(exc, rid, session_id, "step")
+        response = self._observation(conn, session, rid, obs)
+        if self._on_step is not None and not isinstance(response, Error):
+            self._on_step(
+                session_id=session_id, env=spec.name, action=action, observation=obs,
+                duration_s=time.perf_counter() - started,
+            )
+        return response
+
+    async def _step_many(self, conn: KernelConnection, req: StepMany) -> Response:
+        """Sequential fallback; transports route the items through per-session lanes."""
+        items = []
+        for item in req.steps:
+            items.append(self.step_item(item.session,
+                                        await self._step_one(conn, item.session, item.action,
+                                                             req.id)))
+        return StepManyResult(id=req.id, results=items)
+
+    @staticmethod
+    def step_item(session_id: str, response: Response) -> StepManyItem:
+        """Wrap one session's step answer as an item of `step_many_result`."""
+        if isinstance(response, ObservationFrame):
+            return StepManyItem(session=session_id, observation=response.observation)
+        assert isinstance(response, Error)
+        return StepManyItem(session=session_id, error=response)
+
+    async def _state(self, conn: KernelConnection, req: GetState) -> Response:
+        session = self._lookup(conn, req.session, req.id)
+        if isinstance(session, Error):
+            return session
+        spec = session.spec
+        try:
+            if spec.state_is_method:
+                state = await self._call(session, spec.async_state, session.env.state)
+            elif spec.async_state:
+                state = await self._call(session, False, getattr, session.env, "state")
+                state = await state
+            else:
+                state = await self._call(session, False, getattr, session.env, "state")
+            raw = conn.codec.raw(state)
+        except Exception as exc:
+            return _env_error(exc, req.id, req.session, "state")
+        return StateFrame(id=req.id, session=session.id, state=raw)
+
+    async def _close(self, conn: KernelConnection, req: Close) -> Response:
+        session = self._lookup(conn, req.session, req.id)
+        if isinstance(session, Error):
+            return session
+        await self.close_session(session, "client")
+        return Closed(id=req.id, session=req.session)
+
+    # --- teardown ---------------------------------------------------------------------------
+
+    async def _close_env(self, spec: EnvSpec, env: Any) -> None:
+        try:
+            if spec.async_close:
+                await env.close()
+            elif spec.inline:
+                env.close()
+            else:
+                await self.offload(env.close)
+        except Exception:
+            log.exception("environment %r raised in close()", spec.name)
+
+    async def close_session(self, session: Session, reason: str) -> None:
+        """Remove a session and close its env (exactly once)."""
+        if session.closed:
+            return
+        self.sessions.remove(session)
+        await self._close_env(session.spec, session.env)
+        if self._on_closed is not None:
+            self._on_closed(session_id=session.id, env=session.spec.name, reason=reason)
+
+    async def disconnect(self, conn: KernelConnection) -> int:
+        """The peer is gone: close every session it owned. Returns how many."""
+        conn.closed = True
+        owned = self.sessions.owned_by(conn)
+        for session in owned:
+            await self.close_session(session, "disconnect")
+        return len(owned)
+
+    async def reap_idle(self) -> int:
+        """Close sessions idle past the limit. Returns how many."""
+        stale = self.sessions.expired(self.clock())
+        for session in stale:  # already out of the table: close the envs
+            await self._close_env(session.spec, session.env)
+            if self._on_closed is not None:
+                self._on_closed(session_id=session.id, env=session.spec.name, reason="idle")
+            log.info("closed idle session %s (%s)", session.id, session.spec.name)
+        return len(stale)
+
+    async def shutdown(self) -> None:
+        """Close every session (server stopping)."""
+        for session in list(self.sessions):
+            await self.close_session(session, "shutdown")

@@ -1,0 +1,125 @@
+"""EnvSpec: what the kernel knows about an environment class, worked out once.
+
+Resolves the Action/Observation/State types (class attributes or generic arguments), which
+methods are coroutines, and the JSON Schemas clients and tools see. Building it validates the
+class, so a broken env fails when it is registered, not at its first step.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, get_args, get_origin
+
+import attrs
+import msgspec
+
+from ecotone.kernel.contract import Environment
+from ecotone.specs import EnvInfo
+
+
+class EnvDefinitionError(TypeError):
+    """An environment class breaks the contract (missing types, missing methods...)."""
+
+
+def _generic_types(cls: type) -> tuple[Any, Any, Any] | None:
+    for klass in cls.__mro__:
+        for base in getattr(klass, "__orig_bases__", ()):
+            origin = get_origin(base)
+            if isinstance(origin, type) and issubclass(origin, Environment):
+                args = get_args(base)
+                if len(args) == 3 and not any(isinstance(a, type(Any)) for a in args):
+                    return args
+    return None
+
+
+def _schema(type_: Any) -> dict[str, Any]:
+    _, components = msgspec.json.schema_components([type_], ref_template="#/$defs/{name}")
+    name = getattr(type_, "__name__", "")
+    schema = dict(components.get(name, {}))
+    others = {k: v for k, v in components.items() if k != name}
+    if others:
+        schema["$defs"] = others
+    return schema
+
+
+@attrs.frozen(slots=True)
+class EnvSpec:
+    """An environment class, validated, with everything the kernel needs to serve it."""
+
+    name: str
+    factory: Callable[[], Any]
+    action_type: Any
+    observation_type: Any
+    state_type: Any
+    description: str
+    version: str
+    inline: bool
+    async_reset: bool
+    async_step: bool
+    async_close: bool
+    state_is_method: bool
+    async_state: bool
+
+    @classmethod
+    def from_class(cls, env_cls: type, name: str | None = None) -> EnvSpec:
+        """Inspect `env_cls` and return its spec; raise EnvDefinitionError if it is unusable."""
+        label = name or getattr(env_cls, "name", "") or env_cls.__name__
+        generic = _generic_types(env_cls)
+        types: list[Any] = []
+        for i, attr in enumerate(("action_type", "observation_type", "state_type")):
+            t = getattr(env_cls, attr, None)
+            if t is None and generic is not None:
+                t = generic[i]
+            if t is None:
+                raise EnvDefinitionError(
+                    f"environment {label!r} does not declare its {attr}: set the class attribute "
+                    f"{attr} or subclass Environment[Action, Observation, State]"
+                )
+            types.append(t)
+        for method in ("reset", "step", "close"):
+            if not callable(getattr(env_cls, method, None)):
+                raise EnvDefinitionError(f"environment {label!r} has no {method}() method")
+        if getattr(env_cls, "step") is Environment.step:
+            raise EnvDefinitionError(f"environment {label!r} does not implement step()")
+        if getattr(env_cls, "reset") is Environment.reset:
+            raise EnvDefinitionError(f"environment {label!r} does not implement reset()")
+        state_attr = inspect.getattr_static(env_cls, "state", None)
+        if state_attr is None or state_attr is inspect.getattr_static(Environment, "state"):
+            raise EnvDefinitionError(f"environment {label!r} does not implement state")
+        state_is_method = not isinstance(state_attr, property)
+        state_fn = state_attr.fget if isinstance(state_attr, property) else state_attr
+        for t in types:
+            try:
+                msgspec.json.schema(t)
+            except (TypeError, ValueError) as exc:
+                raise EnvDefinitionError(
+                    f"environment {label!r}: type {t!r} cannot be encoded by msgspec: {exc}"
+                ) from exc
+        doc = getattr(env_cls, "description", "") or inspect.getdoc(env_cls) or ""
+        return cls(
+            name=label,
+            factory=env_cls,
+            action_type=types[0],
+            observation_type=types[1],
+            state_type=types[2],
+            description=doc.strip().split("\n\n")[0].replace("\n", " "),
+            version=str(getattr(env_cls, "version", "") or "0"),
+            inline=bool(getattr(env_cls, "inline", False)),
+            async_reset=inspect.iscoroutinefunction(env_cls.reset),  # type: ignore[attr-defined]
+            async_step=inspect.iscoroutinefunction(env_cls.step),  # type: ignore[attr-defined]
+            async_close=inspect.iscoroutinefunction(env_cls.close),  # type: ignore[attr-defined]
+            state_is_method=state_is_method,
+            async_state=inspect.iscoroutinefunction(state_fn),
+        )
+
+    def info(self) -> EnvInfo:
+        """The description clients get from `describe`."""
+        return EnvInfo(
+            name=self.name,
+            description=self.description,
+            version=self.version,
+            action_schema=_schema(self.action_type),
+            observation_schema=_schema(self.observation_type),
+            state_schema=_schema(self.state_type),
+        )

@@ -1,0 +1,54 @@
+"""The pluggy hooks through which plugins extend ecotone.
+
+A plugin is a module (or object) with functions marked `@hookimpl`, named in the `ecotone`
+entry-point group of its distribution:
+
+    [project.entry-points.ecotone]
+    myenv = "myenv.plugin"
+
+Contribution hooks return a mapping of names to things; every plugin's mappings are merged and
+a name claimed twice is an error that names both plugins. Lifecycle hooks observe sessions
+(recording, metrics); they must be cheap and must not raise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("ecotone")
+hookimpl = pluggy.HookimplMarker("ecotone")
+
+
+@hookspec
+def ecotone_environments() -> Mapping[str, type]:  # type: ignore[empty-body]
+    """Environment classes this plugin contributes, by name (`{"counter": CounterEnv}`)."""
+
+
+@hookspec
+def ecotone_transports() -> Mapping[str, Any]:  # type: ignore[empty-body]
+    """Transports this plugin contributes, by name. Each value is a `Transport`."""
+
+
+@hookspec
+def ecotone_providers() -> Mapping[str, Any]:  # type: ignore[empty-body]
+    """Providers (things that start env servers somewhere) this plugin contributes, by name."""
+
+
+@hookspec
+def ecotone_session_opened(session_id: str, env: str) -> None:
+    """A session was opened on this server."""
+
+
+@hookspec
+def ecotone_session_closed(session_id: str, env: str, reason: str) -> None:
+    """A session was closed. `reason`: `client`, `disconnect`, `idle` or `shutdown`."""
+
+
+@hookspec
+def ecotone_step_completed(
+    session_id: str, env: str, action: Any, observation: Any, duration_s: float
+) -> None:
+    """A step finished successfully. `action` and `observation` are the typed values."""

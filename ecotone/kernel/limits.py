@@ -1,0 +1,26 @@
+"""Server limits, shared by the kernel and every transport."""
+
+from __future__ import annotations
+
+import attrs
+
+
+def _positive(_: object, attribute: attrs.Attribute[float], value: float | None) -> None:
+    if value is not None and value <= 0:
+        raise ValueError(f"{attribute.name} must be > 0, got {value!r}")
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class Limits:
+    """How much a server accepts before it says no (always with an error frame)."""
+
+    max_sessions: int = attrs.field(default=256, validator=_positive)
+    """Open sessions across all connections; one more gets a `capacity` error."""
+    idle_timeout: float | None = attrs.field(default=300.0, validator=_positive)
+    """Seconds without a request after which a session is closed (None: never)."""
+    max_frame_bytes: int = attrs.field(default=4 * 1024 * 1024, validator=_positive)
+    """Largest frame read; a larger one gets `too_large` and is discarded."""
+    ping_interval: float | None = attrs.field(default=20.0, validator=_positive)
+    """Seconds of silence after which the server pings the peer (None: never)."""
+    ping_timeout: float = attrs.field(default=20.0, validator=_positive)
+    """Seconds to wait for any sign of life after a ping before dropping the connection."""

@@ -1,0 +1,118 @@
+"""Sessions and the table that holds them.
+
+A session is one env instance owned by one connection. Its phase follows a small table:
+
+    phase     reset     step                          state   close
+    FRESH     RUNNING   error reset_required          ok      gone
+    RUNNING   RUNNING   RUNNING, or ENDED when done   ok      gone
+    ENDED     RUNNING   error episode_done            ok      gone
+
+A reset that raises leaves the session FRESH (the episode never started); a step that raises
+leaves it RUNNING (the env decides whether it can go on; the client may always reset).
+
+The table enforces the capacity limit and finds idle sessions to reap. It never closes envs
+itself (closing may block or await): it hands sessions back to the kernel, which does.
+Time is passed in, never read, so the table is deterministic under test.
+"""
+
+from __future__ import annotations
+
+import enum
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+
+from ecotone.kernel.envspec import EnvSpec
+
+
+class Phase(enum.Enum):
+    FRESH = "fresh"
+    RUNNING = "running"
+    ENDED = "ended"
+
+
+class CapacityError(Exception):
+    """The table is full."""
+
+    def __init__(self, active: int, limit: int) -> None:
+        super().__init__(f"server is at capacity: {active} of {limit} sessions are open")
+        self.active = active
+        self.limit = limit
+
+
+@attrs.define(slots=True, eq=False)
+class Session:
+    """One env instance and its bookkeeping. Mutable; owned by the kernel."""
+
+    id: str
+    spec: EnvSpec
+    env: Any
+    owner: object
+    last_used: float
+    phase: Phase = Phase.FRESH
+    busy: int = 0
+    """Calls in flight; a busy session is never reaped."""
+    closed: bool = False
+
+
+@attrs.define(slots=True)
+class SessionTable:
+    """All open sessions of a server, with a capacity limit and idle reaping."""
+
+    max_sessions: int
+    idle_timeout: float | None
+    _sessions: dict[str, Session] = attrs.field(factory=dict, init=False)
+    _reserved: int = attrs.field(default=0, init=False)
+
+    def __len__(self) -> int:
+        return len(self._sessions) + self._reserved
+
+    def __iter__(self) -> Iterator[Session]:
+        return iter(list(self._sessions.values()))
+
+    def reserve(self) -> None:
+        """Claim a slot before building an env (construction may be slow). Raises
+        CapacityError when the table is full. Every reserve is followed by `add` or `release`."""
+        if len(self) >= self.max_sessions:
+            raise CapacityError(len(self), self.max_sessions)
+        self._reserved += 1
+
+    def release(self) -> None:
+        """Give back a reserved slot whose env could not be built."""
+        self._reserved -= 1
+
+    def add(self, spec: EnvSpec, env: Any, owner: object, now: float) -> Session:
+        """Turn a reserved slot into a session with a fresh random id."""
+        self._reserved -= 1
+        session_id = secrets.token_hex(8)
+        while session_id in self._sessions:
+            session_id = secrets.token_hex(8)
+        session = Session(id=session_id, spec=spec, env=env, owner=owner, last_used=now)
+        self._sessions[session_id] = session
+        return session
+
+    def get(self, session_id: str, owner: object) -> Session | None:
+        """The session, if it is open and belongs to `owner` (a connection sees only its own)."""
+        session = self._sessions.get(session_id)
+        if session is None or session.owner is not owner:
+            return None
+        return session
+
+    def remove(self, session: Session) -> None:
+        session.closed = True
+        self._sessions.pop(session.id, None)
+
+    def owned_by(self, owner: object) -> list[Session]:
+        return [s for s in self._sessions.values() if s.owner is owner]
+
+    def expired(self, now: float) -> list[Session]:
+        """Idle sessions past the timeout, removed from the table and returned for closing."""
+        if self.idle_timeout is None:
+            return []
+        cutoff = now - self.idle_timeout
+        stale = [s for s in self._sessions.values() if not s.busy and s.last_used <= cutoff]
+        for session in stale:
+            self.remove(session)
+        return stale

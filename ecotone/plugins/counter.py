@@ -1,0 +1,78 @@
+"""`counter`: the smallest useful env, used by benchmarks and tests.
+
+Action `{"delta": int}`; observation `{"count": int}`; reward = delta. The episode never ends
+unless reset options set `target` (done once count >= target) or `max_steps` (truncated after
+that many steps).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import ecotone
+
+
+class CounterAction(ecotone.Action, kw_only=True, forbid_unknown_fields=True):
+    delta: int
+
+
+class CounterObservation(ecotone.Observation, kw_only=True):
+    count: int
+
+
+class CounterState(ecotone.State, kw_only=True):
+    count: int = 0
+    target: int | None = None
+    max_steps: int | None = None
+
+
+class CounterEnv(ecotone.Environment[CounterAction, CounterObservation, CounterState]):
+    """Adds each action's delta to a count; the reward is the delta."""
+
+    name = "counter"
+    version = "1"
+    inline = True  # pure arithmetic: never worth a thread hop
+
+    def __init__(self) -> None:
+        self._state = CounterState()
+
+    def reset(
+        self,
+        *,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        start: int = 0,
+        target: int | None = None,
+        max_steps: int | None = None,
+    ) -> CounterObservation:
+        self._state = CounterState(
+            episode_id=episode_id or uuid.uuid4().hex,
+            count=start,
+            target=target,
+            max_steps=max_steps,
+        )
+        return CounterObservation(count=start)
+
+    def step(self, action: CounterAction) -> CounterObservation:
+        st = self._state
+        st.step_count += 1
+        st.count += action.delta
+        done = st.target is not None and st.count >= st.target
+        truncated = not done and st.max_steps is not None and st.step_count >= st.max_steps
+        return CounterObservation(
+            count=st.count, reward=float(action.delta), done=done, truncated=truncated
+        )
+
+    @property
+    def state(self) -> CounterState:
+        return self._state
+
+    def close(self) -> None:
+        pass
+
+
+@ecotone.hookimpl
+def ecotone_environments() -> Mapping[str, Any]:
+    return {"counter": CounterEnv}

@@ -1,0 +1,72 @@
+"""`echo`: repeats the agent's message back; a readable first env and the demo's.
+
+Action `{"message": str}`; observation `{"echoed": str, "length": int}`; reward is
+`len(message) / 10`. The episode ends (done) when the agent sends an empty message, and is
+truncated after `max_steps` steps (reset option, default 10).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import ecotone
+
+
+class EchoAction(ecotone.Action, kw_only=True, forbid_unknown_fields=True):
+    message: str
+
+
+class EchoObservation(ecotone.Observation, kw_only=True):
+    echoed: str = ""
+    length: int = 0
+
+
+class EchoState(ecotone.State, kw_only=True):
+    max_steps: int = 10
+    last_message: str = ""
+
+
+class EchoEnv(ecotone.Environment[EchoAction, EchoObservation, EchoState]):
+    """Echoes each message back; an empty message ends the episode."""
+
+    name = "echo"
+    version = "1"
+    inline = True
+
+    def __init__(self) -> None:
+        self._state = EchoState()
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, max_steps: int = 10
+    ) -> EchoObservation:
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        self._state = EchoState(episode_id=episode_id or uuid.uuid4().hex, max_steps=max_steps)
+        return EchoObservation()
+
+    def step(self, action: EchoAction) -> EchoObservation:
+        st = self._state
+        st.step_count += 1
+        st.last_message = action.message
+        done = action.message == ""
+        return EchoObservation(
+            echoed=action.message,
+            length=len(action.message),
+            reward=len(action.message) / 10,
+            done=done,
+            truncated=not done and st.step_count >= st.max_steps,
+        )
+
+    @property
+    def state(self) -> EchoState:
+        return self._state
+
+    def close(self) -> None:
+        pass
+
+
+@ecotone.hookimpl
+def ecotone_environments() -> Mapping[str, Any]:
+    return {"echo": EchoEnv}

@@ -1,0 +1,108 @@
+"""Running a server: registry + kernel + transport, from a ServerConfig.
+
+Composition only: this module wires the public pieces together for `ecotone serve`, for tests
+and for users who embed a server in their own program (`BackgroundServer`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from ecotone.kernel import Kernel, Registry
+from ecotone.kernel.config import ServerConfig
+
+log = logging.getLogger("ecotone.server")
+
+
+async def trio_offload(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run a blocking env call in trio's worker threads."""
+    return await trio.to_thread.run_sync(fn, *args)
+
+
+def build_kernel(config: ServerConfig, registry: Registry) -> Kernel:
+    if not config.env:
+        raise ValueError("no environment to serve: name one (ecotone serve ENV) or set `env`")
+    spec = registry.env_spec(config.env)
+    return Kernel(spec, limits=config.limits, hooks=registry.pm.hook, offload=trio_offload)
+
+
+async def serve(
+    config: ServerConfig,
+    *,
+    registry: Registry | None = None,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve `config.env` over `config.transport` until cancelled; close every session then."""
+    registry = registry or Registry.discover()
+    kernel = build_kernel(config, registry)
+    transport = registry.transport(config.transport)
+    try:
+        await transport.serve(kernel, config.host, config.port, task_status=task_status)
+    finally:
+        with trio.CancelScope(shield=True):
+            await kernel.shutdown()
+
+
+class BackgroundServer:
+    """A server in a background thread of this process (tests, notebooks, `ecotone play`).
+
+        with BackgroundServer(ServerConfig(env="counter", port=0)) as server:
+            client = ecotone.connect(server.url)
+    """
+
+    def __init__(self, config: ServerConfig, registry: Registry | None = None) -> None:
+        self.config = config
+        self.registry = registry
+        self.url = ""
+        self._ready = threading.Event()
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._cancel: trio.CancelScope | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="ecotone-server", daemon=True)
+
+    def _run(self) -> None:
+        async def main() -> None:
+            self._token = trio.lowlevel.current_trio_token()
+            with trio.CancelScope() as scope:
+                self._cancel = scope
+                async with trio.open_nursery() as nursery:
+                    self.url = await nursery.start(
+                        lambda task_status: serve(
+                            self.config, registry=self.registry, task_status=task_status
+                        )
+                    )
+                    self._ready.set()
+
+        try:
+            trio.run(main)
+        except BaseException as exc:
+            self._error = exc
+        finally:
+            self._ready.set()
+
+    def start(self, timeout: float = 30.0) -> BackgroundServer:
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise TimeoutError(f"server did not start within {timeout}s")
+        if self._error is not None:
+            raise RuntimeError(f"server failed to start: {self._error}") from self._error
+        return self
+
+    def stop(self) -> None:
+        if self._token is not None and self._cancel is not None and self._thread.is_alive():
+            try:
+                self._token.run_sync_soon(self._cancel.cancel)
+            except trio.RunFinishedError:
+                pass
+        self._thread.join(timeout=30)
+
+    def __enter__(self) -> BackgroundServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,72 @@
+"""Pure data: every wire frame, error code and env description, as msgspec Structs.
+
+Nothing here imports the rest of ecotone, does I/O, or holds state. Transports, the kernel
+and the clients all speak in these types; `docs/protocol.md` is generated from them.
+"""
+
+from ecotone.specs.codec import Codec, JsonCodec, MsgpackCodec, codec_for
+from ecotone.specs.errors import ErrorCode
+from ecotone.specs.frames import (
+    PROTOCOL_VERSION,
+    SUBPROTOCOLS,
+    Close,
+    Closed,
+    Describe,
+    Described,
+    EnvInfo,
+    Error,
+    Frame,
+    Hello,
+    ObservationFrame,
+    Open,
+    Opened,
+    Ping,
+    Pong,
+    Request,
+    RequestId,
+    Reset,
+    Response,
+    StateFrame,
+    Step,
+    StepItem,
+    StepMany,
+    StepManyItem,
+    StepManyResult,
+    GetState,
+    Welcome,
+)
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "SUBPROTOCOLS",
+    "Close",
+    "Closed",
+    "Codec",
+    "Describe",
+    "Described",
+    "EnvInfo",
+    "Error",
+    "ErrorCode",
+    "Frame",
+    "GetState",
+    "Hello",
+    "JsonCodec",
+    "MsgpackCodec",
+    "ObservationFrame",
+    "Open",
+    "Opened",
+    "Ping",
+    "Pong",
+    "Request",
+    "RequestId",
+    "Reset",
+    "Response",
+    "StateFrame",
+    "Step",
+    "StepItem",
+    "StepMany",
+    "StepManyItem",
+    "StepManyResult",
+    "Welcome",
+    "codec_for",
+]

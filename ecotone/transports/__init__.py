@@ -1,0 +1,1 @@
+"""I/O adapters that move frames between peers and the kernel (trio)."""
