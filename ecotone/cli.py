@@ -40,8 +40,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("target", help="env name (served here for the game) or ws:// URL")
     p.add_argument("--steps", type=int, default=5, help="steps to play (default 5)")
     p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--action", action="append", default=[],
-                   help="JSON action; repeat for several (default: a built-in one per env)")
+    p.add_argument(
+        "--action",
+        action="append",
+        default=[],
+        help="JSON action; repeat for several (default: a built-in one per env)",
+    )
     return parser
 
 
@@ -64,12 +68,18 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     async def main() -> None:
         async with trio.open_nursery() as nursery:
             url = await nursery.start(lambda task_status: serve(config, task_status=task_status))
-            print(f"ecotone: serving {config.env!r} over {config.transport} at {url}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"ecotone: serving {config.env!r} over {config.transport} at {url}",
+                file=sys.stderr,
+                flush=True,
+            )
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
-                    print(f"ecotone: {signal.Signals(signum).name}, shutting down",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"ecotone: {signal.Signals(signum).name}, shutting down",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     nursery.cancel_scope.cancel()
                     break
 

@@ -51,8 +51,8 @@ async def serve(
 class BackgroundServer:
     """A server in a background thread of this process (tests, notebooks, `ecotone play`).
 
-        with BackgroundServer(ServerConfig(env="counter", port=0)) as server:
-            client = ecotone.connect(server.url)
+    with BackgroundServer(ServerConfig(env="counter", port=0)) as server:
+        client = ecotone.connect(server.url)
     """
 
     def __init__(self, config: ServerConfig, registry: Registry | None = None) -> None:

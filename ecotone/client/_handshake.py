@@ -28,9 +28,7 @@ class WsClientProtocol:
         self.ws = WSConnection(ConnectionType.CLIENT)
         self.subprotocol = next(k for k, v in SUBPROTOCOLS.items() if v == codec)
         self.binary = codec == "msgpack"
-        self._request = Request(
-            host=f"{host}:{port}", target=path, subprotocols=[self.subprotocol]
-        )
+        self._request = Request(host=f"{host}:{port}", target=path, subprotocols=[self.subprotocol])
         self._parts: list[Any] = []
         self.accepted = False
         self.closed = False

@@ -51,8 +51,9 @@ class _Slot:
 class AsyncConnection:
     """One connection to a server, shared by any number of tasks and sessions."""
 
-    def __init__(self, url: str, channel: AsyncChannel, core: ClientCore,
-                 timeout: float | None) -> None:
+    def __init__(
+        self, url: str, channel: AsyncChannel, core: ClientCore, timeout: float | None
+    ) -> None:
         self.url = url
         self.channel = channel
         self.core = core
@@ -63,9 +64,14 @@ class AsyncConnection:
         self._closed = False
 
     @classmethod
-    async def open_url(cls, url: str, *, codec: str = "json",
-                       timeout: float | None = DEFAULT_TIMEOUT,
-                       connect_timeout: float = 10.0) -> AsyncConnection:
+    async def open_url(
+        cls,
+        url: str,
+        *,
+        codec: str = "json",
+        timeout: float | None = DEFAULT_TIMEOUT,
+        connect_timeout: float = 10.0,
+    ) -> AsyncConnection:
         channel = await open_async_channel(url, codec, connect_timeout)
         return cls(url, channel, ClientCore(codec), timeout)
 
@@ -114,18 +120,24 @@ class AsyncConnection:
                 if reader.response is None:
                     reader.response = response  # an error not tied to an id: the reader's
             else:
-                core.abandoned.discard(response.id)  # type: ignore[arg-type]
+                core.abandoned.discard(response.id)
 
-    async def open(self, env: str | None = None, *, observation_type: Any = None,
-                   state_type: Any = None,
-                   timeout: float | None = None) -> AsyncEnvClient[Any, Any]:
+    async def open(
+        self,
+        env: str | None = None,
+        *,
+        observation_type: Any = None,
+        state_type: Any = None,
+        timeout: float | None = None,
+    ) -> AsyncEnvClient[Any, Any]:
         """Open a session (its own env instance) on this connection."""
         response = self.core.check(
             await self.request(Open(id=self.core.next_id(), env=env), timeout)
         )
         assert isinstance(response, Opened)
-        return AsyncEnvClient(self, response.session, response.env,
-                              EnvTypes(observation_type, state_type))
+        return AsyncEnvClient(
+            self, response.session, response.env, EnvTypes(observation_type, state_type)
+        )
 
     async def describe(self, env: str | None = None) -> EnvInfo:
         response = self.core.check(await self.request(Describe(id=self.core.next_id(), env=env)))
@@ -133,7 +145,8 @@ class AsyncConnection:
         return response.info
 
     async def step_many(
-        self, steps: Iterable[tuple[AsyncEnvClient[Any, Any], Any]],
+        self,
+        steps: Iterable[tuple[AsyncEnvClient[Any, Any], Any]],
         timeout: float | None = None,
     ) -> list[StepResult[Any] | ServerError]:
         """Step several sessions of this connection in one round trip (results in order)."""
@@ -147,8 +160,8 @@ class AsyncConnection:
         assert isinstance(response, StepManyResult)
         out: list[StepResult[Any] | ServerError] = []
         for (client, _), item in zip(steps, response.results, strict=True):
-            if item.error is not None:
-                out.append(ServerError.from_frame(item.error))
+            if isinstance(item, Error):
+                out.append(ServerError.from_frame(item))
             else:
                 out.append(core.observation(item.observation, client.types))
         return out
@@ -178,8 +191,14 @@ class AsyncEnvClient(Generic[ObsT, StateT]):
     """One session, async: `await reset()`, `await step(action)`, `await state()`,
     `await close()`. An async context manager that closes the session."""
 
-    def __init__(self, connection: AsyncConnection, session_id: str, env: str,
-                 types: EnvTypes, owns_connection: bool = False) -> None:
+    def __init__(
+        self,
+        connection: AsyncConnection,
+        session_id: str,
+        env: str,
+        types: EnvTypes,
+        owns_connection: bool = False,
+    ) -> None:
         self.connection = connection
         self.session_id = session_id
         self.env = env
@@ -187,11 +206,22 @@ class AsyncEnvClient(Generic[ObsT, StateT]):
         self._owns = owns_connection
         self._closed = False
 
-    async def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-                    timeout: float | None = None, **options: Any) -> StepResult[ObsT]:
+    async def reset(
+        self,
+        *,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        timeout: float | None = None,
+        **options: Any,
+    ) -> StepResult[ObsT]:
         core = self.connection.core
-        frame = Reset(id=core.next_id(), session=self.session_id, seed=seed,
-                      episode_id=episode_id, options=options)
+        frame = Reset(
+            id=core.next_id(),
+            session=self.session_id,
+            seed=seed,
+            episode_id=episode_id,
+            options=options,
+        )
         return core.step_result(await self.connection.request(frame, timeout), self.types)
 
     async def step(self, action: Any, *, timeout: float | None = None) -> StepResult[ObsT]:
@@ -202,7 +232,7 @@ class AsyncEnvClient(Generic[ObsT, StateT]):
     async def state(self, *, timeout: float | None = None) -> StateT:
         core = self.connection.core
         frame = GetState(id=core.next_id(), session=self.session_id)
-        return core.state(await self.connection.request(frame, timeout), self.types)  # type: ignore[no-any-return]
+        return core.state(await self.connection.request(frame, timeout), self.types)
 
     async def describe(self) -> EnvInfo:
         return await self.connection.describe(self.env)
@@ -215,8 +245,11 @@ class AsyncEnvClient(Generic[ObsT, StateT]):
         try:
             core = self.connection.core
             with anyio.CancelScope(shield=True):
-                core.check(await self.connection.request(
-                    Close(id=core.next_id(), session=self.session_id), timeout=10.0))
+                core.check(
+                    await self.connection.request(
+                        Close(id=core.next_id(), session=self.session_id), timeout=10.0
+                    )
+                )
         except (ConnectionLost, TimeoutError):
             pass
         finally:
@@ -246,12 +279,15 @@ class _Connecting:
     async def _connect(self) -> AsyncEnvClient[Any, Any]:
         kw = self._kwargs
         connection = await AsyncConnection.open_url(
-            self._url, codec=kw["codec"], timeout=kw["timeout"],
+            self._url,
+            codec=kw["codec"],
+            timeout=kw["timeout"],
             connect_timeout=kw["connect_timeout"],
         )
         try:
-            client = await connection.open(self._env, observation_type=kw["observation_type"],
-                                           state_type=kw["state_type"])
+            client = await connection.open(
+                self._env, observation_type=kw["observation_type"], state_type=kw["state_type"]
+            )
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await connection.aclose()
@@ -286,6 +322,14 @@ def aconnect(
     `async with ecotone.aconnect(url) as env: ...` or `env = await ecotone.aconnect(url)`.
     Arguments as for `ecotone.connect`.
     """
-    return _Connecting(url, env, dict(observation_type=observation_type, state_type=state_type,
-                                      codec=codec, timeout=timeout,
-                                      connect_timeout=connect_timeout))
+    return _Connecting(
+        url,
+        env,
+        dict(
+            observation_type=observation_type,
+            state_type=state_type,
+            codec=codec,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+        ),
+    )

@@ -111,8 +111,9 @@ class WsAsyncChannel:
         self._early: list[bytes | str] = []
 
     @classmethod
-    async def open(cls, host: str, port: int, path: str, codec: str,
-                   connect_timeout: float) -> WsAsyncChannel:
+    async def open(
+        cls, host: str, port: int, path: str, codec: str, connect_timeout: float
+    ) -> WsAsyncChannel:
         proto = WsClientProtocol(host, port, path, codec)
         try:
             with anyio.fail_after(connect_timeout):
@@ -192,7 +193,7 @@ def open_sync_channel(url: str, codec: str, connect_timeout: float) -> SyncChann
     if scheme in ("ws", "http"):
         ep = parse_url(url)
         return WsSyncChannel(ep.host, ep.port, ep.path, codec, connect_timeout)
-    return _channel_transport(scheme).open_channel(url, codec)  # type: ignore[no-any-return]
+    return _channel_transport(scheme).open_channel(url, codec)
 
 
 async def open_async_channel(url: str, codec: str, connect_timeout: float) -> AsyncChannel:
@@ -202,4 +203,4 @@ async def open_async_channel(url: str, codec: str, connect_timeout: float) -> As
     if scheme in ("ws", "http"):
         ep = parse_url(url)
         return await WsAsyncChannel.open(ep.host, ep.port, ep.path, codec, connect_timeout)
-    return await _channel_transport(scheme).open_async_channel(url, codec)  # type: ignore[no-any-return]
+    return await _channel_transport(scheme).open_async_channel(url, codec)

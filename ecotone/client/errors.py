@@ -18,8 +18,13 @@ class ServerError(EcotoneError):
     `invalid_action`, `details["field"]` names the bad field.
     """
 
-    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None,
-                 session: str | None = None) -> None:
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        details: dict[str, Any] | None = None,
+        session: str | None = None,
+    ) -> None:
         super().__init__(f"[{code}] {message}")
         self.code = code
         self.message = message

@@ -43,8 +43,14 @@ DEFAULT_TIMEOUT = 60.0
 class Connection:
     """One connection to a server; it may carry many sessions (`open`)."""
 
-    def __init__(self, url: str, *, codec: str = "json", timeout: float | None = DEFAULT_TIMEOUT,
-                 connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        codec: str = "json",
+        timeout: float | None = DEFAULT_TIMEOUT,
+        connect_timeout: float = 10.0,
+    ) -> None:
         self.url = url
         self.timeout = timeout
         self.core = ClientCore(codec)
@@ -69,7 +75,7 @@ class Connection:
                     return response
                 if response.id is None and isinstance(response, Error):
                     return response  # an error the server could not tie to an id: ours
-                core.abandoned.discard(response.id)  # type: ignore[arg-type]
+                core.abandoned.discard(response.id)
             try:
                 inbox.extend(self.channel.receive(deadline))
             except TimeoutError:
@@ -82,8 +88,14 @@ class Connection:
                 self._closed = True
                 raise
 
-    def open(self, env: str | None = None, *, observation_type: Any = None,
-             state_type: Any = None, timeout: float | None = None) -> EnvClient[Any, Any]:
+    def open(
+        self,
+        env: str | None = None,
+        *,
+        observation_type: Any = None,
+        state_type: Any = None,
+        timeout: float | None = None,
+    ) -> EnvClient[Any, Any]:
         """Open a session (its own env instance) on this connection."""
         response = self.core.check(self.request(Open(id=self.core.next_id(), env=env), timeout))
         assert isinstance(response, Opened)
@@ -110,8 +122,8 @@ class Connection:
         assert isinstance(response, StepManyResult)
         out: list[StepResult[Any] | ServerError] = []
         for (client, _), item in zip(steps, response.results, strict=True):
-            if item.error is not None:
-                out.append(ServerError.from_frame(item.error))
+            if isinstance(item, Error):
+                out.append(ServerError.from_frame(item))
             else:
                 result = core.observation(item.observation, client.types)
                 client._finished = result.finished
@@ -134,8 +146,14 @@ class EnvClient(Generic[ObsT, StateT]):
     """One session: reset, step, state, close. A context manager that closes the session
     (and the connection, when the client made its own through `ecotone.connect`)."""
 
-    def __init__(self, connection: Connection, session_id: str, env: str, types: EnvTypes,
-                 owns_connection: bool = False) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        session_id: str,
+        env: str,
+        types: EnvTypes,
+        owns_connection: bool = False,
+    ) -> None:
         self.connection = connection
         self.session_id = session_id
         self.env = env
@@ -144,11 +162,22 @@ class EnvClient(Generic[ObsT, StateT]):
         self._closed = False
         self._finished = False
 
-    def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-              timeout: float | None = None, **options: Any) -> StepResult[ObsT]:
+    def reset(
+        self,
+        *,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        timeout: float | None = None,
+        **options: Any,
+    ) -> StepResult[ObsT]:
         core = self.connection.core
-        frame = Reset(id=core.next_id(), session=self.session_id, seed=seed,
-                      episode_id=episode_id, options=options)
+        frame = Reset(
+            id=core.next_id(),
+            session=self.session_id,
+            seed=seed,
+            episode_id=episode_id,
+            options=options,
+        )
         result = core.step_result(self.connection.request(frame, timeout), self.types)
         self._finished = result.finished
         return result
@@ -164,7 +193,7 @@ class EnvClient(Generic[ObsT, StateT]):
     def state(self, *, timeout: float | None = None) -> StateT:
         core = self.connection.core
         frame = GetState(id=core.next_id(), session=self.session_id)
-        return core.state(self.connection.request(frame, timeout), self.types)  # type: ignore[no-any-return]
+        return core.state(self.connection.request(frame, timeout), self.types)
 
     def describe(self) -> EnvInfo:
         return self.connection.describe(self.env)

@@ -64,7 +64,7 @@ def _converter() -> cattrs.Converter:
         return float(value)
 
     def structure_int(value: Any, _: type) -> int:
-        if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
             raise TypeError(f"expected an integer, got {value!r}")
         if not isinstance(value, int | float | str):
             raise TypeError(f"expected an integer, got {value!r}")
@@ -99,10 +99,10 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
     for name, value in environ.items():
         if not name.startswith(ENV_PREFIX):
             continue
-        key = name[len(ENV_PREFIX):].lower()
+        key = name[len(ENV_PREFIX) :].lower()
         parsed: Any = None if value.lower() == "none" else value
         if key.startswith("limits_"):
-            data.setdefault("limits", {})[key[len("limits_"):]] = parsed
+            data.setdefault("limits", {})[key[len("limits_") :]] = parsed
         elif key in ("env", "transport", "host", "port"):
             data[key] = parsed
         elif key == "config":

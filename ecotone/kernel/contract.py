@@ -90,6 +90,14 @@ class Environment(Generic[ActT, ObsT, StateT]):
     Struct (recommended), a dataclass or an attrs class.
 
     `name`, `description` and `version` describe the env to clients and tools.
+
+    Subclasses implement (each may be `async def`):
+
+    * `reset(self, *, seed=None, episode_id=None, **options) -> Observation`; name the options
+      the env accepts as keyword arguments, and unknown options are rejected for you;
+    * `step(self, action) -> Observation`;
+    * `state` as a property (or a method) returning the State;
+    * `close(self)` when the env holds anything to release (the default does nothing).
     """
 
     action_type: ClassVar[type[Any]]
@@ -100,21 +108,6 @@ class Environment(Generic[ActT, ObsT, StateT]):
     version: ClassVar[str] = "0"
     inline: ClassVar[bool] = False
     """Run sync methods on the event loop instead of a worker thread (only for fast envs)."""
-
-    def reset(
-        self, *, seed: int | None = None, episode_id: str | None = None, **options: Any
-    ) -> Any:
-        """Start a new episode and return its first Observation."""
-        raise NotImplementedError
-
-    def step(self, action: ActT) -> Any:
-        """Apply `action` and return the next Observation."""
-        raise NotImplementedError
-
-    @property
-    def state(self) -> Any:
-        """The current State."""
-        raise NotImplementedError
 
     def close(self) -> Any:
         """Release everything this instance holds. Idempotent."""

@@ -46,7 +46,6 @@ from ecotone.specs import (
     StateFrame,
     Step,
     StepMany,
-    StepManyItem,
     StepManyResult,
     Welcome,
 )
@@ -66,12 +65,12 @@ async def _anyio_offload(fn: Callable[..., Any], *args: Any) -> Any:
 
 def _error(
     code: ErrorCode,
-    message: str,
+    text: str,
     id: RequestId | None = None,
     session: str | None = None,
     **details: Any,
 ) -> Error:
-    return Error(id=id, code=code, message=message, session=session, details=details)
+    return Error(id=id, code=code, message=text, session=session, details=details)
 
 
 def _env_error(exc: BaseException, id: RequestId | None, session: str, what: str) -> Error:
@@ -105,9 +104,7 @@ class KernelConnection:
         except msgspec.ValidationError as exc:
             return self._salvage(data, exc)
         except msgspec.DecodeError as exc:
-            return _error(
-                ErrorCode.INVALID_FRAME, f"frame is not valid {self.codec.name}: {exc}"
-            )
+            return _error(ErrorCode.INVALID_FRAME, f"frame is not valid {self.codec.name}: {exc}")
 
     def too_large(self, size: int) -> Error:
         limit = self.kernel.limits.max_frame_bytes
@@ -243,8 +240,9 @@ class Kernel:
                 getattr(request, "session", None),
             )
 
-    async def _call(self, session: Session, is_async: bool, fn: Callable[..., Any], *args: Any,
-                    **kwargs: Any) -> Any:
+    async def _call(
+        self, session: Session, is_async: bool, fn: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> Any:
         session.busy += 1
         try:
             if is_async:
@@ -279,8 +277,9 @@ class Kernel:
                 req.id,
                 supported=[PROTOCOL_VERSION],
             )
-        return Welcome(id=req.id, version=PROTOCOL_VERSION, server=SERVER_NAME,
-                       envs=list(self.envs))
+        return Welcome(
+            id=req.id, version=PROTOCOL_VERSION, server=SERVER_NAME, envs=list(self.envs)
+        )
 
     async def _ping(self, conn: KernelConnection, req: Ping) -> Response:
         return Pong(id=req.id)
@@ -339,8 +338,12 @@ class Kernel:
         session.phase = Phase.FRESH
         try:
             obs = await self._call(
-                session, spec.async_reset, session.env.reset,
-                seed=req.seed, episode_id=req.episode_id, **req.options,
+                session,
+                spec.async_reset,
+                session.env.reset,
+                seed=req.seed,
+                episode_id=req.episode_id,
+                **req.options,
             )
         except TypeError as exc:
             if req.options and "argument" in str(exc):
@@ -358,7 +361,7 @@ class Kernel:
 
     def _observation(
         self, conn: KernelConnection, session: Session, rid: RequestId, obs: Any
-    ) -> Response:
+    ) -> ObservationFrame | Error:
         try:
             raw = conn.codec.raw(obs)
         except (TypeError, msgspec.EncodeError) as exc:
@@ -380,9 +383,13 @@ class Kernel:
     async def _step(self, conn: KernelConnection, req: Step) -> Response:
         return await self._step_one(conn, req.session, req.action, req.id)
 
+    async def step_one(self, conn: KernelConnection, req: Step) -> ObservationFrame | Error:
+        """`dispatch` for a step, typed: the item a `step_many_result` holds."""
+        return await self._step_one(conn, req.session, req.action, req.id)
+
     async def _step_one(
         self, conn: KernelConnection, session_id: str, raw_action: msgspec.Raw, rid: RequestId
-    ) -> Response:
+    ) -> ObservationFrame | Error:
         session = self._lookup(conn, session_id, rid)
         if isinstance(session, Error):
             return session
@@ -408,15 +415,17 @@ class Kernel:
             return _error(
                 ErrorCode.INVALID_ACTION,
                 f"invalid action for env {spec.name!r}: {details['reason']} "
-                f"(field `{details['field']}`)" if details["field"] else
-                f"invalid action for env {spec.name!r}: {details['reason']}",
+                f"(field `{details['field']}`)"
+                if details["field"]
+                else f"invalid action for env {spec.name!r}: {details['reason']}",
                 rid,
                 session_id,
                 **details,
             )
         except msgspec.DecodeError as exc:  # pragma: no cover - the frame already parsed
-            return _error(ErrorCode.INVALID_ACTION, f"action is not decodable: {exc}", rid,
-                          session_id)
+            return _error(
+                ErrorCode.INVALID_ACTION, f"action is not decodable: {exc}", rid, session_id
+            )
         started = time.perf_counter() if self._on_step is not None else 0.0
         try:
             obs = await self._call(session, spec.async_step, session.env.step, action)
@@ -425,27 +434,20 @@ class Kernel:
         response = self._observation(conn, session, rid, obs)
         if self._on_step is not None and not isinstance(response, Error):
             self._on_step(
-                session_id=session_id, env=spec.name, action=action, observation=obs,
+                session_id=session_id,
+                env=spec.name,
+                action=action,
+                observation=obs,
                 duration_s=time.perf_counter() - started,
             )
         return response
 
     async def _step_many(self, conn: KernelConnection, req: StepMany) -> Response:
         """Sequential fallback; transports route the items through per-session lanes."""
-        items = []
-        for item in req.steps:
-            items.append(self.step_item(item.session,
-                                        await self._step_one(conn, item.session, item.action,
-                                                             req.id)))
-        return StepManyResult(id=req.id, results=items)
-
-    @staticmethod
-    def step_item(session_id: str, response: Response) -> StepManyItem:
-        """Wrap one session's step answer as an item of `step_many_result`."""
-        if isinstance(response, ObservationFrame):
-            return StepManyItem(session=session_id, observation=response.observation)
-        assert isinstance(response, Error)
-        return StepManyItem(session=session_id, error=response)
+        results = [
+            await self._step_one(conn, item.session, item.action, req.id) for item in req.steps
+        ]
+        return StepManyResult(id=req.id, results=results)
 
     async def _state(self, conn: KernelConnection, req: GetState) -> Response:
         session = self._lookup(conn, req.session, req.id)

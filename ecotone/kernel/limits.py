@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 
-def _positive(_: object, attribute: attrs.Attribute[float], value: float | None) -> None:
+def _positive(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and value <= 0:
         raise ValueError(f"{attribute.name} must be > 0, got {value!r}")
 

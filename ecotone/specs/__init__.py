@@ -16,6 +16,7 @@ from ecotone.specs.frames import (
     EnvInfo,
     Error,
     Frame,
+    GetState,
     Hello,
     ObservationFrame,
     Open,
@@ -30,9 +31,7 @@ from ecotone.specs.frames import (
     Step,
     StepItem,
     StepMany,
-    StepManyItem,
     StepManyResult,
-    GetState,
     Welcome,
 )
 
@@ -65,7 +64,6 @@ __all__ = [
     "Step",
     "StepItem",
     "StepMany",
-    "StepManyItem",
     "StepManyResult",
     "Welcome",
     "codec_for",

@@ -41,13 +41,13 @@ class _MsgspecCodec:
         self._typed: dict[Any, Any] = {}
 
     def encode(self, obj: Any) -> bytes:
-        return self._encoder.encode(obj)  # type: ignore[no-any-return]
+        return self._encoder.encode(obj)
 
     def decode_request(self, data: bytes) -> Request:
-        return self._requests.decode(data)  # type: ignore[no-any-return]
+        return self._requests.decode(data)
 
     def decode_response(self, data: bytes) -> Response:
-        return self._responses.decode(data)  # type: ignore[no-any-return]
+        return self._responses.decode(data)
 
     def decode_lenient(self, data: bytes) -> Any:
         """Decode into plain data, with no schema (used to salvage a bad frame's id)."""
@@ -57,7 +57,7 @@ class _MsgspecCodec:
         decoder = self._typed.get(type_)
         if decoder is None:
             decoder = self._typed[type_] = self._module.Decoder(type_)
-        return decoder.decode(data)  # type: ignore[no-any-return]
+        return decoder.decode(data)
 
     def raw(self, obj: Any) -> msgspec.Raw:
         return msgspec.Raw(self._encoder.encode(obj))

@@ -200,18 +200,11 @@ class Error(Frame, tag="error"):
     details: dict[str, Any] = {}
 
 
-class StepManyItem(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One session's outcome inside `step_many_result`: an observation or an error."""
-
-    session: str
-    observation: msgspec.Raw | None = None
-    error: Error | None = None
-
-
 class StepManyResult(Frame, tag="step_many_result"):
-    """Answer to `step_many`, items in request order."""
+    """Answer to `step_many`: for each item, in request order, the `observation` or `error`
+    frame a single `step` would have produced (with the `step_many` request's id)."""
 
-    results: list[StepManyItem]
+    results: list[ObservationFrame | Error]
 
 
 class Pong(Frame, tag="pong"):
@@ -219,7 +212,14 @@ class Pong(Frame, tag="pong"):
 
 
 Response = (
-    Welcome | Described | Opened | ObservationFrame | StateFrame | Closed | StepManyResult | Pong
+    Welcome
+    | Described
+    | Opened
+    | ObservationFrame
+    | StateFrame
+    | Closed
+    | StepManyResult
+    | Pong
     | Error
 )
 """Every server -> client frame."""

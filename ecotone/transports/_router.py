@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Awaitable, Callable
+
 import trio
 
 from ecotone.kernel import Kernel, KernelConnection
@@ -23,12 +24,14 @@ from ecotone.specs import (
     Close,
     Error,
     ErrorCode,
+    ObservationFrame,
     Request,
     Step,
     StepMany,
-    StepManyItem,
     StepManyResult,
 )
+
+_PLACEHOLDER = Error(code=ErrorCode.INTERNAL, message="step_many item not answered")
 
 Send = Callable[[bytes], Awaitable[None]]
 
@@ -121,18 +124,18 @@ class Router:
             await self._send(conn.encode(error))
             return
         if all(self._idle(s.session) and kernel.runs_inline(conn, s) for s in steps):
-            results = [kernel.step_item(s.session, await kernel.dispatch(conn, s)) for s in steps]
+            results = [await kernel.step_one(conn, s) for s in steps]
             await self._send(conn.encode(StepManyResult(id=request.id, results=results)))
             return
         # Queue every item in its session's lane; each lane holds until the whole batch is
         # answered, so nothing later in any of these sessions overtakes the batch's answer.
-        items: list[StepManyItem] = [StepManyItem(session=s) for s in sessions]
+        items: list[ObservationFrame | Error] = [_PLACEHOLDER] * len(steps)
         remaining = len(steps)
         done = trio.Event()
 
         async def job(index: int, step: Step) -> None:
             nonlocal remaining
-            items[index] = kernel.step_item(step.session, await kernel.dispatch(conn, step))
+            items[index] = await kernel.step_one(conn, step)
             remaining -= 1
             if remaining == 0:
                 try:
@@ -153,4 +156,3 @@ class Router:
         for lane in self._lanes.values():
             lane.sender.close()
         self._lanes.clear()
-

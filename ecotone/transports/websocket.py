@@ -79,7 +79,7 @@ class WebSocketConnection:
                 data = await self.stream.receive_some(RECEIVE_SIZE)
                 if not data:
                     return None
-                self.ws.receive_data(data)
+                self.ws.receive_data(bytes(data))
                 for event in self.ws.events():
                     if isinstance(event, Request):
                         if event.target.split("?")[0] not in ("/", "/ecotone", "/v1"):
@@ -104,8 +104,10 @@ class WebSocketConnection:
         data = self.ws.send(
             RejectConnection(
                 status_code=status,
-                headers=[(b"content-type", b"text/plain"),
-                         (b"content-length", str(len(body)).encode())],
+                headers=[
+                    (b"content-type", b"text/plain"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
                 has_body=True,
             )
         )
@@ -141,8 +143,8 @@ class WebSocketConnection:
                 await trio.aclose_forcefully(self.stream)
 
     async def _send_frame(self, data: bytes) -> None:
-        event: Message[Any] = BytesMessage(data=data) if self._binary else TextMessage(
-            data=data.decode()
+        event: Message[Any] = (
+            BytesMessage(data=data) if self._binary else TextMessage(data=data.decode())
         )
         try:
             await self._write(event)
@@ -161,7 +163,7 @@ class WebSocketConnection:
                 return
             self._last_rx = trio.current_time()
             try:
-                ws.receive_data(data)
+                ws.receive_data(bytes(data))
                 for event in ws.events():
                     if isinstance(event, Message):
                         if event.message_finished and not self._parts:
