@@ -16,7 +16,7 @@ import ecotone
 from ecotone.kernel import Registry, RegistryError
 from ecotone.kernel.config import ConfigError, ServerConfig, load
 from ecotone.kernel.envspec import EnvDefinitionError
-from ecotone.server import BackgroundServer, serve
+from ecotone.server import BackgroundServer, build_kernel, serve
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -64,10 +64,15 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         "limits": {"max_sessions": args.max_sessions, "idle_timeout": args.idle_timeout},
     }
     config = load(args.config, overrides=overrides)
+    registry = Registry.discover()
+    build_kernel(config, registry)  # an unknown env or transport fails here, before the loop
+    registry.transport(config.transport)
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            url = await nursery.start(lambda task_status: serve(config, task_status=task_status))
+            url = await nursery.start(
+                lambda task_status: serve(config, registry=registry, task_status=task_status)
+            )
             print(
                 f"ecotone: serving {config.env!r} over {config.transport} at {url}",
                 file=sys.stderr,

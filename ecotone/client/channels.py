@@ -14,11 +14,13 @@ from typing import Any, Protocol
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from ecotone.client._handshake import WsClientProtocol
 from ecotone.client.errors import ConnectionLost, EcotoneError
 
 RECEIVE_SIZE = 65536
+SEND_TIMEOUT = 30.0
 
 
 class SyncChannel(Protocol):
@@ -109,6 +111,9 @@ class WsAsyncChannel:
         self.proto = proto
         self._send_lock = anyio.Lock()
         self._early: list[bytes | str] = []
+        self._out: list[bytes] = []
+        self._flushing = False
+        self._broken: ConnectionLost | None = None
 
     @classmethod
     async def open(
@@ -135,11 +140,39 @@ class WsAsyncChannel:
         return channel
 
     async def send(self, data: bytes) -> None:
-        async with self._send_lock:
-            try:
-                await self.stream.send(self.proto.message(data))
-            except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                raise ConnectionLost(f"connection lost while sending: {exc}") from exc
+        """Queue one message and make sure it is written.
+
+        Frames queued by tasks that become ready together go out in one write (the first of
+        them flushes after one scheduling pass), which is what lets many sessions multiplexed
+        on one connection cost one syscall instead of one each. Writes are shielded from
+        cancellation: a frame cut in half would corrupt the stream for every other task.
+        """
+        if self._broken is not None:
+            raise self._broken
+        self._out.append(self.proto.message(data))
+        if self._flushing:
+            return
+        self._flushing = True
+        try:
+            await anyio.lowlevel.checkpoint()
+            with anyio.CancelScope(shield=True):
+                with anyio.move_on_after(SEND_TIMEOUT) as scope:
+                    while self._out:
+                        chunk = b"".join(self._out)
+                        self._out.clear()
+                        async with self._send_lock:
+                            await self.stream.send(chunk)
+                if scope.cancelled_caught:
+                    self._broken = ConnectionLost(
+                        f"the server accepted no data for {SEND_TIMEOUT}s: connection dropped"
+                    )
+                    await self.stream.aclose()
+                    raise self._broken
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            self._broken = ConnectionLost(f"connection lost while sending: {exc}")
+            raise self._broken from exc
+        finally:
+            self._flushing = False
 
     async def _receive_raw(self) -> list[bytes | str]:
         try:

@@ -22,6 +22,7 @@ clears an optional limit.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -116,13 +117,27 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
     return data
 
 
+_EXTRA_KEYS = re.compile(r"^extra fields found \((?P<keys>[^)]*)\) @ (?P<path>.*)$")
+
+
+def _name_extra_keys(problem: str) -> str:
+    """`extra fields found (max_sesions) @ limits` -> `unknown key limits.max_sesions`."""
+    match = _EXTRA_KEYS.match(problem)
+    if match is None:
+        return problem
+    prefix = "" if match["path"] == "$" else match["path"] + "."
+    keys = ", ".join(prefix + key for key in match["keys"].split(", "))
+    return f"unknown key {keys}"
+
+
 def structure(data: Mapping[str, Any], source: str = "configuration") -> ServerConfig:
     """Build a ServerConfig from plain data; errors name the key (`limits.max_sessions`)."""
     try:
         return _CONVERTER.structure(dict(data), ServerConfig)
     except cattrs.BaseValidationError as exc:
         problems = "; ".join(
-            msg.replace("$.", "", 1) for msg in cattrs.transform_error(exc, path="$")
+            _name_extra_keys(msg.replace("$.", "", 1))
+            for msg in cattrs.transform_error(exc, path="$")
         )
         raise ConfigError(f"invalid {source}: {problems}") from None
     except (TypeError, ValueError) as exc:

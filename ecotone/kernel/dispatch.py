@@ -99,6 +99,11 @@ class KernelConnection:
         """Decode one frame. A frame that cannot be used becomes an `Error` to send back."""
         if len(data) > self.kernel.limits.max_frame_bytes:
             return self.too_large(len(data))
+        if isinstance(data, str) and self.codec.binary:
+            return _error(
+                ErrorCode.INVALID_FRAME,
+                f"this connection speaks {self.codec.name}: send binary messages, not text",
+            )
         try:
             return self.codec.decode_request(data)  # type: ignore[arg-type]
         except msgspec.ValidationError as exc:
@@ -129,7 +134,7 @@ class KernelConnection:
         op = loose.get("op")
         if op is None:
             return _error(ErrorCode.INVALID_FRAME, "frame has no `op` field", rid, session)
-        if op not in REQUEST_OPS:
+        if not isinstance(op, str) or op not in REQUEST_OPS:
             return _error(
                 ErrorCode.UNKNOWN_OP,
                 f"unknown op {op!r}; this server knows: {', '.join(sorted(REQUEST_OPS))}",

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 
 _AT = re.compile(r"^(?P<reason>.*?) - at `(?P<path>[^`]*)`$", re.S)
-_MISSING = re.compile(r"missing required field `(?P<field>[^`]+)`")
+_MISSING = re.compile(r"(?:missing required|contains unknown) field `(?P<field>[^`]+)`")
 _INDEX = re.compile(r"\[(\d+)\]")
 
 

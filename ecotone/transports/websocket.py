@@ -61,6 +61,7 @@ class WebSocketConnection:
         self.stream = stream
         self.ws = WSConnection(ConnectionType.SERVER)
         self._send_lock = trio.Lock()
+        self._batch: list[bytes] | None = None
         self._last_rx = trio.current_time()
         self._binary = False
         self._parts: list[bytes | str] = []
@@ -69,8 +70,27 @@ class WebSocketConnection:
 
     async def _write(self, event: Any) -> None:
         data = self.ws.send(event)
-        async with self._send_lock:
+        if self._batch is not None:  # answering a received chunk: coalesce into one write
+            self._batch.append(data)
+            return
+        await self._send_bytes(data)
+
+    async def _send_bytes(self, data: bytes) -> None:
+        lock = self._send_lock
+        if lock.locked():
+            async with lock:
+                await self.stream.send_all(data)
+            return
+        lock.acquire_nowait()  # uncontended: skip the checkpoint `async with` would add
+        try:
             await self.stream.send_all(data)
+        finally:
+            lock.release()
+
+    async def _flush(self) -> None:
+        batch, self._batch = self._batch, None
+        if batch:
+            await self._send_bytes(batch[0] if len(batch) == 1 else b"".join(batch))
 
     async def _handshake(self) -> str | None:
         """Run the opening handshake; return the codec name, or None if the peer left."""
@@ -119,7 +139,14 @@ class WebSocketConnection:
     async def run(self) -> None:
         try:
             codec_name = await self._handshake()
-        except (RemoteProtocolError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+        except RemoteProtocolError as exc:
+            log.debug("handshake failed: %s", exc)
+            try:  # not a WebSocket opening handshake: answer 400 rather than hang up silently
+                await self._reject(400, f"not a WebSocket handshake: {exc}")
+            except (trio.BrokenResourceError, trio.ClosedResourceError, LocalProtocolError):
+                pass
+            return
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             log.debug("handshake failed: %s", exc)
             return
         if codec_name is None:
@@ -162,11 +189,15 @@ class WebSocketConnection:
             if not data:
                 return
             self._last_rx = trio.current_time()
+            # Everything answered while handling this chunk goes out in one write (pipelined
+            # and multiplexed requests arrive many to a chunk). Nothing in here suspends:
+            # inline requests are answered on the spot, the rest are queued to lanes.
+            self._batch = []
             try:
                 ws.receive_data(bytes(data))
                 for event in ws.events():
                     if isinstance(event, Message):
-                        if event.message_finished and not self._parts:
+                        if event.message_finished and not self._parts and not self._oversize:
                             if len(event.data) > limit:
                                 await self._send_frame(
                                     router.conn.encode(router.conn.too_large(len(event.data)))
@@ -191,6 +222,11 @@ class WebSocketConnection:
                 return
             except (trio.BrokenResourceError, trio.ClosedResourceError, LocalProtocolError):
                 return
+            finally:
+                try:
+                    await self._flush()
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass  # the next receive sees the broken connection and ends the loop
 
     async def _collect(self, router: Router, event: Message[Any], limit: int) -> None:
         """A message split over several frames: gather it, or discard it when over the limit."""
