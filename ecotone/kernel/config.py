@@ -30,6 +30,7 @@ from typing import Any
 
 import attrs
 import cattrs
+from cattrs.v import format_exception
 
 from ecotone.kernel.limits import Limits
 
@@ -120,6 +121,14 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
 _EXTRA_KEYS = re.compile(r"^extra fields found \((?P<keys>[^)]*)\) @ (?P<path>.*)$")
 
 
+def _describe(exc: BaseException, type_: type | None) -> str:
+    """cattrs' description, except that a validator's message (`max_sessions must be > 0`)
+    is kept rather than reduced to `invalid value`."""
+    if isinstance(exc, ValueError) and type_ is None and str(exc):
+        return str(exc)
+    return format_exception(exc, type_)
+
+
 def _name_extra_keys(problem: str) -> str:
     """`extra fields found (max_sesions) @ limits` -> `unknown key limits.max_sesions`."""
     match = _EXTRA_KEYS.match(problem)
@@ -137,7 +146,7 @@ def structure(data: Mapping[str, Any], source: str = "configuration") -> ServerC
     except cattrs.BaseValidationError as exc:
         problems = "; ".join(
             _name_extra_keys(msg.replace("$.", "", 1))
-            for msg in cattrs.transform_error(exc, path="$")
+            for msg in cattrs.transform_error(exc, path="$", format_exception=_describe)
         )
         raise ConfigError(f"invalid {source}: {problems}") from None
     except (TypeError, ValueError) as exc:

@@ -340,6 +340,20 @@ class Kernel:
         if isinstance(session, Error):
             return session
         spec = session.spec
+        accepted = spec.reset_options
+        if req.options and accepted is not None:
+            unknown = sorted(set(req.options) - accepted)
+            if unknown:
+                known = ", ".join(sorted(accepted)) or "none"
+                return _error(
+                    ErrorCode.INVALID_ARGUMENT,
+                    f"env {spec.name!r} does not take reset option(s) {', '.join(unknown)} "
+                    f"(it takes: {known})",
+                    req.id,
+                    req.session,
+                    unknown=unknown,
+                    accepted=sorted(accepted),
+                )
         session.phase = Phase.FRESH
         try:
             obs = await self._call(
@@ -350,16 +364,6 @@ class Kernel:
                 episode_id=req.episode_id,
                 **req.options,
             )
-        except TypeError as exc:
-            if req.options and "argument" in str(exc):
-                return _error(
-                    ErrorCode.INVALID_ARGUMENT,
-                    f"reset options rejected by env {spec.name!r}: {exc}",
-                    req.id,
-                    req.session,
-                    options=sorted(req.options),
-                )
-            return _env_error(exc, req.id, req.session, "reset")
         except Exception as exc:
             return _env_error(exc, req.id, req.session, "reset")
         return self._observation(conn, session, req.id, obs)

@@ -43,6 +43,21 @@ def _schema(type_: Any) -> dict[str, Any]:
     return schema
 
 
+def _reset_options(reset: Callable[..., Any]) -> frozenset[str] | None:
+    try:
+        params = inspect.signature(reset).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return frozenset(
+        p.name
+        for p in params
+        if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        and p.name not in ("self", "seed", "episode_id")
+    )
+
+
 @attrs.frozen(slots=True)
 class EnvSpec:
     """An environment class, validated, with everything the kernel needs to serve it."""
@@ -60,6 +75,8 @@ class EnvSpec:
     async_close: bool
     state_is_method: bool
     async_state: bool
+    reset_options: frozenset[str] | None
+    """Keyword options `reset` accepts besides seed/episode_id; None when it takes **kwargs."""
 
     @classmethod
     def from_class(cls, env_cls: type, name: str | None = None) -> EnvSpec:
@@ -109,6 +126,7 @@ class EnvSpec:
             async_close=inspect.iscoroutinefunction(env_cls.close),  # type: ignore[attr-defined]
             state_is_method=state_is_method,
             async_state=inspect.iscoroutinefunction(state_fn),
+            reset_options=_reset_options(env_cls.reset),  # type: ignore[attr-defined]
         )
 
     def info(self) -> EnvInfo:

@@ -1,0 +1,125 @@
+"""Shared fixtures: real servers on 127.0.0.1, a registry with the test envs, a hook recorder."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import attrs
+import pytest
+
+import ecotone
+from ecotone.kernel import Limits, Registry
+from ecotone.kernel.config import ServerConfig
+from ecotone.server import BackgroundServer
+from tests import envs
+
+
+class SessionRecorder:
+    """A plugin that records the lifecycle hooks a server fires (called from its thread)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.opened: list[tuple[str, str]] = []
+        self.closed: list[tuple[str, str, str]] = []
+        self.steps: list[tuple[str, str, Any, Any]] = []
+
+    @ecotone.hookimpl
+    def ecotone_session_opened(self, session_id: str, env: str) -> None:
+        with self._lock:
+            self.opened.append((session_id, env))
+
+    @ecotone.hookimpl
+    def ecotone_session_closed(self, session_id: str, env: str, reason: str) -> None:
+        with self._lock:
+            self.closed.append((session_id, env, reason))
+
+    @ecotone.hookimpl
+    def ecotone_step_completed(
+        self, session_id: str, env: str, action: Any, observation: Any, duration_s: float
+    ) -> None:
+        with self._lock:
+            self.steps.append((session_id, env, action, observation))
+
+    @property
+    def open_sessions(self) -> set[str]:
+        """Sessions the server opened and has not closed: its session table, seen from hooks."""
+        with self._lock:
+            return {s for s, _ in self.opened} - {s for s, _, _ in self.closed}
+
+    def close_reason(self, session_id: str) -> str | None:
+        with self._lock:
+            for sid, _, reason in self.closed:
+                if sid == session_id:
+                    return reason
+        return None
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, step: float = 0.02) -> bool:
+    """Poll `predicate` until it holds or `timeout` passes (a bounded loop); return its value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
+def make_registry(*plugins: object) -> Registry:
+    """Installed plugins (entry points) plus the test envs plus `plugins`."""
+    registry = Registry.discover()
+    registry.register(envs, "ecotone-tests")
+    for plugin in plugins:
+        registry.register(plugin)
+    return registry
+
+
+@attrs.define
+class RunningServer:
+    url: str
+    recorder: SessionRecorder
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+
+@contextlib.contextmanager
+def run_server(
+    env: str, *, limits: Limits | None = None, plugins: Sequence[object] = ()
+) -> Iterator[RunningServer]:
+    """A real websocket server in a background thread, serving `env` on a free port."""
+    recorder = SessionRecorder()
+    registry = make_registry(recorder, *plugins)
+    config = ServerConfig(env=env, port=0, limits=limits or Limits())
+    with BackgroundServer(config, registry=registry) as server:
+        yield RunningServer(server.url, recorder)
+
+
+@pytest.fixture
+def counter_server() -> Iterator[RunningServer]:
+    with run_server("counter") as server:
+        yield server
+
+
+@pytest.fixture
+def counter_url(counter_server: RunningServer) -> str:
+    return counter_server.url
+
+
+@pytest.fixture
+def slow_server() -> Iterator[RunningServer]:
+    with run_server("slow") as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def _fresh_env_records() -> Iterator[None]:
+    envs.ClosingEnv.instances.clear()
+    envs.AsyncCounterEnv.closes.clear()
+    yield
+    envs.ClosingEnv.instances.clear()
+    envs.AsyncCounterEnv.closes.clear()

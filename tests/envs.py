@@ -1,0 +1,328 @@
+"""Test-only environments, contributed to a Registry as the plugin module `tests.envs`.
+
+Each env exists to exercise one part of the contract: blocking calls, coroutines, exceptions,
+close() bookkeeping, and dataclass / attrs payload types.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import anyio.lowlevel
+import attrs
+
+import ecotone
+from ecotone.plugins.counter import CounterAction, CounterObservation, CounterState
+
+# --- slow: a blocking sync env (time.sleep), run in worker threads ---------------------------
+
+
+class SleepAction(ecotone.Action, kw_only=True, forbid_unknown_fields=True):
+    sleep: float = 0.0
+    """Seconds the step blocks for (time.sleep)."""
+    tag: str = ""
+    """Echoed back, so a test can tell which request an answer belongs to."""
+
+
+class SleepObservation(ecotone.Observation, kw_only=True):
+    tag: str = ""
+    steps: int = 0
+    thread: int = 0
+    """threading.get_ident() of the thread that ran the call."""
+
+
+class SleepState(ecotone.State, kw_only=True):
+    last_tag: str = ""
+
+
+class SlowEnv(ecotone.Environment[SleepAction, SleepObservation, SleepState]):
+    """Blocks in step for the action's `sleep` seconds."""
+
+    name = "slow"
+
+    def __init__(self) -> None:
+        self._state = SleepState()
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, sleep: float = 0.0
+    ) -> SleepObservation:
+        time.sleep(sleep)
+        self._state = SleepState(episode_id=episode_id)
+        return SleepObservation(thread=threading.get_ident())
+
+    def step(self, action: SleepAction) -> SleepObservation:
+        time.sleep(action.sleep)
+        self._state.step_count += 1
+        self._state.last_tag = action.tag
+        return SleepObservation(
+            tag=action.tag,
+            steps=self._state.step_count,
+            thread=threading.get_ident(),
+            reward=1.0,
+        )
+
+    @property
+    def state(self) -> SleepState:
+        return self._state
+
+
+class InlineProbeEnv(SlowEnv):
+    """SlowEnv declared inline: its calls run on the event loop thread."""
+
+    name = "inline_probe"
+    inline = True
+
+
+# --- async_counter: every method a coroutine ------------------------------------------------
+
+
+class AsyncCounterEnv(ecotone.Environment[CounterAction, CounterObservation, CounterState]):
+    """The counter, with async reset/step/state/close that really suspend."""
+
+    name = "async_counter"
+    closes: ClassVar[list[str]] = []
+
+    def __init__(self) -> None:
+        self._state = CounterState()
+
+    async def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, start: int = 0
+    ) -> CounterObservation:
+        await anyio.lowlevel.checkpoint()
+        self._state = CounterState(episode_id=episode_id, count=start)
+        return CounterObservation(count=start)
+
+    async def step(self, action: CounterAction) -> CounterObservation:
+        await anyio.lowlevel.checkpoint()
+        self._state.step_count += 1
+        self._state.count += action.delta
+        return CounterObservation(count=self._state.count, reward=float(action.delta))
+
+    async def state(self) -> CounterState:
+        await anyio.lowlevel.checkpoint()
+        return self._state
+
+    async def close(self) -> None:
+        await anyio.lowlevel.checkpoint()
+        AsyncCounterEnv.closes.append(self._state.episode_id or "")
+
+
+# --- failing / broken: exceptions in every method -------------------------------------------
+
+
+class FailAction(ecotone.Action, kw_only=True, forbid_unknown_fields=True):
+    fail: bool = False
+
+
+class FailingEnv(ecotone.Environment[FailAction, CounterObservation, CounterState]):
+    """Raises ValueError in step when asked to, and RuntimeError in reset(fail=True)."""
+
+    name = "failing"
+    inline = True
+
+    def __init__(self) -> None:
+        self._state = CounterState()
+
+    def reset(
+        self,
+        *,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        fail: bool = False,
+        type_error: bool = False,
+    ) -> CounterObservation:
+        if fail:
+            raise RuntimeError("reset exploded")
+        if type_error:  # a bug inside the env, worded like a bad argument
+            raise TypeError("helper() missing 1 required positional argument: 'x'")
+        self._state = CounterState(episode_id=episode_id)
+        return CounterObservation(count=0)
+
+    def step(self, action: FailAction) -> CounterObservation:
+        if action.fail:
+            raise ValueError("step exploded")
+        self._state.step_count += 1
+        self._state.count += 1
+        return CounterObservation(count=self._state.count, reward=1.0)
+
+    @property
+    def state(self) -> CounterState:
+        return self._state
+
+
+class BrokenEnv(ecotone.Environment[CounterAction, CounterObservation, CounterState]):
+    """Cannot be constructed."""
+
+    name = "broken"
+
+    def __init__(self) -> None:
+        raise RuntimeError("constructor exploded")
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None
+    ) -> CounterObservation:  # pragma: no cover - never constructed
+        return CounterObservation(count=0)
+
+    def step(self, action: CounterAction) -> CounterObservation:  # pragma: no cover
+        return CounterObservation(count=0)
+
+    @property
+    def state(self) -> CounterState:  # pragma: no cover
+        return CounterState()
+
+
+# --- closing: records every close() call ----------------------------------------------------
+
+
+class ClosingEnv(ecotone.Environment[CounterAction, CounterObservation, CounterState]):
+    """A counter that records its instances and how often each was closed."""
+
+    name = "closing"
+    instances: ClassVar[list[ClosingEnv]] = []
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self) -> None:
+        self._state = CounterState()
+        self.close_calls = 0
+        with ClosingEnv._lock:
+            ClosingEnv.instances.append(self)
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None
+    ) -> CounterObservation:
+        self._state = CounterState(episode_id=episode_id)
+        return CounterObservation(count=0)
+
+    def step(self, action: CounterAction) -> CounterObservation:
+        self._state.step_count += 1
+        self._state.count += action.delta
+        return CounterObservation(count=self._state.count, reward=float(action.delta))
+
+    @property
+    def state(self) -> CounterState:
+        return self._state
+
+    def close(self) -> None:
+        with ClosingEnv._lock:
+            self.close_calls += 1
+
+
+# --- dataclass- and attrs-typed envs --------------------------------------------------------
+
+
+@dataclasses.dataclass
+class MoveAction:
+    dx: int
+    dy: int = 0
+
+
+@dataclasses.dataclass
+class PositionObservation:
+    x: int
+    y: int
+    reward: float | None = None
+    done: bool = False
+    truncated: bool = False
+
+
+@dataclasses.dataclass
+class PositionState:
+    x: int = 0
+    y: int = 0
+    step_count: int = 0
+    episode_id: str | None = None
+
+
+class DataclassEnv(ecotone.Environment[MoveAction, PositionObservation, PositionState]):
+    """A point on a grid, with dataclass payloads."""
+
+    name = "dataclass_grid"
+    inline = True
+
+    def __init__(self) -> None:
+        self._state = PositionState()
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None
+    ) -> PositionObservation:
+        self._state = PositionState(episode_id=episode_id)
+        return PositionObservation(x=0, y=0)
+
+    def step(self, action: MoveAction) -> PositionObservation:
+        st = self._state
+        st.x += action.dx
+        st.y += action.dy
+        st.step_count += 1
+        return PositionObservation(x=st.x, y=st.y, reward=-1.0)
+
+    @property
+    def state(self) -> PositionState:
+        return self._state
+
+
+@attrs.define
+class TurnAction:
+    degrees: int
+    clockwise: bool = True
+
+
+@attrs.define
+class HeadingObservation:
+    heading: int
+    reward: float | None = None
+    done: bool = False
+    truncated: bool = False
+
+
+@attrs.define
+class HeadingState:
+    heading: int = 0
+    step_count: int = 0
+    episode_id: str | None = None
+
+
+class AttrsEnv(ecotone.Environment[TurnAction, HeadingObservation, HeadingState]):
+    """A compass heading, with attrs payloads."""
+
+    name = "attrs_compass"
+    inline = True
+
+    def __init__(self) -> None:
+        self._state = HeadingState()
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None
+    ) -> HeadingObservation:
+        self._state = HeadingState(episode_id=episode_id)
+        return HeadingObservation(heading=0)
+
+    def step(self, action: TurnAction) -> HeadingObservation:
+        sign = 1 if action.clockwise else -1
+        self._state.heading = (self._state.heading + sign * action.degrees) % 360
+        self._state.step_count += 1
+        return HeadingObservation(heading=self._state.heading, reward=0.0)
+
+    @property
+    def state(self) -> HeadingState:
+        return self._state
+
+
+TEST_ENVS: dict[str, type] = {
+    "slow": SlowEnv,
+    "inline_probe": InlineProbeEnv,
+    "async_counter": AsyncCounterEnv,
+    "failing": FailingEnv,
+    "broken": BrokenEnv,
+    "closing": ClosingEnv,
+    "dataclass_grid": DataclassEnv,
+    "attrs_compass": AttrsEnv,
+}
+
+
+@ecotone.hookimpl
+def ecotone_environments() -> Mapping[str, Any]:
+    return dict(TEST_ENVS)
