@@ -66,7 +66,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     config = load(args.config, overrides=overrides)
     registry = Registry.discover()
     build_kernel(config, registry)  # an unknown env or transport fails here, before the loop
-    registry.transport(config.transport)
+    transport = registry.transport(config.transport)
+    if not getattr(transport, "listens", True):
+        raise ValueError(f"transport {config.transport!r} cannot serve: {transport.description}")
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:

@@ -89,12 +89,16 @@ class RunningServer:
 
 @contextlib.contextmanager
 def run_server(
-    env: str, *, limits: Limits | None = None, plugins: Sequence[object] = ()
+    env: str,
+    *,
+    limits: Limits | None = None,
+    plugins: Sequence[object] = (),
+    host: str = "127.0.0.1",
 ) -> Iterator[RunningServer]:
     """A real websocket server in a background thread, serving `env` on a free port."""
     recorder = SessionRecorder()
     registry = make_registry(recorder, *plugins)
-    config = ServerConfig(env=env, port=0, limits=limits or Limits())
+    config = ServerConfig(env=env, host=host, port=0, limits=limits or Limits())
     with BackgroundServer(config, registry=registry) as server:
         yield RunningServer(server.url, recorder)
 

@@ -93,7 +93,9 @@ def responses(codec: Codec) -> list[Any]:
         ),
         Pong(id=8),
         error,
-        Error(code=ErrorCode.TOO_LARGE, message="too big", details={"size": 9, "limit": 8}),
+        Error(
+            id=None, code=ErrorCode.TOO_LARGE, message="too big", details={"size": 9, "limit": 8}
+        ),
     ]
 
 

@@ -97,8 +97,13 @@ class KernelConnection:
 
     def receive(self, data: bytes | str) -> Request | Error:
         """Decode one frame. A frame that cannot be used becomes an `Error` to send back."""
-        if len(data) > self.kernel.limits.max_frame_bytes:
+        limit = self.kernel.limits.max_frame_bytes
+        if len(data) > limit:
             return self.too_large(len(data))
+        if isinstance(data, str) and len(data) * 4 > limit:  # a char is up to 4 UTF-8 bytes
+            size = len(data.encode("utf-8", "surrogatepass"))
+            if size > limit:
+                return self.too_large(size)
         if isinstance(data, str) and self.codec.binary:
             return _error(
                 ErrorCode.INVALID_FRAME,
@@ -505,12 +510,13 @@ class Kernel:
         if self._on_closed is not None:
             self._on_closed(session_id=session.id, env=session.spec.name, reason=reason)
 
-    async def disconnect(self, conn: KernelConnection) -> int:
-        """The peer is gone: close every session it owned. Returns how many."""
+    async def disconnect(self, conn: KernelConnection, reason: str = "disconnect") -> int:
+        """The peer is gone (or the server is stopping: `reason="shutdown"`): close every
+        session it owned. Returns how many."""
         conn.closed = True
         owned = self.sessions.owned_by(conn)
         for session in owned:
-            await self.close_session(session, "disconnect")
+            await self.close_session(session, reason)
         return len(owned)
 
     async def reap_idle(self) -> int:

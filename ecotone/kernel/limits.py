@@ -23,6 +23,8 @@ class Limits:
     max_frame_bytes: int = attrs.field(default=4 * 1024 * 1024, validator=_positive)
     """Largest frame read; a larger one gets `too_large` and is discarded."""
     ping_interval: float | None = attrs.field(default=20.0, validator=_positive)
-    """Seconds of silence after which the server pings the peer (None: never)."""
+    """Seconds of silence after which the server pings the peer (None: never ping, and no
+    dead-peer detection)."""
     ping_timeout: float = attrs.field(default=20.0, validator=_positive)
-    """Seconds to wait for any sign of life after a ping before dropping the connection."""
+    """Seconds the peer's TCP stack has to acknowledge what the server sends (a ping
+    included) before the connection is dropped as dead (TCP_USER_TIMEOUT)."""

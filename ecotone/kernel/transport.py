@@ -18,6 +18,8 @@ class Transport(Protocol):
 
     name: str
     description: str
+    # Optional: `listens = False` for transports that cannot serve (inproc); `schemes` and
+    # `open_channel` / `open_async_channel` for transports a client can reach by URL scheme.
 
     async def serve(self, kernel: Kernel, host: str, port: int, *, task_status: Any) -> None:
         """Serve until cancelled. Call `task_status.started(url)` once ready, with the URL a

@@ -194,6 +194,7 @@ class Error(Frame, tag="error"):
     errors, `path` is the JSON path of the bad field and `field` its dotted name; for
     `env_error`, `type` and `message` of the exception."""
 
+    id: RequestId | None  # always present: null when the failed request's id is unknown
     code: ErrorCode
     message: str
     session: str | None = None

@@ -31,7 +31,7 @@ from ecotone.specs import (
     StepManyResult,
 )
 
-_PLACEHOLDER = Error(code=ErrorCode.INTERNAL, message="step_many item not answered")
+_PLACEHOLDER = Error(id=None, code=ErrorCode.INTERNAL, message="step_many item not answered")
 
 Send = Callable[[bytes], Awaitable[None]]
 

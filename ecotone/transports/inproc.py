@@ -129,6 +129,7 @@ class InprocTransport:
     name = "inproc"
     description = "the kernel in your own process, no socket (inproc://ENV)"
     schemes = ("inproc",)
+    listens = False
 
     async def serve(self, kernel: Kernel, host: str, port: int, *, task_status: Any) -> None:
         raise RuntimeError(

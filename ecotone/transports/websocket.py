@@ -9,14 +9,19 @@ spends the difference in its per-message task and channel machinery. This loop r
 feeds wsproto, and hands complete messages to the router in the same task (see
 docs/benchmarks.md).
 
-Dead peers: after `ping_interval` seconds without receiving anything the server sends a ping;
-if nothing arrives within `ping_timeout`, the connection is dropped and its sessions closed, so
-a half-open socket never holds sessions.
+Dead peers: after `ping_interval` seconds without receiving anything the server sends a ping,
+and the peer's TCP stack must acknowledge it within `ping_timeout` (TCP_USER_TIMEOUT); if it
+does not, the kernel aborts the connection and its sessions are closed, so a half-open socket
+never holds sessions. An idle but live client is kept even if it does not answer the ping
+(our blocking client reads only during a call), and idle sessions are reaped after
+`idle_timeout` anyway.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import socket
 from collections.abc import Mapping
 from typing import Any
 
@@ -165,8 +170,10 @@ class WebSocketConnection:
                     router.close()
                     nursery.cancel_scope.cancel()
         finally:
+            # Cancelled from outside (the server is stopping) or the peer went away?
+            stopping = trio.current_effective_deadline() == -math.inf
             with trio.CancelScope(shield=True):
-                await self.kernel.disconnect(conn)
+                await self.kernel.disconnect(conn, "shutdown" if stopping else "disconnect")
                 await trio.aclose_forcefully(self.stream)
 
     async def _send_frame(self, data: bytes) -> None:
@@ -248,25 +255,24 @@ class WebSocketConnection:
             await router.feed(b"".join(parts))  # type: ignore[arg-type]
 
     async def _keepalive(self, scope: trio.CancelScope) -> None:
+        """Ping after `ping_interval` of silence. The ping is data the peer's TCP stack must
+        acknowledge within `ping_timeout` (TCP_USER_TIMEOUT, set at accept): a vanished peer
+        makes the kernel abort the connection, which ends the receive loop. A live peer that
+        is merely idle (a blocking client between calls) acknowledges at the TCP level and
+        keeps its sessions, pong or no pong."""
         interval = self.kernel.limits.ping_interval
         assert interval is not None
-        timeout = self.kernel.limits.ping_timeout
         while True:
             idle = trio.current_time() - self._last_rx
             if idle < interval:
                 await trio.sleep(interval - idle)
                 continue
-            sent_at = trio.current_time()
             try:
                 await self._write(Ping(payload=b"ecotone"))
             except (trio.BrokenResourceError, trio.ClosedResourceError, LocalProtocolError):
                 scope.cancel()
                 return
-            await trio.sleep(timeout)
-            if self._last_rx < sent_at:
-                log.info("peer silent %.1fs after a ping: dropping the connection", timeout)
-                scope.cancel()
-                return
+            self._last_rx = trio.current_time()  # next ping one interval from now
 
 
 class WebSocketTransport:
@@ -279,8 +285,11 @@ class WebSocketTransport:
         self, kernel: Kernel, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED
     ) -> None:
         async def handler(stream: trio.SocketStream) -> None:
-            _nodelay(stream)
-            await WebSocketConnection(kernel, stream).run()
+            _tune_socket(stream, kernel)
+            try:
+                await WebSocketConnection(kernel, stream).run()
+            except Exception:  # a bug on one connection must not take the server down
+                log.exception("connection handler failed; dropping that connection")
 
         listeners = await trio.open_tcp_listeners(port, host=host)
         bound = listeners[0].socket.getsockname()
@@ -291,11 +300,14 @@ class WebSocketTransport:
             await trio.serve_listeners(handler, listeners)
 
 
-def _nodelay(stream: trio.SocketStream) -> None:
-    import socket
-
+def _tune_socket(stream: trio.SocketStream, kernel: Kernel) -> None:
+    """No Nagle delay on replies; and a deadline for the peer to acknowledge what we send
+    (TCP_USER_TIMEOUT), which is how a half-open connection is found and dropped."""
     try:
         stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
+        if kernel.limits.ping_interval is not None and hasattr(socket, "TCP_USER_TIMEOUT"):
+            timeout_ms = int(kernel.limits.ping_timeout * 1000)
+            stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, timeout_ms)
     except OSError:
         pass
 
