@@ -16,7 +16,7 @@ from ecotone.client.errors import (
 from ecotone.client.sync import Connection, EnvClient, connect
 from ecotone.kernel.contract import Action, Environment, Observation, State, StepResult
 from ecotone.kernel.hookspecs import hookimpl
-from ecotone.specs import ErrorCode
+from ecotone.specs import ErrorCode, ToolInfo
 
 __version__ = "0.1.0"
 
@@ -37,6 +37,7 @@ __all__ = [
     "ServerError",
     "State",
     "StepResult",
+    "ToolInfo",
     "__version__",
     "aconnect",
     "connect",

@@ -10,6 +10,7 @@ import pytest
 from ecotone.specs import (
     PROTOCOL_VERSION,
     SUBPROTOCOLS,
+    CallTool,
     Close,
     Closed,
     Codec,
@@ -21,6 +22,7 @@ from ecotone.specs import (
     GetState,
     Hello,
     JsonCodec,
+    ListTools,
     MsgpackCodec,
     ObservationFrame,
     Open,
@@ -135,6 +137,8 @@ MINIMAL_REQUESTS: dict[str, tuple[dict[str, Any], type]] = {
     "state": ({"session": "s"}, GetState),
     "close": ({"session": "s"}, Close),
     "step_many": ({"steps": [{"session": "s", "action": {"delta": 1}}]}, StepMany),
+    "list_tools": ({"session": "s"}, ListTools),
+    "call_tool": ({"session": "s", "name": "shout", "arguments": {"message": "hi"}}, CallTool),
     "ping": ({}, Ping),
 }
 
@@ -230,6 +234,7 @@ def test_error_codes_keep_their_wire_values() -> None:
         "invalid_argument",
         "reset_required",
         "episode_done",
+        "unsupported",
         "env_error",
         "internal",
     }

@@ -18,8 +18,10 @@ import anyio.lowlevel
 
 from ecotone.client._handshake import WsClientProtocol
 from ecotone.client.errors import ConnectionLost, EcotoneError
+from ecotone.client.framed import FramedAsyncChannel, FramedSyncChannel
 
 RECEIVE_SIZE = 65536
+FRAMED_SCHEMES = ("tcp", "unix", "stdio")
 SEND_TIMEOUT = 30.0
 
 
@@ -226,6 +228,8 @@ def open_sync_channel(url: str, codec: str, connect_timeout: float) -> SyncChann
     if scheme in ("ws", "http"):
         ep = parse_url(url)
         return WsSyncChannel(ep.host, ep.port, ep.path, codec, connect_timeout)
+    if scheme in FRAMED_SCHEMES:
+        return FramedSyncChannel(url, connect_timeout)
     return _channel_transport(scheme).open_channel(url, codec)
 
 
@@ -236,4 +240,6 @@ async def open_async_channel(url: str, codec: str, connect_timeout: float) -> As
     if scheme in ("ws", "http"):
         ep = parse_url(url)
         return await WsAsyncChannel.open(ep.host, ep.port, ep.path, codec, connect_timeout)
+    if scheme in FRAMED_SCHEMES:
+        return await FramedAsyncChannel.open(url, connect_timeout)
     return await _channel_transport(scheme).open_async_channel(url, codec)

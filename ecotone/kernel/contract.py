@@ -98,6 +98,10 @@ class Environment(Generic[ActT, ObsT, StateT]):
     * `step(self, action) -> Observation`;
     * `state` as a property (or a method) returning the State;
     * `close(self)` when the env holds anything to release (the default does nothing).
+
+    Optionally, tools (served as MCP `tools/list` and `tools/call`, and as the native
+    `list_tools` / `call_tool` frames): `list_tools(self) -> list[ecotone.ToolInfo]` and
+    `call_tool(self, name, arguments) -> Any`. Both sync, or both async.
     """
 
     action_type: ClassVar[type[Any]]

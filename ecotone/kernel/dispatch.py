@@ -26,6 +26,7 @@ from ecotone.kernel.sessions import CapacityError, Phase, Session, SessionTable
 from ecotone.kernel.validation import describe_validation_error
 from ecotone.specs import (
     PROTOCOL_VERSION,
+    CallTool,
     Close,
     Closed,
     Codec,
@@ -35,6 +36,7 @@ from ecotone.specs import (
     ErrorCode,
     GetState,
     Hello,
+    ListTools,
     ObservationFrame,
     Open,
     Opened,
@@ -47,6 +49,9 @@ from ecotone.specs import (
     Step,
     StepMany,
     StepManyResult,
+    ToolInfo,
+    ToolResult,
+    Tools,
     Welcome,
 )
 from ecotone.specs.frames import REQUEST_OPS, RequestId
@@ -88,12 +93,15 @@ def _env_error(exc: BaseException, id: RequestId | None, session: str, what: str
 class KernelConnection:
     """One peer connection's view of the kernel: its codec and the sessions it owns."""
 
-    __slots__ = ("closed", "codec", "kernel")
+    __slots__ = ("closed", "codec", "kernel", "owner")
 
-    def __init__(self, kernel: Kernel, codec: Codec) -> None:
+    def __init__(self, kernel: Kernel, codec: Codec, owner: object | None = None) -> None:
         self.kernel = kernel
         self.codec = codec
         self.closed = False
+        self.owner: object = self if owner is None else owner
+        """Sessions belong to an owner; connections sharing one (HTTP requests with different
+        codecs) see the same sessions."""
 
     def receive(self, data: bytes | str) -> Request | Error:
         """Decode one frame. A frame that cannot be used becomes an `Error` to send back."""
@@ -199,6 +207,8 @@ class Kernel:
             Describe: self._describe,
             Ping: self._ping,
             StepMany: self._step_many,
+            ListTools: self._list_tools,
+            CallTool: self._call_tool,
         }
 
     def _hook(self, name: str) -> Any:
@@ -210,8 +220,9 @@ class Kernel:
             return None
         return caller
 
-    def connect(self, codec: Codec) -> KernelConnection:
-        return KernelConnection(self, codec)
+    def connect(self, codec: Codec, owner: object | None = None) -> KernelConnection:
+        """A connection's view of the kernel; `owner` shares sessions between views."""
+        return KernelConnection(self, codec, owner)
 
     # --- routing help for transports ------------------------------------------------------
 
@@ -223,7 +234,7 @@ class Kernel:
         session_id = getattr(request, "session", None)
         if session_id is None:
             return False
-        session = self.sessions.get(session_id, conn)
+        session = self.sessions.get(session_id, conn.owner)
         if session is None:
             return True
         spec = session.spec
@@ -267,7 +278,7 @@ class Kernel:
             session.last_used = self.clock()
 
     def _lookup(self, conn: KernelConnection, session_id: str, rid: RequestId) -> Session | Error:
-        session = self.sessions.get(session_id, conn)
+        session = self.sessions.get(session_id, conn.owner)
         if session is None:
             return _error(
                 ErrorCode.UNKNOWN_SESSION,
@@ -335,7 +346,7 @@ class Kernel:
             self.sessions.release()
             await self._close_env(spec, env)
             return _error(ErrorCode.UNKNOWN_SESSION, "connection closed", req.id)
-        session = self.sessions.add(spec, env, conn, self.clock())
+        session = self.sessions.add(spec, env, conn.owner, self.clock())
         if self._on_opened is not None:
             self._on_opened(session_id=session.id, env=spec.name)
         return Opened(id=req.id, session=session.id, env=spec.name)
@@ -481,6 +492,52 @@ class Kernel:
             return _env_error(exc, req.id, req.session, "state")
         return StateFrame(id=req.id, session=session.id, state=raw)
 
+    def _tools_session(
+        self, conn: KernelConnection, session_id: str, rid: RequestId
+    ) -> Session | Error:
+        session = self._lookup(conn, session_id, rid)
+        if isinstance(session, Error) or session.spec.has_tools:
+            return session
+        return _error(
+            ErrorCode.UNSUPPORTED,
+            f"environment {session.spec.name!r} exposes no tools",
+            rid,
+            session_id,
+        )
+
+    async def _list_tools(self, conn: KernelConnection, req: ListTools) -> Response:
+        session = self._tools_session(conn, req.session, req.id)
+        if isinstance(session, Error):
+            return session
+        try:
+            listed = await self._call(session, session.spec.async_tools, session.env.list_tools)
+            tools = [t if isinstance(t, ToolInfo) else msgspec.convert(t, ToolInfo) for t in listed]
+        except Exception as exc:
+            return _env_error(exc, req.id, req.session, "list_tools")
+        return Tools(id=req.id, session=req.session, tools=tools)
+
+    async def _call_tool(self, conn: KernelConnection, req: CallTool) -> Response:
+        session = self._tools_session(conn, req.session, req.id)
+        if isinstance(session, Error):
+            return session
+        spec = session.spec
+        try:
+            result = await self._call(
+                session, spec.async_tools, session.env.call_tool, req.name, req.arguments
+            )
+            raw = conn.codec.raw(result)
+        except LookupError as exc:
+            return _error(
+                ErrorCode.INVALID_ARGUMENT,
+                f"env {spec.name!r} has no tool {req.name!r}: {exc}",
+                req.id,
+                req.session,
+                tool=req.name,
+            )
+        except Exception as exc:
+            return _env_error(exc, req.id, req.session, f"tool {req.name!r}")
+        return ToolResult(id=req.id, session=req.session, result=raw)
+
     async def _close(self, conn: KernelConnection, req: Close) -> Response:
         session = self._lookup(conn, req.session, req.id)
         if isinstance(session, Error):
@@ -514,7 +571,7 @@ class Kernel:
         """The peer is gone (or the server is stopping: `reason="shutdown"`): close every
         session it owned. Returns how many."""
         conn.closed = True
-        owned = self.sessions.owned_by(conn)
+        owned = self.sessions.owned_by(conn.owner)
         for session in owned:
             await self.close_session(session, reason)
         return len(owned)

@@ -76,6 +76,9 @@ class EnvSpec:
     state_is_method: bool
     async_state: bool
     reset_options: frozenset[str] | None
+    has_tools: bool
+    """The env implements `list_tools()` and `call_tool(name, arguments)`."""
+    async_tools: bool
     """Keyword options `reset` accepts besides seed/episode_id; None when it takes **kwargs."""
 
     @classmethod
@@ -127,6 +130,9 @@ class EnvSpec:
             state_is_method=state_is_method,
             async_state=inspect.iscoroutinefunction(state_fn),
             reset_options=_reset_options(env_cls.reset),  # type: ignore[attr-defined]
+            has_tools=callable(getattr(env_cls, "list_tools", None))
+            and callable(getattr(env_cls, "call_tool", None)),
+            async_tools=inspect.iscoroutinefunction(getattr(env_cls, "call_tool", None)),
         )
 
     def info(self) -> EnvInfo:

@@ -66,6 +66,29 @@ class EchoEnv(ecotone.Environment[EchoAction, EchoObservation, EchoState]):
     def close(self) -> None:
         pass
 
+    # Tools (served over MCP too): a side channel that does not advance the episode.
+
+    def list_tools(self) -> list[ecotone.ToolInfo]:
+        return [
+            ecotone.ToolInfo(
+                name="shout",
+                description="Return the message in capitals.",
+                input_schema={
+                    "type": "object",
+                    "properties": {"message": {"type": "string"}},
+                    "required": ["message"],
+                },
+            )
+        ]
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> str:
+        if name != "shout":
+            raise LookupError(f"unknown tool {name!r}; tools: shout")
+        message = arguments.get("message")
+        if not isinstance(message, str):
+            raise LookupError("argument `message` must be a string")
+        return message.upper()
+
 
 @ecotone.hookimpl
 def ecotone_environments() -> Mapping[str, Any]:

@@ -9,6 +9,7 @@ from ecotone.specs.errors import ErrorCode
 from ecotone.specs.frames import (
     PROTOCOL_VERSION,
     SUBPROTOCOLS,
+    CallTool,
     Close,
     Closed,
     Describe,
@@ -18,6 +19,7 @@ from ecotone.specs.frames import (
     Frame,
     GetState,
     Hello,
+    ListTools,
     ObservationFrame,
     Open,
     Opened,
@@ -32,12 +34,16 @@ from ecotone.specs.frames import (
     StepItem,
     StepMany,
     StepManyResult,
+    ToolInfo,
+    ToolResult,
+    Tools,
     Welcome,
 )
 
 __all__ = [
     "PROTOCOL_VERSION",
     "SUBPROTOCOLS",
+    "CallTool",
     "Close",
     "Closed",
     "Codec",
@@ -50,6 +56,7 @@ __all__ = [
     "GetState",
     "Hello",
     "JsonCodec",
+    "ListTools",
     "MsgpackCodec",
     "ObservationFrame",
     "Open",
@@ -65,6 +72,9 @@ __all__ = [
     "StepItem",
     "StepMany",
     "StepManyResult",
+    "ToolInfo",
+    "ToolResult",
+    "Tools",
     "Welcome",
     "codec_for",
 ]

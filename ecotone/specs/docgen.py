@@ -7,36 +7,16 @@ from __future__ import annotations
 
 import inspect
 import sys
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 
 from ecotone.specs import frames
 from ecotone.specs.errors import ERROR_DESCRIPTIONS, ErrorCode
 
-REQUESTS = [
-    frames.Hello,
-    frames.Describe,
-    frames.Open,
-    frames.Reset,
-    frames.Step,
-    frames.GetState,
-    frames.Close,
-    frames.StepMany,
-    frames.Ping,
-]
-RESPONSES = [
-    frames.Welcome,
-    frames.Described,
-    frames.Opened,
-    frames.ObservationFrame,
-    frames.StateFrame,
-    frames.Closed,
-    frames.StepManyResult,
-    frames.Pong,
-    frames.Error,
-]
-NESTED = [frames.StepItem, frames.EnvInfo]
+REQUESTS = list(get_args(frames.Request))
+RESPONSES = list(get_args(frames.Response))
+NESTED = [frames.StepItem, frames.EnvInfo, frames.ToolInfo]
 
 
 def _type_name(t: Any) -> str:

@@ -22,6 +22,7 @@ class ErrorCode(enum.StrEnum):
     INVALID_ARGUMENT = "invalid_argument"
     RESET_REQUIRED = "reset_required"
     EPISODE_DONE = "episode_done"
+    UNSUPPORTED = "unsupported"
     ENV_ERROR = "env_error"
     INTERNAL = "internal"
 
@@ -51,6 +52,9 @@ ERROR_DESCRIPTIONS: dict[ErrorCode, str] = {
     ErrorCode.RESET_REQUIRED: ("`step` before the session's first `reset`."),
     ErrorCode.EPISODE_DONE: (
         "`step` after the episode ended (done or truncated); `reset` starts the next one."
+    ),
+    ErrorCode.UNSUPPORTED: (
+        "The env does not offer this operation (for instance `list_tools` on an env with no tools)."
     ),
     ErrorCode.ENV_ERROR: (
         "The environment raised; details carry the exception type and message. "

@@ -119,16 +119,58 @@ class StepMany(RequestFrame, tag="step_many"):
     steps: list[StepItem]
 
 
+class ListTools(RequestFrame, tag="list_tools"):
+    """Ask which tools the session's env exposes (MCP-style). Answered by `tools`, or
+    `unsupported` when the env exposes none."""
+
+    session: str
+    session_bound: ClassVar[bool] = True
+
+
+class CallTool(RequestFrame, tag="call_tool"):
+    """Call one of the env's tools. Answered by `tool_result`; an unknown tool name or bad
+    arguments give `invalid_argument`, a tool that raises gives `env_error`."""
+
+    session: str
+    name: str
+    arguments: dict[str, Any] = {}
+    session_bound: ClassVar[bool] = True
+
+
 class Ping(RequestFrame, tag="ping"):
     """Application-level liveness check. Answered by `pong`."""
 
 
-Request = Hello | Describe | Open | Reset | Step | GetState | Close | StepMany | Ping
+Request = (
+    Hello
+    | Describe
+    | Open
+    | Reset
+    | Step
+    | GetState
+    | Close
+    | StepMany
+    | ListTools
+    | CallTool
+    | Ping
+)
 """Every client -> server frame."""
 
 REQUEST_OPS: frozenset[str] = frozenset(
     t.__struct_config__.tag  # type: ignore[misc]
-    for t in (Hello, Describe, Open, Reset, Step, GetState, Close, StepMany, Ping)
+    for t in (
+        Hello,
+        Describe,
+        Open,
+        Reset,
+        Step,
+        GetState,
+        Close,
+        StepMany,
+        ListTools,
+        CallTool,
+        Ping,
+    )
 )
 
 
@@ -144,6 +186,14 @@ class EnvInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
     action_schema: dict[str, Any] = {}
     observation_schema: dict[str, Any] = {}
     state_schema: dict[str, Any] = {}
+
+
+class ToolInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A tool an env exposes: its name, what it does, and the JSON Schema of its arguments."""
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = {}
 
 
 class Welcome(Frame, tag="welcome"):
@@ -208,6 +258,20 @@ class StepManyResult(Frame, tag="step_many_result"):
     results: list[ObservationFrame | Error]
 
 
+class Tools(Frame, tag="tools"):
+    """Answer to `list_tools`."""
+
+    session: str
+    tools: list[ToolInfo]
+
+
+class ToolResult(Frame, tag="tool_result"):
+    """Answer to `call_tool`: whatever the tool returned."""
+
+    session: str
+    result: msgspec.Raw
+
+
 class Pong(Frame, tag="pong"):
     """Answer to `ping`."""
 
@@ -220,6 +284,8 @@ Response = (
     | StateFrame
     | Closed
     | StepManyResult
+    | Tools
+    | ToolResult
     | Pong
     | Error
 )

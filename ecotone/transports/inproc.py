@@ -80,7 +80,7 @@ class InprocSyncChannel:
         if self._portal is not None:
             self._in_loop(self.kernel.disconnect, self.conn)
         else:
-            _drive_or_loop = self.kernel.sessions.owned_by(self.conn)
+            _drive_or_loop = self.kernel.sessions.owned_by(self.conn.owner)
             if all(s.spec.inline and not s.spec.async_close for s in _drive_or_loop):
                 _drive(self.kernel.disconnect(self.conn))
             else:

@@ -2,12 +2,14 @@
 
 One WebSocket message is one frame. The codec is chosen by subprotocol: `ecotone.v1.json`
 (text messages, the default when the client offers none) or `ecotone.v1.msgpack` (binary).
+Paths: `/` (also `/ecotone`, `/v1`) speaks ecotone's protocol; `/ws` speaks OpenEnv's, so
+OpenEnv's own clients work against an ecotone server.
 
-Why wsproto on trio streams and not trio-websocket's connection objects: measured here, a
-trio-websocket echo answers ~4,400 round trips/s and a lean wsproto loop ~5,900; trio-websocket
-spends the difference in its per-message task and channel machinery. This loop reads the socket,
-feeds wsproto, and hands complete messages to the router in the same task (see
-docs/benchmarks.md).
+Why wsproto on trio streams and not trio-websocket's connection objects: trio-websocket runs a
+reader task per connection and passes every message through a memory channel; measured here,
+its echo answers fewer round trips per second than this loop serves full env steps (see
+docs/benchmarks.md). This loop reads the socket, feeds wsproto and hands complete messages to
+the router in the same task.
 
 Dead peers: after `ping_interval` seconds without receiving anything the server sends a ping,
 and the peer's TCP stack must acknowledge it within `ping_timeout` (TCP_USER_TIMEOUT); if it
@@ -20,35 +22,60 @@ never holds sessions. An idle but live client is kept even if it does not answer
 from __future__ import annotations
 
 import logging
-import math
-import socket
 from collections.abc import Mapping
 from typing import Any
 
 import trio
 from wsproto import ConnectionType, WSConnection
-from wsproto.events import (
-    AcceptConnection,
-    BytesMessage,
-    CloseConnection,
-    Message,
-    Ping,
-    Pong,
-    RejectConnection,
-    Request,
-    TextMessage,
-)
+from wsproto.events import AcceptConnection, RejectConnection, RejectData, Request
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
 import ecotone.kernel
-from ecotone.kernel import Kernel
+from ecotone.kernel import Kernel, KernelConnection
 from ecotone.specs import SUBPROTOCOLS, codec_for
+from ecotone.transports._common import reap_idle, tune_socket
 from ecotone.transports._router import Router
+from ecotone.transports._wsloop import RECEIVE_SIZE, WsPeer
 
 log = logging.getLogger("ecotone.websocket")
 
-RECEIVE_SIZE = 65536
 HANDSHAKE_TIMEOUT = 10.0
+NATIVE_PATHS = frozenset({"/", "/ecotone", "/v1"})
+OPENENV_PATH = "/ws"
+
+
+class NativeWebSocket(WsPeer):
+    """ecotone's own protocol: any number of sessions, pipelined, routed per session."""
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        stream: trio.abc.Stream,
+        ws: WSConnection,
+        codec: str,
+        pending: bytes = b"",
+    ) -> None:
+        super().__init__(kernel, stream, ws, pending)
+        self.codec = codec_for(codec)
+        self.binary = self.codec.binary
+        self.conn: KernelConnection = kernel.connect(self.codec)
+        self.router: Router | None = None
+
+    async def opened(self, nursery: trio.Nursery) -> bool:
+        self.router = Router(self.kernel, self.conn, self.send_message, nursery)
+        return True
+
+    async def message(self, data: bytes | str) -> None:
+        assert self.router is not None
+        await self.router.feed(data)
+
+    async def too_large(self, size: int) -> None:
+        await self.send_message(self.conn.encode(self.conn.too_large(size)))
+
+    async def closed(self, stopping: bool) -> None:
+        if self.router is not None:
+            self.router.close()
+        await self.kernel.disconnect(self.conn, "shutdown" if stopping else "disconnect")
 
 
 def _pick_subprotocol(offered: list[str]) -> str | None:
@@ -58,225 +85,86 @@ def _pick_subprotocol(offered: list[str]) -> str | None:
     return None
 
 
-class WebSocketConnection:
-    """One accepted TCP connection speaking WebSocket to the kernel."""
+async def reject(stream: trio.abc.Stream, ws: WSConnection, status: int, reason: str) -> None:
+    body = reason.encode()
+    data = ws.send(
+        RejectConnection(
+            status_code=status,
+            headers=[(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(body))],
+            has_body=True,
+        )
+    )
+    data += ws.send(RejectData(data=body, body_finished=True))
+    await stream.send_all(data)
 
-    def __init__(self, kernel: Kernel, stream: trio.abc.Stream) -> None:
-        self.kernel = kernel
-        self.stream = stream
-        self.ws = WSConnection(ConnectionType.SERVER)
-        self._send_lock = trio.Lock()
-        self._batch: list[bytes] | None = None
-        self._last_rx = trio.current_time()
-        self._binary = False
-        self._parts: list[bytes | str] = []
-        self._size = 0
-        self._oversize = False
 
-    async def _write(self, event: Any) -> None:
-        data = self.ws.send(event)
-        if self._batch is not None:  # answering a received chunk: coalesce into one write
-            self._batch.append(data)
-            return
-        await self._send_bytes(data)
+async def accept(
+    kernel: Kernel,
+    stream: trio.abc.Stream,
+    ws: WSConnection,
+    request: Request,
+    pending: bytes = b"",
+) -> None:
+    """Answer a WebSocket opening handshake by path and serve the socket until it closes."""
+    path = request.target.split("?", 1)[0]
+    if path == OPENENV_PATH:
+        from ecotone.transports.openenv import OpenEnvWebSocket
 
-    async def _send_bytes(self, data: bytes) -> None:
-        lock = self._send_lock
-        if lock.locked():
-            async with lock:
-                await self.stream.send_all(data)
-            return
-        lock.acquire_nowait()  # uncontended: skip the checkpoint `async with` would add
-        try:
-            await self.stream.send_all(data)
-        finally:
-            lock.release()
+        await stream.send_all(ws.send(AcceptConnection()))
+        await OpenEnvWebSocket(kernel, stream, ws, pending).run()
+        return
+    if path not in NATIVE_PATHS:
+        await reject(stream, ws, 404, f"no WebSocket endpoint at {request.target}")
+        return
+    subprotocol = _pick_subprotocol(list(request.subprotocols))
+    if request.subprotocols and subprotocol is None:
+        await reject(
+            stream,
+            ws,
+            400,
+            "none of the offered subprotocols is supported; use one of " + ", ".join(SUBPROTOCOLS),
+        )
+        return
+    await stream.send_all(ws.send(AcceptConnection(subprotocol=subprotocol)))
+    codec = SUBPROTOCOLS[subprotocol] if subprotocol else "json"
+    await NativeWebSocket(kernel, stream, ws, codec, pending).run()
 
-    async def _flush(self) -> None:
-        batch, self._batch = self._batch, None
-        if batch:
-            await self._send_bytes(batch[0] if len(batch) == 1 else b"".join(batch))
 
-    async def _handshake(self) -> str | None:
-        """Run the opening handshake; return the codec name, or None if the peer left."""
+async def serve_websocket(kernel: Kernel, stream: trio.abc.Stream) -> None:
+    """A connection that must open with a WebSocket handshake (the `websocket` transport)."""
+    ws = WSConnection(ConnectionType.SERVER)
+    request: Request | None = None
+    try:
         with trio.move_on_after(HANDSHAKE_TIMEOUT):
-            while True:
-                data = await self.stream.receive_some(RECEIVE_SIZE)
+            while request is None:
+                data = await stream.receive_some(RECEIVE_SIZE)
                 if not data:
-                    return None
-                self.ws.receive_data(bytes(data))
-                for event in self.ws.events():
-                    if isinstance(event, Request):
-                        if event.target.split("?")[0] not in ("/", "/ecotone", "/v1"):
-                            await self._reject(404, f"no WebSocket endpoint at {event.target}")
-                            return None
-                        subprotocol = _pick_subprotocol(list(event.subprotocols))
-                        if event.subprotocols and subprotocol is None:
-                            await self._reject(
-                                400,
-                                "none of the offered subprotocols is supported; use one of "
-                                + ", ".join(SUBPROTOCOLS),
-                            )
-                            return None
-                        await self.stream.send_all(
-                            self.ws.send(AcceptConnection(subprotocol=subprotocol))
-                        )
-                        return SUBPROTOCOLS[subprotocol] if subprotocol else "json"
-        return None
-
-    async def _reject(self, status: int, reason: str) -> None:
-        body = reason.encode()
-        data = self.ws.send(
-            RejectConnection(
-                status_code=status,
-                headers=[
-                    (b"content-type", b"text/plain"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-                has_body=True,
-            )
-        )
-        from wsproto.events import RejectData
-
-        data += self.ws.send(RejectData(data=body, body_finished=True))
-        await self.stream.send_all(data)
-
-    async def run(self) -> None:
-        try:
-            codec_name = await self._handshake()
-        except RemoteProtocolError as exc:
-            log.debug("handshake failed: %s", exc)
-            try:  # not a WebSocket opening handshake: answer 400 rather than hang up silently
-                await self._reject(400, f"not a WebSocket handshake: {exc}")
-            except (trio.BrokenResourceError, trio.ClosedResourceError, LocalProtocolError):
-                pass
-            return
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            log.debug("handshake failed: %s", exc)
-            return
-        if codec_name is None:
-            return
-        codec = codec_for(codec_name)
-        self._binary = codec.binary
-        conn = self.kernel.connect(codec)
-        try:
-            async with trio.open_nursery() as nursery:
-                router = Router(self.kernel, conn, self._send_frame, nursery)
-                if self.kernel.limits.ping_interval is not None:
-                    nursery.start_soon(self._keepalive, nursery.cancel_scope)
-                try:
-                    await self._receive_loop(router)
-                finally:
-                    router.close()
-                    nursery.cancel_scope.cancel()
-        finally:
-            # Cancelled from outside (the server is stopping) or the peer went away?
-            stopping = trio.current_effective_deadline() == -math.inf
-            with trio.CancelScope(shield=True):
-                await self.kernel.disconnect(conn, "shutdown" if stopping else "disconnect")
-                await trio.aclose_forcefully(self.stream)
-
-    async def _send_frame(self, data: bytes) -> None:
-        event: Message[Any] = (
-            BytesMessage(data=data) if self._binary else TextMessage(data=data.decode())
-        )
-        try:
-            await self._write(event)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, LocalProtocolError):
-            pass  # the peer is gone; the receive loop will see it and clean up
-
-    async def _receive_loop(self, router: Router) -> None:
-        ws = self.ws
-        limit = self.kernel.limits.max_frame_bytes
-        while True:
-            try:
-                data = await self.stream.receive_some(RECEIVE_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                return
-            if not data:
-                return
-            self._last_rx = trio.current_time()
-            # Everything answered while handling this chunk goes out in one write (pipelined
-            # and multiplexed requests arrive many to a chunk). Nothing in here suspends:
-            # inline requests are answered on the spot, the rest are queued to lanes.
-            self._batch = []
-            try:
+                    return
                 ws.receive_data(bytes(data))
                 for event in ws.events():
-                    if isinstance(event, Message):
-                        if event.message_finished and not self._parts and not self._oversize:
-                            if len(event.data) > limit:
-                                await self._send_frame(
-                                    router.conn.encode(router.conn.too_large(len(event.data)))
-                                )
-                            else:
-                                await router.feed(event.data)
-                            continue
-                        await self._collect(router, event, limit)
-                    elif isinstance(event, Ping):
-                        await self._write(event.response())
-                    elif isinstance(event, Pong):
-                        pass
-                    elif isinstance(event, CloseConnection):
-                        await self._write(event.response())
-                        return
-            except RemoteProtocolError as exc:
-                log.info("closing connection after a protocol error: %s", exc)
-                try:
-                    await self._write(CloseConnection(code=1002, reason=str(exc)[:120]))
-                except (trio.BrokenResourceError, trio.ClosedResourceError, LocalProtocolError):
-                    pass
-                return
-            except (trio.BrokenResourceError, trio.ClosedResourceError, LocalProtocolError):
-                return
-            finally:
-                try:
-                    await self._flush()
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    pass  # the next receive sees the broken connection and ends the loop
-
-    async def _collect(self, router: Router, event: Message[Any], limit: int) -> None:
-        """A message split over several frames: gather it, or discard it when over the limit."""
-        self._size += len(event.data)
-        if self._size > limit:
-            self._oversize = True
-            self._parts.clear()
-        elif not self._oversize:
-            self._parts.append(event.data)
-        if not event.message_finished:
-            return
-        size, oversize, parts = self._size, self._oversize, self._parts
-        self._parts, self._size, self._oversize = [], 0, False
-        if oversize:
-            await self._send_frame(router.conn.encode(router.conn.too_large(size)))
-        elif isinstance(event, TextMessage):
-            await router.feed("".join(parts))  # type: ignore[arg-type]
-        else:
-            await router.feed(b"".join(parts))  # type: ignore[arg-type]
-
-    async def _keepalive(self, scope: trio.CancelScope) -> None:
-        """Ping after `ping_interval` of silence. The ping is data the peer's TCP stack must
-        acknowledge within `ping_timeout` (TCP_USER_TIMEOUT, set at accept): a vanished peer
-        makes the kernel abort the connection, which ends the receive loop. A live peer that
-        is merely idle (a blocking client between calls) acknowledges at the TCP level and
-        keeps its sessions, pong or no pong."""
-        interval = self.kernel.limits.ping_interval
-        assert interval is not None
-        while True:
-            idle = trio.current_time() - self._last_rx
-            if idle < interval:
-                await trio.sleep(interval - idle)
-                continue
-            try:
-                await self._write(Ping(payload=b"ecotone"))
-            except (trio.BrokenResourceError, trio.ClosedResourceError, LocalProtocolError):
-                scope.cancel()
-                return
-            self._last_rx = trio.current_time()  # next ping one interval from now
+                    if isinstance(event, Request):
+                        request = event
+                        break
+    except RemoteProtocolError as exc:
+        log.debug("handshake failed: %s", exc)
+        try:  # not a WebSocket opening handshake: answer 400 rather than hang up silently
+            await reject(stream, ws, 400, f"not a WebSocket handshake: {exc}")
+        except (trio.BrokenResourceError, trio.ClosedResourceError, LocalProtocolError):
+            pass
+        return
+    except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+        log.debug("handshake failed: %s", exc)
+        return
+    if request is None:
+        return
+    try:
+        await accept(kernel, stream, ws, request)
+    except (trio.BrokenResourceError, trio.ClosedResourceError, LocalProtocolError):
+        pass
 
 
 class WebSocketTransport:
-    """Serves ecotone frames over WebSocket."""
+    """Serves ecotone frames (and OpenEnv's /ws) over WebSocket."""
 
     name = "websocket"
     description = "ecotone frames over WebSocket (JSON or MessagePack by subprotocol)"
@@ -285,41 +173,21 @@ class WebSocketTransport:
         self, kernel: Kernel, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED
     ) -> None:
         async def handler(stream: trio.SocketStream) -> None:
-            _tune_socket(stream, kernel)
+            tune_socket(stream, kernel)
             try:
-                await WebSocketConnection(kernel, stream).run()
+                await serve_websocket(kernel, stream)
             except Exception:  # a bug on one connection must not take the server down
                 log.exception("connection handler failed; dropping that connection")
+            finally:
+                await trio.aclose_forcefully(stream)
 
         listeners = await trio.open_tcp_listeners(port, host=host)
         bound = listeners[0].socket.getsockname()
         shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_reap_idle, kernel)
+            nursery.start_soon(reap_idle, kernel)
             task_status.started(f"ws://{shown}:{bound[1]}")
             await trio.serve_listeners(handler, listeners)
-
-
-def _tune_socket(stream: trio.SocketStream, kernel: Kernel) -> None:
-    """No Nagle delay on replies; and a deadline for the peer to acknowledge what we send
-    (TCP_USER_TIMEOUT), which is how a half-open connection is found and dropped."""
-    try:
-        stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
-        if kernel.limits.ping_interval is not None and hasattr(socket, "TCP_USER_TIMEOUT"):
-            timeout_ms = int(kernel.limits.ping_timeout * 1000)
-            stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, timeout_ms)
-    except OSError:
-        pass
-
-
-async def _reap_idle(kernel: Kernel) -> None:
-    timeout = kernel.limits.idle_timeout
-    if timeout is None:
-        return
-    period = max(0.05, min(timeout / 4, 5.0))
-    while True:
-        await trio.sleep(period)
-        await kernel.reap_idle()
 
 
 @ecotone.kernel.hookimpl

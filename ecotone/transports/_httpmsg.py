@@ -1,0 +1,46 @@
+"""Plain HTTP request/response records passed between the HTTP front door and route handlers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import msgspec
+
+JSON = "application/json"
+MSGPACK = "application/msgpack"
+
+
+@attrs.define(slots=True)
+class HttpRequest:
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    """Lower-cased names; repeated headers joined with `, `."""
+    body: bytes
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+    def cookie(self, name: str) -> str | None:
+        for part in self.headers.get("cookie", "").split(";"):
+            key, _, value = part.strip().partition("=")
+            if key == name:
+                return value
+        return None
+
+
+@attrs.define(slots=True)
+class HttpResponse:
+    status: int
+    body: bytes = b""
+    content_type: str = JSON
+    headers: list[tuple[str, str]] = attrs.field(factory=list)
+
+
+def json_response(
+    status: int, value: Any, headers: list[tuple[str, str]] | None = None
+) -> HttpResponse:
+    return HttpResponse(status, msgspec.json.encode(value), JSON, headers or [])

@@ -1,0 +1,102 @@
+"""Length-prefixed frames over any trio byte stream: the loop behind stdio, tcp and unix.
+
+The lean native path: no HTTP, no WebSocket framing, no masking. One received chunk may
+carry many frames (pipelining, many sessions on one connection); everything answered while
+handling a chunk goes out in one write, as on the WebSocket transport.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import trio
+
+from ecotone.kernel import Kernel, KernelConnection
+from ecotone.kernel.framing import FrameDecoder, TooLarge, detect_codec, encode
+from ecotone.specs import codec_for
+from ecotone.transports._router import Router
+
+log = logging.getLogger("ecotone.framed")
+
+RECEIVE_SIZE = 65536
+
+
+class FramedConnection:
+    """One peer, speaking length-prefixed frames over `receive` / `send` streams."""
+
+    def __init__(
+        self, kernel: Kernel, receive: trio.abc.ReceiveStream, send: trio.abc.SendStream
+    ) -> None:
+        self.kernel = kernel
+        self.receive = receive
+        self.send = send
+        self._lock = trio.Lock()
+        self._batch: list[bytes] | None = None
+
+    async def _send_frame(self, payload: bytes) -> None:
+        data = encode(payload)
+        if self._batch is not None:
+            self._batch.append(data)
+            return
+        try:
+            await self._send_bytes(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the peer is gone; the receive loop sees it and cleans up
+
+    async def _send_bytes(self, data: bytes) -> None:
+        lock = self._lock
+        if lock.locked():
+            async with lock:
+                await self.send.send_all(data)
+            return
+        lock.acquire_nowait()
+        try:
+            await self.send.send_all(data)
+        finally:
+            lock.release()
+
+    async def run(self) -> None:
+        kernel = self.kernel
+        decoder = FrameDecoder(kernel.limits.max_frame_bytes)
+        conn: KernelConnection | None = None
+        try:
+            async with trio.open_nursery() as nursery:
+                router: Router | None = None
+                try:
+                    while True:
+                        try:
+                            data = await self.receive.receive_some(RECEIVE_SIZE)
+                        except (trio.BrokenResourceError, trio.ClosedResourceError):
+                            return
+                        if not data:
+                            return
+                        self._batch = []
+                        try:
+                            for item in decoder.feed(bytes(data)):
+                                if conn is None or router is None:
+                                    name = (
+                                        "json" if isinstance(item, TooLarge) else detect_codec(item)
+                                    )
+                                    conn = kernel.connect(codec_for(name))
+                                    router = Router(kernel, conn, self._send_frame, nursery)
+                                if isinstance(item, TooLarge):
+                                    await self._send_frame(conn.encode(conn.too_large(item.size)))
+                                else:
+                                    await router.feed(item)
+                        finally:
+                            batch, self._batch = self._batch, None
+                            if batch:
+                                try:
+                                    await self._send_bytes(b"".join(batch))
+                                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                                    pass  # the next receive ends the loop
+                finally:
+                    if router is not None:
+                        router.close()
+                    nursery.cancel_scope.cancel()
+        finally:
+            stopping = trio.current_effective_deadline() == -math.inf
+            if conn is not None:
+                with trio.CancelScope(shield=True):
+                    await kernel.disconnect(conn, "shutdown" if stopping else "disconnect")
