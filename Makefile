@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-BENCH_VENV := .venv-bench
+OPENENV_VENV := .venv-openenv
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck pytest bench docs clean
@@ -27,21 +27,23 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-pytest: $(STAMP)
-	$(PY) -m pytest -q
+# The real `openenv` package (pinned) lives in its own venv: its server and client run as
+# separate processes in the interop tests and the benchmark, as they would for a user.
+$(OPENENV_VENV)/.installed: bench/requirements-openenv.txt
+	test -x $(OPENENV_VENV)/bin/python || $(PYTHON) -m venv $(OPENENV_VENV)
+	$(OPENENV_VENV)/bin/python -m pip install --quiet -r bench/requirements-openenv.txt
+	touch $@
+
+pytest: $(STAMP) $(OPENENV_VENV)/.installed
+	ECOTONE_OPENENV_PYTHON=$(CURDIR)/$(OPENENV_VENV)/bin/python $(PY) -m pytest -q
 
 ## make docs: regenerate docs/protocol.md from ecotone/specs
 docs: $(STAMP)
 	$(PY) -m ecotone.specs.docgen > docs/protocol.md
 
-$(BENCH_VENV)/.installed: bench/requirements-openenv.txt
-	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/python -m pip install --quiet -r bench/requirements-openenv.txt
-	touch $@
-
 ## make bench: ecotone vs OpenEnv vs the raw transport floor, medians into docs/benchmarks.md
-bench: $(STAMP) $(BENCH_VENV)/.installed
-	$(PY) bench/run.py --openenv-python $(BENCH_VENV)/bin/python --reps 5 --out docs/benchmarks.md
+bench: $(STAMP) $(OPENENV_VENV)/.installed
+	$(PY) bench/run.py --openenv-python $(OPENENV_VENV)/bin/python --reps 5 --out docs/benchmarks.md
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(OPENENV_VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -86,6 +87,11 @@ class RunningServer:
     def port(self) -> int:
         return int(self.url.rsplit(":", 1)[1])
 
+    @property
+    def ws_url(self) -> str:
+        """The same host and port as a ws:// URL (the http transport also serves WebSocket)."""
+        return "ws://" + self.url.split("://", 1)[1]
+
 
 @contextlib.contextmanager
 def run_server(
@@ -94,11 +100,15 @@ def run_server(
     limits: Limits | None = None,
     plugins: Sequence[object] = (),
     host: str = "127.0.0.1",
+    transport: str = "websocket",
 ) -> Iterator[RunningServer]:
-    """A real websocket server in a background thread, serving `env` on a free port."""
+    """A real server in a background thread, serving `env` on a free port (websocket by
+    default; `transport` picks another: http, tcp, or unix with the socket's path as `host`)."""
     recorder = SessionRecorder()
     registry = make_registry(recorder, *plugins)
-    config = ServerConfig(env=env, host=host, port=0, limits=limits or Limits())
+    config = ServerConfig(
+        env=env, transport=transport, host=host, port=0, limits=limits or Limits()
+    )
     with BackgroundServer(config, registry=registry) as server:
         yield RunningServer(server.url, recorder)
 
@@ -118,6 +128,27 @@ def counter_url(counter_server: RunningServer) -> str:
 def slow_server() -> Iterator[RunningServer]:
     with run_server("slow") as server:
         yield server
+
+
+OPENENV_PYTHON_VAR = "ECOTONE_OPENENV_PYTHON"
+
+
+@pytest.fixture(scope="session")
+def openenv_python() -> str:
+    """The python of the separate venv holding the real `openenv` package (OpenEnv's client,
+    CLI and servers run in subprocesses with it). Unset: a failure on CI, a skip elsewhere."""
+    path = os.environ.get(OPENENV_PYTHON_VAR, "")
+    if not path:
+        reason = (
+            f"{OPENENV_PYTHON_VAR} is not set: point it at the python of a venv with openenv "
+            "installed (`make pytest` sets it to .venv-openenv/bin/python)"
+        )
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{OPENENV_PYTHON_VAR}={path} is not an executable python", pytrace=False)
+    return path
 
 
 @pytest.fixture(autouse=True)

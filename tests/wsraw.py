@@ -59,6 +59,8 @@ class RawWebSocket:
         self._messages: list[bytes | str] = []
         self._parts: list[Any] = []
         self.closed_by_server = False
+        self.close_code: int | None = None
+        """The code of the server's close frame, once one arrived."""
         self._accepted: str | None = None
         self.pings_answered = 0
         request = Request(
@@ -133,8 +135,9 @@ class RawWebSocket:
                 self.pings_answered += 1
                 self.sock.sendall(self.ws.send(event.response()))
             elif isinstance(event, CloseConnection):
+                # Messages that came before the close in the same chunk stay readable.
                 self.closed_by_server = True
-                raise ConnectionError(f"close frame from the server: {event.code}")
+                self.close_code = event.code
             elif isinstance(event, Message):
                 self._parts.append(event.data)
                 if event.message_finished:
@@ -146,8 +149,17 @@ class RawWebSocket:
         """The next complete message, as it came (str for text, bytes for binary)."""
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         while not self._messages:
+            if self.close_code is not None:
+                raise ConnectionError(f"close frame from the server: {self.close_code}")
             self._pump(deadline)
         return self._messages.pop(0)
+
+    def wait_closed(self, timeout: float | None = None) -> int:
+        """Read until the server's close frame; return its code (unread messages are kept)."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while self.close_code is None:
+            self._pump(deadline)
+        return self.close_code
 
     def recv(self, timeout: float | None = None) -> dict[str, Any]:
         raw = self.recv_raw(timeout)

@@ -30,14 +30,14 @@ class Endpoint:
 
 def parse_url(url: str) -> Endpoint:
     parts = urlsplit(url)
-    if parts.scheme not in ("ws", "http"):
+    if parts.scheme not in ("ws", "http", "openenv+ws", "openenv+http"):
         raise ValueError(
             f"unsupported URL {url!r}: expected ws://HOST:PORT (or inproc://ENV for an "
             "in-process kernel)"
         )
     if not parts.hostname:
         raise ValueError(f"URL {url!r} has no host")
-    return Endpoint("ws", parts.hostname, parts.port or 80, parts.path or "/")
+    return Endpoint(parts.scheme, parts.hostname, parts.port or 80, parts.path or "/")
 
 
 @attrs.define(slots=True)

@@ -24,11 +24,15 @@ from ecotone.specs import SUBPROTOCOLS
 class WsClientProtocol:
     """Client side of one WebSocket: handshake, message framing, control frames."""
 
-    def __init__(self, host: str, port: int, path: str, codec: str) -> None:
+    def __init__(
+        self, host: str, port: int, path: str, codec: str, *, negotiate: bool = True
+    ) -> None:
+        """`negotiate=False` offers no subprotocol (OpenEnv's `/ws` speaks plain JSON)."""
         self.ws = WSConnection(ConnectionType.CLIENT)
         self.subprotocol = next(k for k, v in SUBPROTOCOLS.items() if v == codec)
         self.binary = codec == "msgpack"
-        self._request = Request(host=f"{host}:{port}", target=path, subprotocols=[self.subprotocol])
+        offered = [self.subprotocol] if negotiate else []
+        self._request = Request(host=f"{host}:{port}", target=path, subprotocols=offered)
         self._parts: list[Any] = []
         self.accepted = False
         self.closed = False

@@ -40,8 +40,17 @@ class AsyncChannel(Protocol):
 class WsSyncChannel:
     """A WebSocket over a plain blocking socket: no event loop, no background thread."""
 
-    def __init__(self, host: str, port: int, path: str, codec: str, connect_timeout: float) -> None:
-        self.proto = WsClientProtocol(host, port, path, codec)
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        path: str,
+        codec: str,
+        connect_timeout: float,
+        *,
+        negotiate: bool = True,
+    ) -> None:
+        self.proto = WsClientProtocol(host, port, path, codec, negotiate=negotiate)
         try:
             self.sock = socket.create_connection((host, port), timeout=connect_timeout)
         except OSError as exc:
@@ -119,9 +128,16 @@ class WsAsyncChannel:
 
     @classmethod
     async def open(
-        cls, host: str, port: int, path: str, codec: str, connect_timeout: float
+        cls,
+        host: str,
+        port: int,
+        path: str,
+        codec: str,
+        connect_timeout: float,
+        *,
+        negotiate: bool = True,
     ) -> WsAsyncChannel:
-        proto = WsClientProtocol(host, port, path, codec)
+        proto = WsClientProtocol(host, port, path, codec, negotiate=negotiate)
         try:
             with anyio.fail_after(connect_timeout):
                 stream = await anyio.connect_tcp(host, port)
@@ -222,12 +238,20 @@ def _channel_transport(scheme: str) -> Any:
 
 
 def open_sync_channel(url: str, codec: str, connect_timeout: float) -> SyncChannel:
+    """A channel for `url`: ws://, http://, tcp://, unix://, stdio:, openenv+ws:// and
+    openenv+http:// here; other schemes from transports that declare them (inproc://)."""
     from ecotone.client._core import parse_url
+    from ecotone.client.http import HttpSyncChannel
+    from ecotone.client.openenv import OpenEnvSyncChannel
 
     scheme = url.split(":", 1)[0]
-    if scheme in ("ws", "http"):
+    if scheme == "ws":
         ep = parse_url(url)
         return WsSyncChannel(ep.host, ep.port, ep.path, codec, connect_timeout)
+    if scheme == "http":
+        return HttpSyncChannel(url, codec, connect_timeout)
+    if scheme.startswith("openenv+"):
+        return OpenEnvSyncChannel(url, codec, connect_timeout)
     if scheme in FRAMED_SCHEMES:
         return FramedSyncChannel(url, connect_timeout)
     return _channel_transport(scheme).open_channel(url, codec)
@@ -235,11 +259,17 @@ def open_sync_channel(url: str, codec: str, connect_timeout: float) -> SyncChann
 
 async def open_async_channel(url: str, codec: str, connect_timeout: float) -> AsyncChannel:
     from ecotone.client._core import parse_url
+    from ecotone.client.http import HttpAsyncChannel
+    from ecotone.client.openenv import OpenEnvAsyncChannel
 
     scheme = url.split(":", 1)[0]
-    if scheme in ("ws", "http"):
+    if scheme == "ws":
         ep = parse_url(url)
         return await WsAsyncChannel.open(ep.host, ep.port, ep.path, codec, connect_timeout)
+    if scheme == "http":
+        return await HttpAsyncChannel.open(url, codec, connect_timeout)
+    if scheme.startswith("openenv+"):
+        return await OpenEnvAsyncChannel.open(url, codec, connect_timeout)
     if scheme in FRAMED_SCHEMES:
         return await FramedAsyncChannel.open(url, connect_timeout)
     return await _channel_transport(scheme).open_async_channel(url, codec)

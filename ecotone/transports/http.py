@@ -399,7 +399,8 @@ class HttpConnection:
                 )
                 return
             if request is None:  # the client was too slow
-                if self.h11.our_state is h11.SEND_RESPONSE:
+                # IDLE: the request head itself is incomplete; h11 lets a server answer then.
+                if self.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
                     await self._send(
                         json_response(
                             408,

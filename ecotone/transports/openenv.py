@@ -97,6 +97,15 @@ def pydantic_errors(error: Error) -> list[dict[str, Any]]:
     return [{"type": kind, "loc": loc, "msg": reason, "input": None}]
 
 
+def capacity_message(error: Error) -> tuple[str, Any, Any]:
+    """OpenEnv's words for a `capacity` error, and the active and maximum session counts."""
+    active, limit = error.details.get("active"), error.details.get("limit")
+    message = (
+        f"Server at capacity: {active}/{limit} sessions active. Cannot accept new connections."
+    )
+    return message, active, limit
+
+
 class Bridge:
     """Kernel calls for the OpenEnv profile, on one kernel connection."""
 
@@ -188,11 +197,11 @@ class McpHandler:
                 return rpc_result(rpc.id, {"session_id": self.own_session})
             opened = await self.bridge.open()
             if isinstance(opened, Error):
-                data = {
-                    "active_sessions": opened.details.get("active"),
-                    "max_sessions": opened.details.get("limit"),
-                }
-                return rpc_error(rpc.id, -32000, opened.message, data)
+                if opened.code != ErrorCode.CAPACITY:
+                    return rpc_error(rpc.id, -32000, opened.message)
+                message, active, limit = capacity_message(opened)
+                data = {"active_sessions": active, "max_sessions": limit}
+                return rpc_error(rpc.id, -32000, message, data)
             return rpc_result(rpc.id, {"session_id": opened.session})
         if rpc.method == "openenv/session/close":
             sid = params.get("session_id")
@@ -294,11 +303,7 @@ class OpenEnvWebSocket(WsPeer):
         opened = await self.bridge.open()
         if isinstance(opened, Error):
             if opened.code == ErrorCode.CAPACITY:
-                active, limit = opened.details.get("active"), opened.details.get("limit")
-                message = (
-                    f"Server at capacity: {active}/{limit} sessions active. "
-                    "Cannot accept new connections."
-                )
+                message, active, limit = capacity_message(opened)
                 frame = _ws_error(
                     "CAPACITY_REACHED", message, active_sessions=active, max_sessions=limit
                 )
