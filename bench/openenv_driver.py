@@ -18,8 +18,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import http.client
 import json
 import time
+import urllib.parse
 from typing import Any
 
 from openenv.core.generic_client import GenericEnvClient
@@ -81,10 +83,44 @@ async def run_async(url: str, steps: int, sessions: int, warmup: int) -> float:
     return elapsed
 
 
+def run_http(url: str, steps: int, warmup: int) -> float:
+    """`POST /step` over one keep-alive HTTP connection (stdlib client). Against OpenEnv each
+    request builds, steps and closes a fresh env; against ecotone, the request carries the
+    session from `POST /reset` (header), so it steps one episode. Same bytes either way."""
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
+    headers = {"content-type": "application/json"}
+    conn.request("POST", "/reset", body=b"{}", headers=headers)
+    response = conn.getresponse()
+    response.read()
+    session = response.getheader("x-ecotone-session")
+    if session:
+        headers["x-ecotone-session"] = session
+    body = json.dumps({"action": {"delta": 1}}).encode()
+
+    def step() -> dict[str, Any]:
+        conn.request("POST", "/step", body=body, headers=headers)
+        reply = conn.getresponse()
+        data = reply.read()
+        assert reply.status == 200, (reply.status, data)
+        result: dict[str, Any] = json.loads(data)
+        return result
+
+    for _ in range(warmup):
+        step()
+    start = time.perf_counter()
+    for _ in range(steps):
+        last = step()
+    elapsed = time.perf_counter() - start
+    expected = warmup + steps if session else 1
+    assert last["observation"]["count"] == expected, (last, expected)
+    return elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", required=True, help="http://127.0.0.1:PORT")
-    parser.add_argument("--mode", choices=("sync", "async"), default="sync")
+    parser.add_argument("--mode", choices=("sync", "async", "http"), default="sync")
     parser.add_argument("--steps", type=int, default=3000, help="timed steps per session")
     parser.add_argument("--sessions", type=int, default=1, help="async mode only")
     parser.add_argument("--warmup", type=int, default=200, help="warm-up steps (total)")
@@ -95,6 +131,9 @@ def main() -> None:
     if args.mode == "sync":
         sessions = 1
         elapsed = run_sync(args.url, args.steps, args.warmup)
+    elif args.mode == "http":
+        sessions = 1
+        elapsed = run_http(args.url, args.steps, args.warmup)
     else:
         sessions = args.sessions
         elapsed = asyncio.run(run_async(args.url, args.steps, sessions, args.warmup))

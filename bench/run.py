@@ -68,6 +68,14 @@ SERVERS: tuple[Server, ...] = (
         "openenv", "{openenv_py} bench/openenv_counter_server.py --host 127.0.0.1 --port {port}"
     ),
     Server("ecotone", "{py} -m ecotone serve counter --host 127.0.0.1 --port {port}"),
+    Server(
+        "ecotone-tcp",
+        "{py} -m ecotone serve counter --transport tcp --host 127.0.0.1 --port {port}",
+    ),
+    Server(
+        "ecotone-http",
+        "{py} -m ecotone serve counter --transport http --host 127.0.0.1 --port {port}",
+    ),
 )
 
 _FLOOR = "{py} bench/ws_floor.py drive --url {ws_url} --steps {steps} --sessions {sessions}"
@@ -75,6 +83,13 @@ _OPENENV = (
     "{openenv_py} bench/openenv_driver.py --url {http_url} --steps {steps} --sessions {sessions}"
 )
 _ECOTONE = "{py} bench/ecotone_driver.py --url {ws_url} --steps {steps} --sessions {sessions}"
+_ECOTONE_TCP = (
+    "{py} bench/ecotone_driver.py --url tcp://127.0.0.1:{port} --steps {steps} "
+    "--sessions {sessions}"
+)
+_ECOTONE_HTTP = (
+    "{py} bench/ecotone_driver.py --url {http_url} --steps {steps} --sessions {sessions}"
+)
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("floor", "sync", "1", _FLOOR),  # blocking socket + wsproto client
@@ -86,10 +101,38 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("ecotone", "async", "K", _ECOTONE + " --mode async"),
     Scenario("ecotone", "mux", "K", _ECOTONE + " --mode mux"),  # K sessions, one connection
     Scenario("ecotone", "batch", "K", _ECOTONE + " --mode batch"),  # step_many
+    Scenario("ecotone-tcp", "sync", "1", _ECOTONE_TCP + " --mode sync"),
+    Scenario("ecotone-tcp", "sync-msgpack", "1", _ECOTONE_TCP + " --mode sync --codec msgpack"),
+    Scenario("ecotone-tcp", "mux", "K", _ECOTONE_TCP + " --mode mux"),
+    # HTTP: the same stdlib keep-alive client against both servers (POST /reset, /step).
+    Scenario("openenv", "http", "1", _OPENENV + " --mode http"),
+    Scenario("ecotone-http", "http", "1", _OPENENV + " --mode http"),
+    # ecotone's own HTTP client (POST /v1/frames, keep-alive).
+    Scenario("ecotone-http", "sync-http", "1", _ECOTONE_HTTP + " --mode sync"),
+    # OpenEnv's own client against an ecotone server: the server's share of the time.
+    Scenario("ecotone-http", "openenv-client-sync", "1", _OPENENV + " --mode sync"),
+    Scenario("ecotone-http", "openenv-client-async", "K", _OPENENV + " --mode async"),
 )
 
-SUBJECT = "ecotone"  # ratios: every SUBJECT scenario over each baseline in its group
-BASELINES: tuple[str, ...] = ("openenv", "floor")
+RATIOS: tuple[tuple[str, str], ...] = (
+    ("ecotone/sync", "openenv/sync"),
+    ("ecotone/sync", "floor/sync"),
+    ("ecotone/sync-msgpack", "openenv/sync"),
+    ("ecotone-tcp/sync", "openenv/sync"),
+    ("ecotone-tcp/sync-msgpack", "openenv/sync"),
+    ("ecotone-tcp/sync", "floor/sync"),
+    ("ecotone/async", "openenv/async"),
+    ("ecotone/async", "floor/async"),
+    ("ecotone/mux", "openenv/async"),
+    ("ecotone/mux", "floor/async"),
+    ("ecotone-tcp/mux", "openenv/async"),
+    ("ecotone/batch", "openenv/async"),
+    ("ecotone-http/http", "openenv/http"),
+    ("ecotone-http/sync-http", "openenv/http"),
+    ("ecotone-http/openenv-client-sync", "openenv/sync"),
+    ("ecotone-http/openenv-client-async", "openenv/async"),
+)
+"""(numerator, denominator) scenario keys for the ratio table."""
 TIME_HEADING = "## Where the time goes"
 TIME_PLACEHOLDER = "_Not written yet: profile notes on where a step's time is spent._"
 GROUP_LABEL = {"1": "1 session", "K": "{k} sessions"}
@@ -389,20 +432,17 @@ def throughput_table(cfg: Config, scen: dict[str, ScenarioResult], reps: int) ->
 
 def ratio_table(cfg: Config, scen: dict[str, ScenarioResult]) -> str:
     k = cfg.sessions
+    groups = {s.key: s.group for s in cfg.scenarios}
     rows = []
-    for s in cfg.scenarios:
-        if s.server != SUBJECT:
+    for num_key, den_key in RATIOS:
+        if num_key not in scen or den_key not in scen:
             continue
-        for base_name in BASELINES:
-            for b in cfg.scenarios:
-                if b.server != base_name or b.group != s.group:
-                    continue
-                num, den = scen[s.key].rates, scen[b.key].rates
-                if num and den:
-                    ratio = f"{statistics.median(num) / statistics.median(den):.2f}x"
-                else:
-                    ratio = "n/a (failed)"
-                rows.append([f"{s.key} / {b.key}", group_label(s.group, k), ratio])
+        num, den = scen[num_key].rates, scen[den_key].rates
+        if num and den:
+            ratio = f"{statistics.median(num) / statistics.median(den):.2f}x"
+        else:
+            ratio = "n/a (failed)"
+        rows.append([f"{num_key} / {den_key}", group_label(groups[num_key], k), ratio])
     return md_table(["comparison (median / median)", "sessions", "ratio"], rows, {2})
 
 

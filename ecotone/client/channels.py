@@ -16,6 +16,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
+from ecotone.client._blocking import DeadlineReceiver
 from ecotone.client._handshake import WsClientProtocol
 from ecotone.client.errors import ConnectionLost, EcotoneError
 from ecotone.client.framed import FramedAsyncChannel, FramedSyncChannel
@@ -56,6 +57,8 @@ class WsSyncChannel:
         except OSError as exc:
             raise ConnectionLost(f"cannot connect to ws://{host}:{port}{path}: {exc}") from exc
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._receiver = DeadlineReceiver(self.sock)
+        self._early: list[bytes | str] = []
         self.sock.sendall(self.proto.opening())
         deadline = time.monotonic() + connect_timeout
         pending: list[bytes | str] = []
@@ -77,18 +80,11 @@ class WsSyncChannel:
             raise ConnectionLost(f"connection lost while sending: {exc}") from exc
 
     def receive(self, deadline: float | None) -> list[bytes | str]:
-        if getattr(self, "_early", None):
+        if self._early:
             early, self._early = self._early, []
             return early
-        if deadline is None:
-            self.sock.settimeout(None)
-        else:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError
-            self.sock.settimeout(remaining)
         try:
-            data = self.sock.recv(RECEIVE_SIZE)
+            data = self._receiver.recv(RECEIVE_SIZE, deadline)
         except TimeoutError:
             raise
         except OSError as exc:

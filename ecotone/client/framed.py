@@ -20,6 +20,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
+from ecotone.client._blocking import DeadlineReceiver
 from ecotone.client.errors import ConnectionLost
 from ecotone.kernel.framing import FrameDecoder, TooLarge, encode
 
@@ -85,8 +86,8 @@ class FramedSyncChannel:
                 raise ConnectionLost(f"cannot connect to {url}: {exc}") from exc
             if family != socket.AF_UNIX:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.settimeout(None)
             self._sock = sock
+            self._receiver = DeadlineReceiver(sock)
 
     def send(self, data: bytes) -> None:
         frame = encode(data)
@@ -107,8 +108,7 @@ class FramedSyncChannel:
                 raise TimeoutError
             try:
                 if self._sock is not None:
-                    self._sock.settimeout(timeout)
-                    data = self._sock.recv(RECEIVE_SIZE)
+                    data = self._receiver.recv(RECEIVE_SIZE, deadline)
                 else:
                     ready, _, _ = select.select([self._in_fd], [], [], timeout)
                     if not ready:

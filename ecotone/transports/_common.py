@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 
 import trio
@@ -43,3 +44,53 @@ async def reap_idle(kernel: Kernel) -> None:
     while True:
         await trio.sleep(period)
         await kernel.reap_idle()
+
+
+class LeanSocketStream(trio.abc.HalfCloseableStream):
+    """A trio SocketStream with fewer trips through the scheduler on the hot path.
+
+    trio's `send_all` and `receive_some` each yield to the scheduler at least once even when
+    the system call succeeds at once, and `receive_some` tries a `recv` that fails before it
+    waits. On a request/response ping-pong that is an extra scheduler pass (and `epoll_wait`)
+    per message. Here a send that fits in the socket buffer is one `send` and no yield, and a
+    receive is one wait plus one `recv`. Anything unusual (a full buffer, EOF, errors) falls
+    back to trio's own stream. Only one task may receive at a time (as with trio's streams);
+    concurrent senders must hold a lock, as the transports' writers do.
+    """
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.socket = stream.socket
+        self._fd = stream.socket.fileno()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        size = max_bytes or 65536
+        await trio.lowlevel.wait_readable(self._fd)
+        try:
+            return os.read(self._fd, size)
+        except BlockingIOError:  # spurious wake-up
+            return bytes(await self.stream.receive_some(size))
+        except OSError as exc:
+            raise trio.BrokenResourceError(str(exc)) from exc
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        try:
+            sent = os.write(self._fd, data)
+        except BlockingIOError:
+            sent = 0
+        except OSError as exc:
+            raise trio.BrokenResourceError(str(exc)) from exc
+        if sent < len(data):
+            await self.stream.send_all(memoryview(data)[sent:])
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.stream.wait_send_all_might_not_block()
+
+    async def send_eof(self) -> None:
+        await self.stream.send_eof()
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+    def setsockopt(self, level: int, option: int, value: int | bytes) -> None:
+        self.stream.setsockopt(level, option, value)

@@ -49,7 +49,7 @@ from ecotone.specs import (
     Step,
 )
 from ecotone.transports import websocket
-from ecotone.transports._common import reap_idle, tune_socket
+from ecotone.transports._common import LeanSocketStream, reap_idle, tune_socket
 from ecotone.transports._httpmsg import (
     JSON,
     MSGPACK,
@@ -443,7 +443,7 @@ class HttpTransport:
         async def handler(stream: trio.SocketStream) -> None:
             tune_socket(stream, kernel)
             try:
-                await HttpConnection(server, stream).run()
+                await HttpConnection(server, LeanSocketStream(stream)).run()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
             except h11.RemoteProtocolError as exc:

@@ -17,7 +17,7 @@ import trio
 
 import ecotone.kernel
 from ecotone.kernel import Kernel
-from ecotone.transports._common import reap_idle, tune_socket
+from ecotone.transports._common import LeanSocketStream, reap_idle, tune_socket
 from ecotone.transports.framed import FramedConnection
 
 log = logging.getLogger("ecotone.tcp")
@@ -25,8 +25,9 @@ log = logging.getLogger("ecotone.tcp")
 
 async def _handle(kernel: Kernel, stream: Any) -> None:
     tune_socket(stream, kernel)
+    lean = LeanSocketStream(stream)
     try:
-        await FramedConnection(kernel, stream, stream).run()
+        await FramedConnection(kernel, lean, lean).run()
     except Exception:  # a bug on one connection must not take the server down
         log.exception("connection handler failed; dropping that connection")
     finally:

@@ -33,7 +33,7 @@ from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 import ecotone.kernel
 from ecotone.kernel import Kernel, KernelConnection
 from ecotone.specs import SUBPROTOCOLS, codec_for
-from ecotone.transports._common import reap_idle, tune_socket
+from ecotone.transports._common import LeanSocketStream, reap_idle, tune_socket
 from ecotone.transports._router import Router
 from ecotone.transports._wsloop import RECEIVE_SIZE, WsPeer
 
@@ -175,7 +175,7 @@ class WebSocketTransport:
         async def handler(stream: trio.SocketStream) -> None:
             tune_socket(stream, kernel)
             try:
-                await serve_websocket(kernel, stream)
+                await serve_websocket(kernel, LeanSocketStream(stream))
             except Exception:  # a bug on one connection must not take the server down
                 log.exception("connection handler failed; dropping that connection")
             finally:

@@ -1,0 +1,53 @@
+"""Blocking receive with a deadline in one system call.
+
+Python's `socket.settimeout` makes every `recv` a `poll` followed by a `recv`. Here the
+socket stays in blocking mode and the kernel enforces the deadline (SO_RCVTIMEO), so a
+receive that finds its answer costs a single `recv`. The option is only rewritten when the
+time left is shorter than what is set, which on the hot path is never.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+_TIMEVAL = struct.Struct("@ll")
+
+
+class DeadlineReceiver:
+    """`recv(deadline)` on a blocking socket: bytes, `b""` at EOF, TimeoutError past it."""
+
+    __slots__ = ("_set", "sock")
+
+    def __init__(self, sock: socket.socket) -> None:
+        sock.settimeout(None)
+        self.sock = sock
+        self._set: float | None = None  # seconds currently in SO_RCVTIMEO (None: forever)
+
+    def _arm(self, seconds: float | None) -> None:
+        if seconds is None:
+            value = _TIMEVAL.pack(0, 0)
+        else:
+            seconds = max(seconds, 0.001)
+            value = _TIMEVAL.pack(int(seconds), int((seconds % 1) * 1_000_000))
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
+        self._set = seconds
+
+    def recv(self, size: int, deadline: float | None) -> bytes:
+        while True:
+            if deadline is None:
+                if self._set is not None:
+                    self._arm(None)
+            else:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError
+                if self._set is None or remaining < self._set:
+                    self._arm(remaining)
+            try:
+                return self.sock.recv(size)
+            except BlockingIOError:  # SO_RCVTIMEO expired: maybe only the armed slice
+                continue
+            except InterruptedError:
+                continue
