@@ -72,9 +72,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            url = await nursery.start(
-                lambda task_status: serve(config, registry=registry, task_status=task_status)
-            )
+
+            async def run(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+                await serve(config, registry=registry, task_status=task_status)
+                nursery.cancel_scope.cancel()  # the transport is done (stdio: stdin closed)
+
+            url = await nursery.start(run)
             print(
                 f"ecotone: serving {config.env!r} over {config.transport} at {url}",
                 file=sys.stderr,

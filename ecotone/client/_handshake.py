@@ -1,24 +1,19 @@
-"""WebSocket client framing shared by the blocking and async clients (wsproto, sans-IO)."""
+"""WebSocket client protocol shared by the blocking and async clients, sans-IO.
+
+The opening handshake is parsed with h11 (so bytes that follow the 101 response in the same
+read, such as a frame the server sends at once, are kept); frames are read and written with
+`ecotone.kernel.wsframing`, which costs far less per message than a general event machine.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
-from wsproto import ConnectionType, WSConnection
-from wsproto.events import (
-    AcceptConnection,
-    BytesMessage,
-    CloseConnection,
-    Message,
-    Ping,
-    RejectConnection,
-    RejectData,
-    Request,
-    TextMessage,
-)
+import h11
 
 from ecotone.client.errors import ConnectionLost, EcotoneError
+from ecotone.kernel import wsframing as wsf
 from ecotone.specs import SUBPROTOCOLS
+
+MAX_MESSAGE = 1 << 31  # the client trusts its server; the server enforces its own limit
 
 
 class WsClientProtocol:
@@ -28,69 +23,109 @@ class WsClientProtocol:
         self, host: str, port: int, path: str, codec: str, *, negotiate: bool = True
     ) -> None:
         """`negotiate=False` offers no subprotocol (OpenEnv's `/ws` speaks plain JSON)."""
-        self.ws = WSConnection(ConnectionType.CLIENT)
         self.subprotocol = next(k for k, v in SUBPROTOCOLS.items() if v == codec)
         self.binary = codec == "msgpack"
-        offered = [self.subprotocol] if negotiate else []
-        self._request = Request(host=f"{host}:{port}", target=path, subprotocols=offered)
-        self._parts: list[Any] = []
+        self._opcode = wsf.BINARY if self.binary else wsf.TEXT
+        self._offered = [self.subprotocol] if negotiate else []
+        self._key = wsf.new_key()
+        self._host = f"{host}:{port}"
+        self._path = path or "/"
+        self._h11: h11.Connection | None = h11.Connection(h11.CLIENT)
+        self._reader = wsf.FrameReader(masked=False, max_message=MAX_MESSAGE)
         self.accepted = False
         self.closed = False
         self.outgoing = b""
+        self._close_reason = ""
 
     def opening(self) -> bytes:
-        return self.ws.send(self._request)
+        headers = [
+            ("host", self._host),
+            ("upgrade", "websocket"),
+            ("connection", "Upgrade"),
+            ("sec-websocket-key", self._key),
+            ("sec-websocket-version", "13"),
+        ]
+        if self._offered:
+            headers.append(("sec-websocket-protocol", ", ".join(self._offered)))
+        assert self._h11 is not None
+        return self._h11.send(h11.Request(method="GET", target=self._path, headers=headers))
 
     def message(self, data: bytes) -> bytes:
-        if self.binary:
-            return self.ws.send(BytesMessage(data=data))
-        return self.ws.send(TextMessage(data=data.decode()))
+        return wsf.encode(self._opcode, data, mask=True)
 
     def close(self) -> bytes:
         if self.closed or not self.accepted:
             return b""
         self.closed = True
-        try:
-            return self.ws.send(CloseConnection(code=1000))
-        except Exception:
-            return b""
+        return wsf.encode(wsf.CLOSE, wsf.close_payload(1000), mask=True)
+
+    def _handshake(self, data: bytes) -> bytes:
+        """Feed handshake bytes; return what follows the 101 response once it is complete."""
+        conn = self._h11
+        assert conn is not None
+        conn.receive_data(data)
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                return b""
+            if isinstance(event, h11.InformationalResponse) and event.status_code == 101:
+                headers = {k.lower(): v for k, v in event.headers}
+                if headers.get(b"sec-websocket-accept", b"").decode() != wsf.accept_key(self._key):
+                    raise EcotoneError("the server's WebSocket handshake has a wrong accept key")
+                chosen = headers.get(b"sec-websocket-protocol", b"").decode()
+                if chosen and chosen not in self._offered:
+                    raise EcotoneError(f"the server chose a subprotocol never offered: {chosen}")
+                self.accepted = True
+                trailing = bytes(conn.trailing_data[0])
+                self._h11 = None
+                return trailing
+            if isinstance(event, h11.Response):
+                self.closed = True
+                raise EcotoneError(
+                    f"the server refused the WebSocket: HTTP {event.status_code} "
+                    f"{event.reason.decode(errors='replace')}"
+                )
+            if isinstance(event, h11.ConnectionClosed):
+                raise ConnectionLost("the server closed the connection during the handshake")
 
     def feed(self, data: bytes) -> list[bytes | str]:
-        """Feed received bytes; return complete messages. Control-frame replies to send are
-        left in `outgoing`."""
+        """Feed received bytes; return complete messages. Replies to control frames (pong,
+        close) are left in `outgoing`."""
+        if self._close_reason:
+            raise ConnectionLost(self._close_reason)
         if not data:
             self.closed = True
             raise ConnectionLost("the server closed the connection")
-        self.ws.receive_data(data)
+        if not self.accepted:
+            try:
+                data = self._handshake(data)
+            except h11.ProtocolError as exc:
+                raise EcotoneError(f"not a WebSocket server: {exc}") from exc
+            if not data:
+                return []
+        try:
+            events = self._reader.feed(data)
+        except wsf.ProtocolError as exc:
+            self.closed = True
+            raise ConnectionLost(f"the server broke the WebSocket protocol: {exc}") from exc
         messages: list[bytes | str] = []
-        for event in self.ws.events():
-            if isinstance(event, Message):
-                if event.message_finished and not self._parts:
-                    messages.append(event.data)
-                else:
-                    self._parts.append(event.data)
-                    if event.message_finished:
-                        joined: Any = ("" if isinstance(event, TextMessage) else b"").join(
-                            self._parts
-                        )
-                        messages.append(joined)
-                        self._parts = []
-            elif isinstance(event, AcceptConnection):
-                self.accepted = True
-            elif isinstance(event, Ping):
-                self.outgoing += self.ws.send(event.response())
-            elif isinstance(event, CloseConnection):
-                if not self.closed:
-                    self.outgoing += self.ws.send(event.response())
-                self.closed = True
-                raise ConnectionLost(
-                    f"the server closed the connection ({event.code}: {event.reason})"
-                )
-            elif isinstance(event, RejectConnection):
-                self.closed = True
-                raise EcotoneError(f"the server refused the WebSocket: HTTP {event.status_code}")
-            elif isinstance(event, RejectData):
-                pass
+        for event in events:
+            if isinstance(event, wsf.Message):
+                messages.append(event.data)
+            elif isinstance(event, wsf.Control):
+                if event.opcode == wsf.PING:
+                    self.outgoing += wsf.encode(wsf.PONG, event.payload, mask=True)
+                elif event.opcode == wsf.CLOSE:
+                    if not self.closed:
+                        self.outgoing += wsf.encode(wsf.CLOSE, event.payload[:2], mask=True)
+                    self.closed = True
+                    reason = event.payload[2:].decode(errors="replace")
+                    self._close_reason = (
+                        f"the server closed the connection ({event.close_code}: {reason})"
+                    )
+                    if not messages:  # else hand over what came first; raise on the next read
+                        raise ConnectionLost(self._close_reason)
+                    break
         return messages
 
     def take_outgoing(self) -> bytes:

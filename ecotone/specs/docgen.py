@@ -12,7 +12,7 @@ from typing import Any, get_args
 import msgspec
 
 from ecotone.specs import frames
-from ecotone.specs.errors import ERROR_DESCRIPTIONS, ErrorCode
+from ecotone.specs.errors import ERROR_DESCRIPTIONS, HTTP_STATUS, ErrorCode
 
 REQUESTS = list(get_args(frames.Request))
 RESPONSES = list(get_args(frames.Response))
@@ -78,6 +78,30 @@ def render() -> str:
     lines += [
         "- no subprotocol offered: JSON.",
         "",
+        "WebSocket path `/` (also `/ecotone`, `/v1`) speaks this protocol; `/ws` speaks "
+        "OpenEnv's message set (see docs/openenv.md).",
+        "",
+        "**Byte streams** (`stdio`, `tcp://HOST:PORT`, `unix:///PATH`) carry the same frames, "
+        "each preceded by its length as a 4-byte big-endian unsigned integer. The codec is not "
+        "negotiated by a handshake: the server reads it off the first frame (a JSON frame "
+        "starts with `{`; a MessagePack map with a byte in 0x80-0x8f, 0xde or 0xdf) and answers "
+        "in that codec for the rest of the connection. Why: no extra round trip before the "
+        "first request, nothing a client can get wrong, and a `stdio` server started inside a "
+        "container needs no flags to match its client. A frame announced longer than "
+        "`max_frame_bytes` is skipped unread and answered with `too_large`; the stream stays in "
+        "sync. The `stdio` server writes only frames to stdout (logs go to stderr) and exits "
+        "when stdin closes.",
+        "",
+        "**HTTP** (the `http` transport): `POST /v1/frames` takes one request frame as its body "
+        "(`content-type: application/json` or `application/msgpack`) and answers with the "
+        "response frame; an error frame comes with the HTTP status in the table below. Sessions "
+        "outlive requests and connections: the session id is the handle. Routes that map onto "
+        "the same frames: `POST /v1/sessions` (open), `POST /v1/sessions/{id}/reset`, "
+        '`POST /v1/sessions/{id}/step` (`{"action": ...}`), `GET /v1/sessions/{id}/state`, '
+        "`DELETE /v1/sessions/{id}`, `GET /v1/describe`, `GET /health`. A client must send a "
+        "whole request within 10 s of starting it (else 408); idle keep-alive connections "
+        "close after 75 s.",
+        "",
         "A frame is a map whose `op` field says what it is. Unknown fields in a request are "
         "rejected (`invalid_frame`), so a misspelt field never passes silently. Fields with "
         "default values may be omitted.",
@@ -97,9 +121,9 @@ def render() -> str:
     lines += ["## Nested values", ""]
     for cls in NESTED:
         lines += _struct(cls, "###")
-    lines += ["## Error codes", "", "| code | meaning |", "|---|---|"]
+    lines += ["## Error codes", "", "| code | HTTP status | meaning |", "|---|---|---|"]
     for code in ErrorCode:
-        lines.append(f"| `{code.value}` | {ERROR_DESCRIPTIONS[code]} |")
+        lines.append(f"| `{code.value}` | {HTTP_STATUS[code]} | {ERROR_DESCRIPTIONS[code]} |")
     lines += [
         "",
         "## Example",

@@ -63,3 +63,22 @@ ERROR_DESCRIPTIONS: dict[ErrorCode, str] = {
     ErrorCode.INTERNAL: ("A bug in ecotone itself. Please report it."),
 }
 """What each code means; published in docs/protocol.md."""
+
+
+HTTP_STATUS: dict[ErrorCode, int] = {
+    ErrorCode.INVALID_FRAME: 400,
+    ErrorCode.UNKNOWN_OP: 400,
+    ErrorCode.UNSUPPORTED_VERSION: 400,
+    ErrorCode.UNKNOWN_SESSION: 404,
+    ErrorCode.UNKNOWN_ENV: 404,
+    ErrorCode.RESET_REQUIRED: 409,
+    ErrorCode.EPISODE_DONE: 409,
+    ErrorCode.TOO_LARGE: 413,
+    ErrorCode.INVALID_ACTION: 422,
+    ErrorCode.INVALID_ARGUMENT: 422,
+    ErrorCode.UNSUPPORTED: 501,
+    ErrorCode.CAPACITY: 503,
+    ErrorCode.ENV_ERROR: 500,
+    ErrorCode.INTERNAL: 500,
+}
+"""The HTTP status that carries each error frame over the HTTP transport."""

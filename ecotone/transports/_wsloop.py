@@ -5,7 +5,8 @@ Rules:
   it arrives and reported through `too_large()`, and the stream stays usable.
 * Everything written while handling one received chunk goes out in one write.
 * Pings and closes are answered; after `ping_interval` of silence we ping (see
-  `_common.tune_socket` for how a vanished peer is then detected).
+  `_common.tune_socket` for how a vanished peer is then detected). A peer that breaks the
+  protocol gets a close frame with 1002.
 * A subclass opens its kernel state in `opened()`, and `closed()` always runs at the end with
   `stopping=True` when the server is shutting down rather than the peer leaving.
 """
@@ -14,26 +15,16 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
 
 import trio
-from wsproto import WSConnection
-from wsproto.events import (
-    BytesMessage,
-    CloseConnection,
-    Message,
-    Ping,
-    Pong,
-    TextMessage,
-)
-from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
 from ecotone.kernel import Kernel
+from ecotone.kernel import wsframing as wsf
 
 log = logging.getLogger("ecotone.websocket")
 
 RECEIVE_SIZE = 65536
-_GONE = (trio.BrokenResourceError, trio.ClosedResourceError, LocalProtocolError)
+_GONE = (trio.BrokenResourceError, trio.ClosedResourceError)
 
 
 class WsPeer:
@@ -42,19 +33,14 @@ class WsPeer:
     binary = False
     """Send binary messages (True) or text messages (False)."""
 
-    def __init__(
-        self, kernel: Kernel, stream: trio.abc.Stream, ws: WSConnection, pending: bytes = b""
-    ) -> None:
+    def __init__(self, kernel: Kernel, stream: trio.abc.Stream, pending: bytes = b"") -> None:
         self.kernel = kernel
         self.stream = stream
-        self.ws = ws
         self._pending = pending
+        self._reader = wsf.FrameReader(masked=True, max_message=kernel.limits.max_frame_bytes)
         self._send_lock = trio.Lock()
         self._batch: list[bytes] | None = None
         self._last_rx = trio.current_time()
-        self._parts: list[bytes | str] = []
-        self._size = 0
-        self._oversize = False
         self._closing = False
 
     # --- hooks -----------------------------------------------------------------------------
@@ -63,7 +49,7 @@ class WsPeer:
         """Set up after the handshake; return False to close at once."""
         return True
 
-    async def message(self, data: bytes | str) -> None:
+    async def message(self, data: bytes, text: bool) -> None:
         raise NotImplementedError
 
     async def too_large(self, size: int) -> None:
@@ -74,28 +60,25 @@ class WsPeer:
 
     # --- writing ---------------------------------------------------------------------------
 
-    async def write(self, event: Any) -> None:
-        data = self.ws.send(event)
-        if self._batch is not None:  # answering a received chunk: coalesce into one write
+    async def write(self, data: bytes) -> None:
+        """Write encoded frames: coalesced while a received chunk is being answered."""
+        if self._batch is not None:
             self._batch.append(data)
             return
         await self._send_bytes(data)
 
     async def send_message(self, data: bytes) -> None:
         """Send one message; a peer that is gone is noticed by the receive loop instead."""
-        event: Message[Any] = (
-            BytesMessage(data=data) if self.binary else TextMessage(data=data.decode())
-        )
         try:
-            await self.write(event)
+            await self.write(wsf.encode(wsf.BINARY if self.binary else wsf.TEXT, data, mask=False))
         except _GONE:
             pass
 
     async def close(self, code: int = 1000, reason: str = "") -> None:
-        """Start the closing handshake; the loop ends once it is sent."""
+        """Send a close frame; the loop ends once it is written."""
         self._closing = True
         try:
-            await self.write(CloseConnection(code=code, reason=reason))
+            await self.write(wsf.encode(wsf.CLOSE, wsf.close_payload(code, reason), mask=False))
         except _GONE:
             pass
 
@@ -135,17 +118,15 @@ class WsPeer:
                 await trio.aclose_forcefully(self.stream)
 
     async def _receive_loop(self) -> None:
-        ws = self.ws
-        limit = self.kernel.limits.max_frame_bytes
+        reader = self._reader
         data: bytes = self._pending
         self._pending = b""
         while not self._closing:
             if not data:
                 try:
-                    received = await self.stream.receive_some(RECEIVE_SIZE)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    data = bytes(await self.stream.receive_some(RECEIVE_SIZE))
+                except _GONE:
                     return
-                data = bytes(received)
                 if not data:
                     return
             self._last_rx = trio.current_time()
@@ -153,60 +134,32 @@ class WsPeer:
             # is written once, at the end.
             self._batch = []
             try:
-                ws.receive_data(data)
+                events = reader.feed(data)
                 data = b""
-                for event in ws.events():
-                    if isinstance(event, Message):
-                        if event.message_finished and not self._parts and not self._oversize:
-                            if len(event.data) > limit:
-                                await self.too_large(len(event.data))
-                            else:
-                                await self.message(event.data)
-                        else:
-                            await self._collect(event, limit)
-                    elif isinstance(event, Ping):
-                        await self.write(event.response())
-                    elif isinstance(event, Pong):
-                        pass
-                    elif isinstance(event, CloseConnection):
+                for event in events:
+                    if isinstance(event, wsf.Message):
+                        await self.message(event.data, event.text)
+                    elif isinstance(event, wsf.TooLarge):
+                        await self.too_large(event.size)
+                    elif event.opcode == wsf.PING:
+                        await self.write(wsf.encode(wsf.PONG, event.payload, mask=False))
+                    elif event.opcode == wsf.CLOSE:
                         if not self._closing:
-                            await self.write(event.response())
+                            await self.write(wsf.encode(wsf.CLOSE, event.payload[:2], mask=False))
                         return
                     if self._closing:
                         return
-            except RemoteProtocolError as exc:
+            except wsf.ProtocolError as exc:
                 log.info("closing connection after a protocol error: %s", exc)
-                try:
-                    await self.write(CloseConnection(code=1002, reason=str(exc)[:120]))
-                except _GONE:
-                    pass
+                await self.close(1002, str(exc))
                 return
             except _GONE:
                 return
             finally:
                 try:
                     await self._flush()
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                except _GONE:
                     pass  # the next receive sees the broken connection and ends the loop
-
-    async def _collect(self, event: Message[Any], limit: int) -> None:
-        """A message split over several frames: gather it, or discard it when over the limit."""
-        self._size += len(event.data)
-        if self._size > limit:
-            self._oversize = True
-            self._parts.clear()
-        elif not self._oversize:
-            self._parts.append(event.data)
-        if not event.message_finished:
-            return
-        size, oversize, parts = self._size, self._oversize, self._parts
-        self._parts, self._size, self._oversize = [], 0, False
-        if oversize:
-            await self.too_large(size)
-        elif isinstance(event, TextMessage):
-            await self.message("".join(parts))  # type: ignore[arg-type]
-        else:
-            await self.message(b"".join(parts))  # type: ignore[arg-type]
 
     async def _keepalive(self, scope: trio.CancelScope) -> None:
         """Ping after `ping_interval` of silence. The ping is data the peer's TCP stack must
@@ -222,7 +175,7 @@ class WsPeer:
                 await trio.sleep(interval - idle)
                 continue
             try:
-                await self.write(Ping(payload=b"ecotone"))
+                await self.write(wsf.encode(wsf.PING, b"ecotone", mask=False))
             except _GONE:
                 scope.cancel()
                 return

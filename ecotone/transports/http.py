@@ -30,8 +30,6 @@ from urllib.parse import parse_qsl, urlsplit
 import h11
 import msgspec
 import trio
-from wsproto import ConnectionType, WSConnection
-from wsproto.events import Request as WsRequest
 
 import ecotone.kernel
 from ecotone.kernel import Kernel, KernelConnection
@@ -48,6 +46,7 @@ from ecotone.specs import (
     Response,
     Step,
 )
+from ecotone.specs.errors import HTTP_STATUS
 from ecotone.transports import websocket
 from ecotone.transports._common import LeanSocketStream, reap_idle, tune_socket
 from ecotone.transports._httpmsg import (
@@ -68,22 +67,7 @@ KEEPALIVE_TIMEOUT = 75.0
 """Seconds an idle keep-alive connection is kept open."""
 MAX_HEAD = 16384
 
-STATUS: dict[str, int] = {
-    ErrorCode.INVALID_FRAME: 400,
-    ErrorCode.UNKNOWN_OP: 400,
-    ErrorCode.UNSUPPORTED_VERSION: 400,
-    ErrorCode.UNKNOWN_SESSION: 404,
-    ErrorCode.UNKNOWN_ENV: 404,
-    ErrorCode.RESET_REQUIRED: 409,
-    ErrorCode.EPISODE_DONE: 409,
-    ErrorCode.TOO_LARGE: 413,
-    ErrorCode.INVALID_ACTION: 422,
-    ErrorCode.INVALID_ARGUMENT: 422,
-    ErrorCode.UNSUPPORTED: 501,
-    ErrorCode.CAPACITY: 503,
-    ErrorCode.ENV_ERROR: 500,
-    ErrorCode.INTERNAL: 500,
-}
+STATUS = HTTP_STATUS
 
 Handler = Callable[[HttpRequest, dict[str, str]], Awaitable[HttpResponse]]
 
@@ -301,9 +285,13 @@ def _is_websocket(headers: dict[str, str]) -> bool:
 
 
 class HttpConnection:
-    def __init__(self, server: HttpServer, stream: trio.abc.Stream) -> None:
+    """One TCP connection: HTTP/1.1 requests with keep-alive, or a WebSocket upgrade.
+
+    With `server=None` (the `websocket` transport) only WebSocket upgrades are accepted."""
+
+    def __init__(self, kernel: Kernel, server: HttpServer | None, stream: trio.abc.Stream) -> None:
         self.server = server
-        self.kernel = server.kernel
+        self.kernel = kernel
         self.stream = stream
         self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
 
@@ -354,7 +342,20 @@ class HttpConnection:
                 target = event.target.decode("latin-1")
                 method = event.method.decode("ascii")
                 if _is_websocket(headers):
-                    await self._upgrade(event, target)
+                    pending = bytes(self.h11.trailing_data[0])
+                    await websocket.accept(
+                        self.kernel, self.stream, method, target, headers, pending
+                    )
+                    return
+                if self.server is None:
+                    await self._send(
+                        HttpResponse(
+                            400,
+                            b"not a WebSocket handshake: this server speaks WebSocket only",
+                            "text/plain",
+                        ),
+                        close=True,
+                    )
                     return
                 declared = int(headers.get("content-length", "0") or 0)
                 if declared > limit:
@@ -412,6 +413,7 @@ class HttpConnection:
                         close=True,
                     )
                 return
+            assert self.server is not None
             response = await self.server.handle(request)
             if request.method == "HEAD":
                 response.headers.append(("x-content-length", str(len(response.body))))
@@ -420,13 +422,6 @@ class HttpConnection:
             if self.h11.our_state is h11.MUST_CLOSE:
                 return
             self.h11.start_next_cycle()
-
-    async def _upgrade(self, event: h11.Request, target: str) -> None:
-        ws = WSConnection(ConnectionType.SERVER)
-        ws.initiate_upgrade_connection(list(event.headers), target)
-        request = next(e for e in ws.events() if isinstance(e, WsRequest))
-        pending = self.h11.trailing_data[0]
-        await websocket.accept(self.kernel, self.stream, ws, request, bytes(pending))
 
 
 class HttpTransport:
@@ -443,7 +438,7 @@ class HttpTransport:
         async def handler(stream: trio.SocketStream) -> None:
             tune_socket(stream, kernel)
             try:
-                await HttpConnection(server, LeanSocketStream(stream)).run()
+                await HttpConnection(kernel, server, LeanSocketStream(stream)).run()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
             except h11.RemoteProtocolError as exc:

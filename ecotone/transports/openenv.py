@@ -30,7 +30,6 @@ from typing import Any
 
 import msgspec
 import trio
-from wsproto import WSConnection
 
 from ecotone.kernel import Kernel, KernelConnection
 from ecotone.specs import (
@@ -290,10 +289,8 @@ def _ws_error(code: str, message: str, **extra: Any) -> bytes:
 class OpenEnvWebSocket(WsPeer):
     """One OpenEnv `/ws` connection: exactly one session, messages handled one at a time."""
 
-    def __init__(
-        self, kernel: Kernel, stream: trio.abc.Stream, ws: WSConnection, pending: bytes = b""
-    ) -> None:
-        super().__init__(kernel, stream, ws, pending)
+    def __init__(self, kernel: Kernel, stream: trio.abc.Stream, pending: bytes = b"") -> None:
+        super().__init__(kernel, stream, pending)
         self.conn = kernel.connect(JsonCodec())
         self.bridge = Bridge(kernel, self.conn)
         self.session: str | None = None
@@ -319,8 +316,8 @@ class OpenEnvWebSocket(WsPeer):
     async def too_large(self, size: int) -> None:
         await self.send_message(_ws_error("INVALID_JSON", f"message of {size} bytes is too large"))
 
-    async def message(self, data: bytes | str) -> None:
-        if isinstance(data, bytes):
+    async def message(self, data: bytes, text: bool) -> None:
+        if not text:
             await self.send_message(_ws_error("SESSION_ERROR", "binary messages are not supported"))
             await self.close(1000)
             return

@@ -1,15 +1,16 @@
-"""The `websocket` transport: ecotone frames over WebSocket, served with trio and wsproto.
+"""The `websocket` transport: ecotone frames over WebSocket, on trio.
 
 One WebSocket message is one frame. The codec is chosen by subprotocol: `ecotone.v1.json`
 (text messages, the default when the client offers none) or `ecotone.v1.msgpack` (binary).
 Paths: `/` (also `/ecotone`, `/v1`) speaks ecotone's protocol; `/ws` speaks OpenEnv's, so
 OpenEnv's own clients work against an ecotone server.
 
-Why wsproto on trio streams and not trio-websocket's connection objects: trio-websocket runs a
-reader task per connection and passes every message through a memory channel; measured here,
-its echo answers fewer round trips per second than this loop serves full env steps (see
-docs/benchmarks.md). This loop reads the socket, feeds wsproto and hands complete messages to
-the router in the same task.
+How it is built, and why: the opening handshake is parsed by h11 (the same front door as the
+`http` transport, which serves these WebSockets too); frames are read and written by
+`ecotone.kernel.wsframing` in the connection's own task. Measured here, a trio-websocket echo
+(a reader task per connection, every message through a channel) answers fewer round trips per
+second than this loop serves env steps, and wsproto's event machinery alone cost the server
+~40 µs per message (see docs/benchmarks.md).
 
 Dead peers: after `ping_interval` seconds without receiving anything the server sends a ping,
 and the peer's TCP stack must acknowledge it within `ping_timeout` (TCP_USER_TIMEOUT); if it
@@ -25,21 +26,19 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import h11
 import trio
-from wsproto import ConnectionType, WSConnection
-from wsproto.events import AcceptConnection, RejectConnection, RejectData, Request
-from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
 import ecotone.kernel
 from ecotone.kernel import Kernel, KernelConnection
+from ecotone.kernel import wsframing as wsf
 from ecotone.specs import SUBPROTOCOLS, codec_for
 from ecotone.transports._common import LeanSocketStream, reap_idle, tune_socket
 from ecotone.transports._router import Router
-from ecotone.transports._wsloop import RECEIVE_SIZE, WsPeer
+from ecotone.transports._wsloop import WsPeer
 
 log = logging.getLogger("ecotone.websocket")
 
-HANDSHAKE_TIMEOUT = 10.0
 NATIVE_PATHS = frozenset({"/", "/ecotone", "/v1"})
 OPENENV_PATH = "/ws"
 
@@ -48,14 +47,9 @@ class NativeWebSocket(WsPeer):
     """ecotone's own protocol: any number of sessions, pipelined, routed per session."""
 
     def __init__(
-        self,
-        kernel: Kernel,
-        stream: trio.abc.Stream,
-        ws: WSConnection,
-        codec: str,
-        pending: bytes = b"",
+        self, kernel: Kernel, stream: trio.abc.Stream, codec: str, pending: bytes = b""
     ) -> None:
-        super().__init__(kernel, stream, ws, pending)
+        super().__init__(kernel, stream, pending)
         self.codec = codec_for(codec)
         self.binary = self.codec.binary
         self.conn: KernelConnection = kernel.connect(self.codec)
@@ -65,8 +59,12 @@ class NativeWebSocket(WsPeer):
         self.router = Router(self.kernel, self.conn, self.send_message, nursery)
         return True
 
-    async def message(self, data: bytes | str) -> None:
+    async def message(self, data: bytes, text: bool) -> None:
         assert self.router is not None
+        if text and self.binary:
+            error = self.conn.receive(data.decode("utf-8", "replace"))  # explains the mix-up
+            await self.send_message(self.conn.encode(error))  # type: ignore[arg-type]
+            return
         await self.router.feed(data)
 
     async def too_large(self, size: int) -> None:
@@ -78,89 +76,73 @@ class NativeWebSocket(WsPeer):
         await self.kernel.disconnect(self.conn, "shutdown" if stopping else "disconnect")
 
 
-def _pick_subprotocol(offered: list[str]) -> str | None:
-    for name in offered:
+def _pick_subprotocol(offered: str) -> str | None:
+    for name in (p.strip() for p in offered.split(",")):
         if name in SUBPROTOCOLS:
             return name
     return None
 
 
-async def reject(stream: trio.abc.Stream, ws: WSConnection, status: int, reason: str) -> None:
+async def reject(stream: trio.abc.Stream, status: int, reason: str) -> None:
     body = reason.encode()
-    data = ws.send(
-        RejectConnection(
-            status_code=status,
-            headers=[(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(body))],
-            has_body=True,
-        )
-    )
-    data += ws.send(RejectData(data=body, body_finished=True))
-    await stream.send_all(data)
+    head = (
+        f"HTTP/1.1 {status} {'Not Found' if status == 404 else 'Bad Request'}\r\n"
+        "content-type: text/plain\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    ).encode()
+    await stream.send_all(head + body)
 
 
 async def accept(
     kernel: Kernel,
     stream: trio.abc.Stream,
-    ws: WSConnection,
-    request: Request,
+    method: str,
+    target: str,
+    headers: dict[str, str],
     pending: bytes = b"",
 ) -> None:
     """Answer a WebSocket opening handshake by path and serve the socket until it closes."""
-    path = request.target.split("?", 1)[0]
+    key = headers.get("sec-websocket-key", "")
+    if method != "GET" or headers.get("sec-websocket-version", "") != "13" or not key:
+        await reject(
+            stream,
+            400,
+            "not a WebSocket handshake: GET with Sec-WebSocket-Key and "
+            "Sec-WebSocket-Version: 13 expected",
+        )
+        return
+    path = target.split("?", 1)[0]
+    subprotocol: str | None = None
+    if path == OPENENV_PATH:
+        pass
+    elif path in NATIVE_PATHS:
+        offered = headers.get("sec-websocket-protocol", "")
+        subprotocol = _pick_subprotocol(offered)
+        if offered and subprotocol is None:
+            await reject(
+                stream,
+                400,
+                "none of the offered subprotocols is supported; use one "
+                "of " + ", ".join(SUBPROTOCOLS),
+            )
+            return
+    else:
+        await reject(stream, 404, f"no WebSocket endpoint at {target}")
+        return
+    response = (
+        "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
+        f"sec-websocket-accept: {wsf.accept_key(key)}\r\n"
+    )
+    if subprotocol:
+        response += f"sec-websocket-protocol: {subprotocol}\r\n"
+    await stream.send_all((response + "\r\n").encode())
     if path == OPENENV_PATH:
         from ecotone.transports.openenv import OpenEnvWebSocket
 
-        await stream.send_all(ws.send(AcceptConnection()))
-        await OpenEnvWebSocket(kernel, stream, ws, pending).run()
+        await OpenEnvWebSocket(kernel, stream, pending).run()
         return
-    if path not in NATIVE_PATHS:
-        await reject(stream, ws, 404, f"no WebSocket endpoint at {request.target}")
-        return
-    subprotocol = _pick_subprotocol(list(request.subprotocols))
-    if request.subprotocols and subprotocol is None:
-        await reject(
-            stream,
-            ws,
-            400,
-            "none of the offered subprotocols is supported; use one of " + ", ".join(SUBPROTOCOLS),
-        )
-        return
-    await stream.send_all(ws.send(AcceptConnection(subprotocol=subprotocol)))
     codec = SUBPROTOCOLS[subprotocol] if subprotocol else "json"
-    await NativeWebSocket(kernel, stream, ws, codec, pending).run()
-
-
-async def serve_websocket(kernel: Kernel, stream: trio.abc.Stream) -> None:
-    """A connection that must open with a WebSocket handshake (the `websocket` transport)."""
-    ws = WSConnection(ConnectionType.SERVER)
-    request: Request | None = None
-    try:
-        with trio.move_on_after(HANDSHAKE_TIMEOUT):
-            while request is None:
-                data = await stream.receive_some(RECEIVE_SIZE)
-                if not data:
-                    return
-                ws.receive_data(bytes(data))
-                for event in ws.events():
-                    if isinstance(event, Request):
-                        request = event
-                        break
-    except RemoteProtocolError as exc:
-        log.debug("handshake failed: %s", exc)
-        try:  # not a WebSocket opening handshake: answer 400 rather than hang up silently
-            await reject(stream, ws, 400, f"not a WebSocket handshake: {exc}")
-        except (trio.BrokenResourceError, trio.ClosedResourceError, LocalProtocolError):
-            pass
-        return
-    except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-        log.debug("handshake failed: %s", exc)
-        return
-    if request is None:
-        return
-    try:
-        await accept(kernel, stream, ws, request)
-    except (trio.BrokenResourceError, trio.ClosedResourceError, LocalProtocolError):
-        pass
+    await NativeWebSocket(kernel, stream, codec, pending).run()
 
 
 class WebSocketTransport:
@@ -172,10 +154,19 @@ class WebSocketTransport:
     async def serve(
         self, kernel: Kernel, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED
     ) -> None:
+        from ecotone.transports.http import HttpConnection
+
         async def handler(stream: trio.SocketStream) -> None:
             tune_socket(stream, kernel)
             try:
-                await serve_websocket(kernel, LeanSocketStream(stream))
+                await HttpConnection(kernel, None, LeanSocketStream(stream)).run()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            except h11.RemoteProtocolError as exc:
+                try:
+                    await reject(stream, 400, f"not a WebSocket handshake: {exc}")
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass
             except Exception:  # a bug on one connection must not take the server down
                 log.exception("connection handler failed; dropping that connection")
             finally:

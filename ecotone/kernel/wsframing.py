@@ -1,0 +1,234 @@
+"""WebSocket data framing (RFC 6455, no extensions), sans-IO, for the hot path.
+
+The opening handshake is wsproto's (or h11's) job; once a connection is open, this module
+reads and writes its frames. It exists because wsproto's general machinery (events, a frame
+generator, per-byte state) costs more per message than a whole env step: measured here, the
+server spent ~60 µs of CPU per WebSocket step with wsproto and ~20 µs per framed-TCP step.
+
+Rules kept: client frames must be masked and server frames must not be; control frames are at
+most 125 bytes and never fragmented; a message larger than `max_message` is skipped as it
+arrives (nothing buffered) and reported once as `TooLarge`; reserved bits set, an unknown
+opcode, a continuation without a start or a new message inside a fragmented one are protocol
+errors (the connection then closes with 1002).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Final
+
+import attrs
+
+TEXT: Final = 0x1
+BINARY: Final = 0x2
+CONTINUATION: Final = 0x0
+CLOSE: Final = 0x8
+PING: Final = 0x9
+PONG: Final = 0xA
+
+_U16 = struct.Struct("!H")
+_U64 = struct.Struct("!Q")
+
+
+def _unmask(payload: bytes | bytearray | memoryview, key: bytes) -> bytes:
+    n = len(payload)
+    if n == 0:
+        return b""
+    repeated = (key * (n // 4 + 1))[:n]
+    return (int.from_bytes(payload, "little") ^ int.from_bytes(repeated, "little")).to_bytes(
+        n, "little"
+    )
+
+
+def encode(opcode: int, payload: bytes, *, mask: bool) -> bytes:
+    """One final frame. Clients pass `mask=True` (a fresh random key per frame)."""
+    n = len(payload)
+    first = 0x80 | opcode
+    bit = 0x80 if mask else 0
+    if n < 126:
+        head = bytes((first, bit | n))
+    elif n < 65536:
+        head = bytes((first, bit | 126)) + _U16.pack(n)
+    else:
+        head = bytes((first, bit | 127)) + _U64.pack(n)
+    if mask:
+        key = os.urandom(4)
+        return head + key + _unmask(payload, key)
+    return head + payload
+
+
+def close_payload(code: int, reason: str = "") -> bytes:
+    return _U16.pack(code) + reason.encode()[:120]
+
+
+@attrs.frozen(slots=True)
+class Message:
+    text: bool
+    data: bytes
+
+
+@attrs.frozen(slots=True)
+class TooLarge:
+    size: int
+
+
+@attrs.frozen(slots=True)
+class Control:
+    opcode: int
+    payload: bytes
+
+    @property
+    def close_code(self) -> int:
+        return _U16.unpack_from(self.payload)[0] if len(self.payload) >= 2 else 1005
+
+
+class ProtocolError(Exception):
+    """The peer broke RFC 6455; close the connection with 1002."""
+
+
+Event = Message | TooLarge | Control
+
+
+@attrs.define(slots=True)
+class FrameReader:
+    """Feed received bytes; get whole messages, control frames and TooLarge markers out."""
+
+    masked: bool
+    """True on a server (client frames are masked)."""
+    max_message: int
+    _buf: bytearray = attrs.field(factory=bytearray, init=False)
+    _parts: list[bytes] = attrs.field(factory=list, init=False)
+    _size: int = attrs.field(default=0, init=False)
+    _text: bool | None = attrs.field(default=None, init=False)
+    """Opcode of the fragmented message under way (None: none)."""
+    _oversize: bool = attrs.field(default=False, init=False)
+    _skip: int = attrs.field(default=0, init=False)
+    _skip_final: bool = attrs.field(default=False, init=False)
+
+    def feed(self, data: bytes) -> list[Event]:
+        out: list[Event] = []
+        if self._skip:
+            dropped = min(self._skip, len(data))
+            self._skip -= dropped
+            data = data[dropped:]
+            if not self._skip and self._skip_final:
+                self._finish_oversize(out)
+        buf = self._buf
+        buf += data
+        pos = 0
+        size = len(buf)
+        while size - pos >= 2:
+            b0 = buf[pos]
+            b1 = buf[pos + 1]
+            if b0 & 0x70:
+                raise ProtocolError("reserved bits set (no extension was negotiated)")
+            if bool(b1 & 0x80) is not self.masked:
+                raise ProtocolError(
+                    "client frames must be masked"
+                    if self.masked
+                    else "server frames must not be masked"
+                )
+            fin = b0 & 0x80
+            opcode = b0 & 0x0F
+            length = b1 & 0x7F
+            head = 2
+            if length == 126:
+                if size - pos < 4:
+                    break
+                length = _U16.unpack_from(buf, pos + 2)[0]
+                head = 4
+            elif length == 127:
+                if size - pos < 10:
+                    break
+                length = _U64.unpack_from(buf, pos + 2)[0]
+                head = 10
+            if self.masked:
+                head += 4
+            if opcode >= 0x8:
+                if not fin or length > 125:
+                    raise ProtocolError("control frames must be final and at most 125 bytes")
+                if opcode not in (CLOSE, PING, PONG):
+                    raise ProtocolError(f"unknown control opcode {opcode:#x}")
+            elif opcode == CONTINUATION:
+                if self._text is None:
+                    raise ProtocolError("continuation frame without a message to continue")
+            elif opcode in (TEXT, BINARY):
+                if self._text is not None:
+                    raise ProtocolError("new message inside a fragmented one")
+            else:
+                raise ProtocolError(f"unknown opcode {opcode:#x}")
+            if opcode < 0x8 and (self._oversize or self._size + length > self.max_message):
+                # Over the limit: drop this frame's payload without buffering it.
+                if opcode != CONTINUATION:
+                    self._text = opcode == TEXT
+                self._oversize = True
+                self._parts.clear()
+                self._size += length
+                available = size - pos - head
+                if available >= length:
+                    pos += head + length
+                    if fin:
+                        self._finish_oversize(out)
+                    continue
+                self._skip = length - max(available, 0)
+                self._skip_final = bool(fin)
+                pos = size
+                break
+            end = pos + head + length
+            if end > size:
+                break
+            payload: bytes
+            if self.masked:
+                key = bytes(buf[pos + head - 4 : pos + head])
+                payload = _unmask(memoryview(buf)[pos + head : end], key)
+            else:
+                payload = bytes(buf[pos + head : end])
+            pos = end
+            if opcode >= 0x8:
+                out.append(Control(opcode, payload))
+                continue
+            if opcode != CONTINUATION:
+                self._text = opcode == TEXT
+            if fin and not self._parts:
+                out.append(Message(bool(self._text), payload))
+                self._text = None
+                self._size = 0
+                continue
+            self._parts.append(payload)
+            self._size += length
+            if fin:
+                out.append(Message(bool(self._text), b"".join(self._parts)))
+                self._parts.clear()
+                self._text = None
+                self._size = 0
+        if pos:
+            del buf[:pos]
+        return out
+
+    def _finish_oversize(self, out: list[Event]) -> None:
+        out.append(TooLarge(self._size))
+        self._oversize = False
+        self._skip_final = False
+        self._text = None
+        self._size = 0
+
+
+# --- the opening handshake (RFC 6455 section 4) ------------------------------------------------
+
+_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+def accept_key(key: str | bytes) -> str:
+    """Sec-WebSocket-Accept for a client's Sec-WebSocket-Key."""
+    import base64
+    import hashlib
+
+    raw = key.encode() if isinstance(key, str) else key
+    return base64.b64encode(hashlib.sha1(raw.strip() + _GUID).digest()).decode()
+
+
+def new_key() -> str:
+    import base64
+
+    return base64.b64encode(os.urandom(16)).decode()
