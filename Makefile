@@ -35,7 +35,7 @@ $(OPENENV_VENV)/.installed: bench/requirements-openenv.txt
 	touch $@
 
 pytest: $(STAMP) $(OPENENV_VENV)/.installed
-	ECOTONE_OPENENV_PYTHON=$(CURDIR)/$(OPENENV_VENV)/bin/python $(PY) -m pytest -q
+	OPENENV_PYTHON=$(CURDIR)/$(OPENENV_VENV)/bin/python $(PY) -m pytest -q
 
 ## make docs: regenerate docs/protocol.md from ecotone/specs
 docs: $(STAMP)

@@ -130,14 +130,15 @@ def slow_server() -> Iterator[RunningServer]:
         yield server
 
 
-OPENENV_PYTHON_VAR = "ECOTONE_OPENENV_PYTHON"
+OPENENV_PYTHON_VAR = "OPENENV_PYTHON"
+_OPENENV_PYTHON = os.environ.get(OPENENV_PYTHON_VAR, "")
 
 
 @pytest.fixture(scope="session")
 def openenv_python() -> str:
     """The python of the separate venv holding the real `openenv` package (OpenEnv's client,
     CLI and servers run in subprocesses with it). Unset: a failure on CI, a skip elsewhere."""
-    path = os.environ.get(OPENENV_PYTHON_VAR, "")
+    path = _OPENENV_PYTHON
     if not path:
         reason = (
             f"{OPENENV_PYTHON_VAR} is not set: point it at the python of a venv with openenv "

@@ -11,7 +11,7 @@ import itertools
 import socket
 import struct
 import time
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 import msgspec
@@ -196,7 +196,7 @@ class RawWebSocket:
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.sock.close()
 
-    def __enter__(self) -> RawWebSocket:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

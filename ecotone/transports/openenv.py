@@ -23,9 +23,11 @@ Deliberate differences:
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
@@ -447,22 +449,40 @@ def _error_response(error: Error) -> HttpResponse:
     return _detail(_STATUS.get(error.code, 500), error.message)
 
 
+class _SessionLock:
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = trio.Lock()
+        self.users = 0
+
+
 class OpenEnvHttp:
     """OpenEnv's HTTP routes, keeping one episode per client session."""
 
     def __init__(self, kernel: Kernel, conn: KernelConnection) -> None:
         self.kernel = kernel
         self.bridge = Bridge(kernel, conn)
-        self.locks: dict[str, trio.Lock] = {}
+        self.locks: dict[str, _SessionLock] = {}
 
     def _session_of(self, request: HttpRequest) -> str | None:
         return request.headers.get(SESSION_HEADER) or request.cookie(SESSION_COOKIE)
 
-    def _lock(self, session: str) -> trio.Lock:
-        lock = self.locks.get(session)
-        if lock is None:
-            lock = self.locks[session] = trio.Lock()
-        return lock
+    @contextlib.asynccontextmanager
+    async def _lock(self, session: str) -> AsyncIterator[None]:
+        """Serialise one session's HTTP requests. The lock lives only while requests hold or
+        wait for it: ids that are unknown, closed or reaped leave nothing behind."""
+        entry = self.locks.get(session)
+        if entry is None:
+            entry = self.locks[session] = _SessionLock()
+        entry.users += 1
+        try:
+            async with entry.lock:
+                yield
+        finally:
+            entry.users -= 1
+            if entry.users == 0 and self.locks.get(session) is entry:
+                del self.locks[session]
 
     def _body(self, request: HttpRequest, required: bool) -> dict[str, Any] | HttpResponse:
         if not request.body.strip():
