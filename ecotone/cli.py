@@ -1,4 +1,4 @@
-"""`ecotone ...`: serve, list, play. Nothing imports this module."""
+"""`ecotone ...`: serve, list, play, validate. Nothing imports this module."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from typing import Any
 import trio
 
 import ecotone
+from ecotone.conformance import CHECKS, TargetError
+from ecotone.conformance import run as run_conformance
 from ecotone.kernel import Registry, RegistryError
 from ecotone.kernel.config import ConfigError, ServerConfig, load
 from ecotone.kernel.envspec import EnvDefinitionError
@@ -46,6 +48,41 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="JSON action; repeat for several (default: a built-in one per env)",
     )
+
+    p = sub.add_parser(
+        "validate",
+        help="run the conformance suite against an env (in process) or a running server",
+    )
+    p.add_argument(
+        "env", nargs="?", help="env name; with --url, which of the server's envs (optional)"
+    )
+    p.add_argument(
+        "--url", help="check the server at this URL (ws://, http://, tcp://, openenv+http://...)"
+    )
+    p.add_argument(
+        "--reset-options", default="{}", metavar="JSON", help="options for every reset (object)"
+    )
+    p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
+    p.add_argument("--steps", type=int, default=10, help="steps of the short episodes (10)")
+    p.add_argument(
+        "--max-episode-steps",
+        type=int,
+        default=500,
+        help="step budget for playing an episode to its end (500)",
+    )
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds per call (30)")
+    p.add_argument(
+        "--check",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"run only this check; repeat for several ({', '.join(CHECKS)})",
+    )
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    p = sub.add_parser("init", help="scaffold a pip-installable env plugin distribution")
+    p.add_argument("name", help="env name: lower-case letters, digits, '-' or '_'")
+    p.add_argument("--dir", help="where to write it (default: ./NAME)")
     return parser
 
 
@@ -149,6 +186,55 @@ def _cmd_play(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_init(args: argparse.Namespace) -> int:
+    from ecotone.scaffold import scaffold
+
+    target = scaffold(args.name, args.dir)
+    print(f"wrote {target}/: the `{args.name}` env as a distribution. Next:")
+    print(f"  cd {target} && pip install -e '.[test]'")
+    print(f"  ecotone validate {args.name}    # the conformance suite")
+    print(f"  ecotone serve {args.name}       # ws://127.0.0.1:8000")
+    print("  pytest                          # its own tests")
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    if args.env is None and args.url is None:
+        raise ValueError("validate: name an env, or give --url of a running server")
+    try:
+        options = json.loads(args.reset_options)
+    except ValueError:
+        raise ValueError(f"--reset-options is not JSON: {args.reset_options!r}") from None
+    if not isinstance(options, dict):
+        raise ValueError(f"--reset-options must be a JSON object, got {args.reset_options!r}")
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        raise ValueError(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
+    unknown = [name for name in args.check if name not in CHECKS]
+    if unknown:
+        raise ValueError(f"no check named {unknown[0]!r} (checks: {', '.join(CHECKS)})")
+    try:
+        report = run_conformance(
+            args.env,
+            url=args.url,
+            checks=args.check or None,
+            seeds=seeds,
+            steps=args.steps,
+            max_episode_steps=args.max_episode_steps,
+            reset_options=options,
+            timeout=args.timeout,
+        )
+    except TargetError as exc:
+        print(f"ecotone: error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report.text())
+    return 0 if report.ok else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
@@ -156,7 +242,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
-    commands = {"serve": _cmd_serve, "list": _cmd_list, "play": _cmd_play}
+    commands = {
+        "serve": _cmd_serve,
+        "list": _cmd_list,
+        "play": _cmd_play,
+        "validate": _cmd_validate,
+        "init": _cmd_init,
+    }
     try:
         return commands[args.command](args)
     except (ConfigError, RegistryError, EnvDefinitionError, ValueError) as exc:

@@ -167,3 +167,8 @@ def test_a_file_that_is_not_toml_is_an_error_naming_it(tmp_path: Path) -> None:
     path = write(tmp_path, "port = = 3\n")
     with pytest.raises(ConfigError, match="is not valid TOML"):
         load(path, environ={})
+
+
+def test_plugin_variables_under_the_prefix_are_left_alone() -> None:
+    config = load(environ={"ECOTONE_CODING_SANDBOX": "bwrap", "ECOTONE_PORT": "9300"})
+    assert config.port == 9300

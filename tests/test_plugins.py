@@ -49,8 +49,10 @@ def test_env_spec_resolves_a_discovered_env_and_names_the_installed_ones_otherwi
     registry = Registry.discover()
     spec = registry.env_spec("counter")
     assert (spec.name, spec.action_type, spec.inline) == ("counter", CounterAction, True)
-    with pytest.raises(RegistryError, match=r"no environment named 'chess' \(installed: .*echo"):
-        registry.env_spec("chess")
+    with pytest.raises(
+        RegistryError, match=r"no environment named 'backgammon' \(installed: .*echo"
+    ):
+        registry.env_spec("backgammon")
     with pytest.raises(RegistryError, match="no transport named 'smoke-signals'"):
         registry.transport("smoke-signals")
 

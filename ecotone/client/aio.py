@@ -10,7 +10,7 @@ behind: its late answer is recognised by id and dropped.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -62,6 +62,11 @@ class AsyncConnection:
         self._read_lock = anyio.Lock()
         self._lost: ConnectionLost | None = None
         self._closed = False
+        self._detached: set[Any] = set()
+        self._inbox: list[Response] = []
+        self.decode: Callable[[bytes | str], Response] = self.core.decode
+        """How received frames are decoded (replaceable: a vector env installs one that decodes
+        observations straight into their type, in the same pass)."""
 
     @classmethod
     async def open_url(
@@ -104,23 +109,78 @@ class AsyncConnection:
             self._waiting.pop(rid, None)
         return slot.response
 
-    async def _read_once(self, reader: _Slot) -> None:
+    async def _read_once(self, reader: _Slot | None) -> None:
         try:
             messages = await self.channel.receive()
         except ConnectionLost as exc:
             self._lost = exc
             raise
         core = self.core
+        detached = self._detached
         for message in messages:
-            response = core.decode(message)
-            slot = self._waiting.get(response.id)
+            response = self.decode(message)
+            rid = response.id
+            slot = self._waiting.get(rid)
             if slot is not None:
                 slot.response = response
-            elif response.id is None and isinstance(response, Error):
-                if reader.response is None:
+            elif rid in detached:
+                detached.discard(rid)
+                self._inbox.append(response)
+            elif rid is None and isinstance(response, Error):
+                if reader is not None and reader.response is None:
                     reader.response = response  # an error not tied to an id: the reader's
+                else:
+                    self._inbox.append(response)
             else:
-                core.abandoned.discard(response.id)
+                core.abandoned.discard(rid)
+
+    # --- pipelining: send now, collect answers later -------------------------------------------
+
+    async def send(self, frame: Any) -> None:
+        """Send one request without waiting; its answer comes out of `poll`."""
+        if self._lost is not None:
+            raise self._lost
+        if self._closed:
+            raise ConnectionLost("this connection is closed")
+        rid = frame.id
+        self._detached.add(rid)
+        try:
+            await self.channel.send(self.core.encode(frame))
+        except ConnectionLost as exc:
+            self._detached.discard(rid)
+            self._lost = exc
+            raise
+
+    async def poll(self) -> list[Response]:
+        """Answers to requests sent with `send`, as they arrive: whatever is already in, else
+        at least one read (ConnectionLost if the connection broke). Cancel it to stop waiting
+        (nothing is lost). An error frame the server could not tie to a request has id None."""
+        while not self._inbox:
+            async with self._read_lock:
+                if self._inbox:
+                    break
+                if self._lost is not None:
+                    raise self._lost
+                await self._read_once(None)
+        out, self._inbox = self._inbox, []
+        return out
+
+    def abandon(self, rid: Any) -> None:
+        """Stop waiting for a request sent with `send`: its late answer will be dropped."""
+        if rid in self._detached:
+            self._detached.discard(rid)
+            self.core.abandoned.add(rid)
+        else:
+            self._inbox = [r for r in self._inbox if r.id != rid]
+
+    @property
+    def pending(self) -> int:
+        """Requests sent with `send` whose answers have not arrived (nor been abandoned)."""
+        return len(self._detached)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or self._lost is not None
 
     async def open(
         self,

@@ -8,9 +8,8 @@ own answer, never a stale one.
 
 from __future__ import annotations
 
-import collections
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
 from ecotone.client._core import ClientCore, EnvTypes
@@ -41,7 +40,11 @@ DEFAULT_TIMEOUT = 60.0
 
 
 class Connection:
-    """One connection to a server; it may carry many sessions (`open`)."""
+    """One connection to a server; it may carry many sessions (`open`).
+
+    `channel`, when given, is used instead of opening one for `url` (an embedded kernel's
+    channel, for instance); `url` then only labels the connection.
+    """
 
     def __init__(
         self,
@@ -50,43 +53,111 @@ class Connection:
         codec: str = "json",
         timeout: float | None = DEFAULT_TIMEOUT,
         connect_timeout: float = 10.0,
+        channel: SyncChannel | None = None,
     ) -> None:
         self.url = url
         self.timeout = timeout
         self.core = ClientCore(codec)
-        self.channel: SyncChannel = open_sync_channel(url, codec, connect_timeout)
-        self._inbox: collections.deque[bytes | str] = collections.deque()
+        self.channel: SyncChannel = (
+            channel if channel is not None else open_sync_channel(url, codec, connect_timeout)
+        )
+        self._pending: set[Any] = set()
+        self._stash: list[Response] = []
+        self.decode: Callable[[bytes | str], Response] = self.core.decode
+        """How received frames are decoded (replaceable: a vector env installs one that decodes
+        observations straight into their type, in the same pass)."""
         self._closed = False
 
     def request(self, frame: Any, timeout: float | None = None) -> Response:
         """Send one request frame and return its answer (error frames included)."""
-        if self._closed:
-            raise ConnectionLost("this connection is closed")
         timeout = self.timeout if timeout is None else timeout
-        core = self.core
-        self.channel.send(core.encode(frame))
+        self.send(frame)
         deadline = None if timeout is None else time.monotonic() + timeout
         rid = frame.id
-        inbox = self._inbox
-        while True:
-            while inbox:
-                response = core.decode(inbox.popleft())
-                if response.id == rid:
-                    return response
-                if response.id is None and isinstance(response, Error):
-                    return response  # an error the server could not tie to an id: ours
+        others: list[Response] = []
+        try:
+            while True:
+                for response in self._read(deadline):
+                    if response.id == rid or response.id is None:
+                        self._pending.discard(rid)
+                        return response  # an error the server could not tie to an id: ours
+                    others.append(response)
+        except TimeoutError:
+            self.abandon(rid)
+            raise TimeoutError(
+                f"no answer to {type(frame).__name__.lower()} within {timeout}s "
+                f"(its late answer will be ignored)"
+            ) from None
+        finally:
+            if others:
+                self._stash.extend(others)
+
+    # --- pipelining: send now, collect answers later -------------------------------------------
+
+    def send(self, frame: Any) -> None:
+        """Send one request frame without waiting; its answer comes out of `poll`."""
+        if self._closed:
+            raise ConnectionLost("this connection is closed")
+        rid = frame.id
+        self._pending.add(rid)
+        try:
+            self.channel.send(self.core.encode(frame))
+        except ConnectionLost:
+            self._pending.discard(rid)
+            self._closed = True
+            raise
+
+    def poll(self, deadline: float | None) -> list[Response]:
+        """Answers to requests sent with `send`, as they arrive: whatever is already in, else
+        one read (TimeoutError past `deadline`; ConnectionLost if the connection broke). An
+        error frame the server could not tie to a request has `id` None."""
+        if self._stash:
+            out, self._stash = self._stash, []
+        else:
+            out = self._read(deadline)
+        for response in out:
+            self._pending.discard(response.id)
+        return out
+
+    def abandon(self, rid: Any) -> None:
+        """Stop waiting for `rid`: its late answer will be dropped."""
+        self._pending.discard(rid)
+        self.core.abandoned.add(rid)
+
+    @property
+    def pending(self) -> int:
+        """Requests sent and not answered yet (nor abandoned)."""
+        return len(self._pending)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def fileno(self) -> int | None:
+        """The socket's file descriptor, for `select`; None when the channel has none."""
+        sock = getattr(self.channel, "sock", None) or getattr(self.channel, "_sock", None)
+        return sock.fileno() if sock is not None else None
+
+    def _read(self, deadline: float | None) -> list[Response]:
+        """One read from the channel: the answers to pending requests (and id-less errors);
+        answers to abandoned requests are dropped."""
+        if self._closed:
+            raise ConnectionLost("this connection is closed")
+        try:
+            messages = self.channel.receive(deadline)
+        except ConnectionLost:
+            self._closed = True
+            raise
+        core = self.core
+        pending = self._pending
+        out: list[Response] = []
+        for message in messages:
+            response = self.decode(message)
+            if response.id in pending or (response.id is None and isinstance(response, Error)):
+                out.append(response)
+            else:
                 core.abandoned.discard(response.id)
-            try:
-                inbox.extend(self.channel.receive(deadline))
-            except TimeoutError:
-                core.abandoned.add(rid)
-                raise TimeoutError(
-                    f"no answer to {type(frame).__name__.lower()} within {timeout}s "
-                    f"(its late answer will be ignored)"
-                ) from None
-            except ConnectionLost:
-                self._closed = True
-                raise
+        return out
 
     def open(
         self,

@@ -3,7 +3,14 @@
 Imports only `ecotone.specs`. No sockets, no event loop of its own.
 """
 
-from ecotone.kernel.contract import Action, Environment, Observation, State, StepResult
+from ecotone.kernel.contract import (
+    Action,
+    Environment,
+    InvalidAction,
+    Observation,
+    State,
+    StepResult,
+)
 from ecotone.kernel.dispatch import Kernel, KernelConnection
 from ecotone.kernel.envspec import EnvDefinitionError, EnvSpec
 from ecotone.kernel.hookspecs import hookimpl
@@ -15,6 +22,7 @@ __all__ = [
     "EnvDefinitionError",
     "EnvSpec",
     "Environment",
+    "InvalidAction",
     "Kernel",
     "KernelConnection",
     "Limits",

@@ -16,11 +16,14 @@ command-line flags. Structured with cattrs, so a wrong key or type is an error n
 
 Environment variables: `ECOTONE_ENV`, `ECOTONE_TRANSPORT`, `ECOTONE_HOST`, `ECOTONE_PORT`, and
 `ECOTONE_LIMITS_<NAME>` for each limit (`ECOTONE_LIMITS_MAX_SESSIONS=64`). The value `none`
-clears an optional limit.
+clears an optional limit. An unknown `ECOTONE_LIMITS_*` variable, or one a letter or two away
+from a known name (`ECOTONE_PROT`), is an error; other `ECOTONE_*` names are left to plugins
+(e.g. `ECOTONE_CODING_SANDBOX`).
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tomllib
@@ -96,6 +99,9 @@ def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+_TOP_KEYS = ("env", "transport", "host", "port", "config")
+
+
 def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for name, value in environ.items():
@@ -107,9 +113,9 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
             data.setdefault("limits", {})[key[len("limits_") :]] = parsed
         elif key in ("env", "transport", "host", "port"):
             data[key] = parsed
-        elif key == "config":
-            continue
-        else:
+        elif key == "config" or not difflib.get_close_matches(key, _TOP_KEYS, n=1, cutoff=0.75):
+            continue  # not ours: plugins keep their own ECOTONE_<PLUGIN>_... variables
+        else:  # a near miss of one of ours (ECOTONE_PROT): surely a typo
             raise ConfigError(
                 f"unknown environment variable {name}: ecotone reads ECOTONE_ENV, "
                 "ECOTONE_TRANSPORT, ECOTONE_HOST, ECOTONE_PORT, ECOTONE_CONFIG and "

@@ -20,8 +20,13 @@ The rules every environment keeps (the conformance suite checks them):
 * `close()` releases everything the instance holds (processes, files, sockets, threads). It is
   called exactly once per instance by the kernel, even after errors, and may be called by user
   code more than once: it must be idempotent.
-* An exception raised by any method is reported to the client as an `env_error` (type and
-  message); the session stays open and can be reset.
+* To reject an action its type cannot rule out (an illegal chess move, a word not in the
+  list), `step` raises `ecotone.InvalidAction(reason, field=..., **details)` before changing
+  any state. The client gets an `invalid_action` error, as for an action that fails the
+  schema, with details `field`, `path`, `reason` and the extra details (say, the legal moves);
+  the step does not count and the episode goes on.
+* Any other exception raised by any method is reported to the client as an `env_error` (type
+  and message); the session stays open and can be reset.
 * A synchronous env's methods run in a worker thread, so a slow env never stalls the server's
   other sessions. An env whose methods are fast and never block may set `inline = True` to run
   them on the event loop and skip the thread hop. One session's calls never overlap: the kernel
@@ -33,6 +38,24 @@ from __future__ import annotations
 from typing import Any, ClassVar, Generic, TypeVar
 
 import msgspec
+
+
+class InvalidAction(ValueError):
+    """Raised by an env's `step` to reject an action that is well formed but not allowed.
+
+    `reason` says what is wrong, `field` names the action field at fault (dotted, as in
+    `invalid_action` details), and keyword `details` travel to the client with the error (they
+    must be plain data: str, numbers, lists, dicts). Raise it before changing any state: the
+    kernel answers `invalid_action`, does not count the step, and the episode goes on.
+
+        raise ecotone.InvalidAction("illegal move 'e2e5'", field="move", legal=legal_moves)
+    """
+
+    def __init__(self, reason: str, *, field: str = "", **details: Any) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.field = field
+        self.details = details
 
 
 class Action(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -98,6 +121,10 @@ class Environment(Generic[ActT, ObsT, StateT]):
     * `step(self, action) -> Observation`;
     * `state` as a property (or a method) returning the State;
     * `close(self)` when the env holds anything to release (the default does nothing).
+
+    Optionally, `sample_action(self, rng: random.Random) -> Action`: a valid action for the
+    current state, chosen with `rng` only (so a seeded rng gives the same actions). The
+    conformance suite and the web UI use it; without it they derive actions from the schema.
 
     Optionally, tools (served as MCP `tools/list` and `tools/call`, and as the native
     `list_tools` / `call_tool` frames): `list_tools(self) -> list[ecotone.ToolInfo]` and

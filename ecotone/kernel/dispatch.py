@@ -20,6 +20,7 @@ from typing import Any, Final
 import anyio.to_thread
 import msgspec
 
+from ecotone.kernel.contract import InvalidAction
 from ecotone.kernel.envspec import EnvSpec
 from ecotone.kernel.limits import Limits
 from ecotone.kernel.sessions import CapacityError, Phase, Session, SessionTable
@@ -87,6 +88,32 @@ def _env_error(exc: BaseException, id: RequestId | None, session: str, what: str
         session,
         type=kind,
         message=str(exc),
+    )
+
+
+def _rejected(exc: InvalidAction, env: str, rid: RequestId, session: str) -> Error:
+    """The `invalid_action` error for an action the env refused (`ecotone.InvalidAction`)."""
+    extra: dict[str, Any] = {}
+    for key, value in exc.details.items():
+        try:
+            extra[key] = msgspec.to_builtins(value, str_keys=True)
+        except (TypeError, ValueError):  # not plain data: send what it looks like
+            extra[key] = repr(value)
+    reason = exc.reason or "action rejected"
+    field = exc.field
+    details = {
+        **extra,
+        "path": f"$.{field}" if field else "$",
+        "field": field,
+        "reason": reason,
+    }
+    where = f" (field `{field}`)" if field else ""
+    return _error(
+        ErrorCode.INVALID_ACTION,
+        f"invalid action for env {env!r}: {reason}{where}",
+        rid,
+        session,
+        **details,
     )
 
 
@@ -197,6 +224,7 @@ class Kernel:
         self._on_opened = self._hook("ecotone_session_opened")
         self._on_closed = self._hook("ecotone_session_closed")
         self._on_step = self._hook("ecotone_step_completed")
+        self._on_episode = self._hook("ecotone_episode_started")
         self._handlers: dict[type, Callable[[KernelConnection, Any], Awaitable[Response]]] = {
             Step: self._step,
             Reset: self._reset,
@@ -382,7 +410,16 @@ class Kernel:
             )
         except Exception as exc:
             return _env_error(exc, req.id, req.session, "reset")
-        return self._observation(conn, session, req.id, obs)
+        response = self._observation(conn, session, req.id, obs)
+        if self._on_episode is not None and not isinstance(response, Error):
+            self._on_episode(
+                session_id=session.id,
+                env=spec.name,
+                episode_id=req.episode_id,
+                seed=req.seed,
+                observation=obs,
+            )
+        return response
 
     def _observation(
         self, conn: KernelConnection, session: Session, rid: RequestId, obs: Any
@@ -454,6 +491,8 @@ class Kernel:
         started = time.perf_counter() if self._on_step is not None else 0.0
         try:
             obs = await self._call(session, spec.async_step, session.env.step, action)
+        except InvalidAction as exc:
+            return _rejected(exc, spec.name, rid, session_id)
         except Exception as exc:
             return _env_error(exc, rid, session_id, "step")
         response = self._observation(conn, session, rid, obs)

@@ -27,6 +27,12 @@ def ecotone_environments() -> Mapping[str, type]:  # type: ignore[empty-body]
     """Environment classes this plugin contributes, by name (`{"counter": CounterEnv}`)."""
 
 
+@hookspec(firstresult=True)
+def ecotone_resolve_environment(name: str) -> type | None:
+    """An environment class for a name no plugin lists, or None. For families of envs named
+    by pattern, such as `gymnasium:CartPole-v1`; the first plugin to answer wins."""
+
+
 @hookspec
 def ecotone_transports() -> Mapping[str, Any]:  # type: ignore[empty-body]
     """Transports this plugin contributes, by name. Each value is a `Transport`."""
@@ -45,6 +51,14 @@ def ecotone_session_opened(session_id: str, env: str) -> None:
 @hookspec
 def ecotone_session_closed(session_id: str, env: str, reason: str) -> None:
     """A session was closed. `reason`: `client`, `disconnect`, `idle` or `shutdown`."""
+
+
+@hookspec
+def ecotone_episode_started(
+    session_id: str, env: str, episode_id: str | None, seed: int | None, observation: Any
+) -> None:
+    """A reset succeeded: an episode began. `observation` is the typed first observation;
+    `episode_id` and `seed` are what the reset asked for (None when it did not say)."""
 
 
 @hookspec

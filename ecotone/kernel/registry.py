@@ -92,10 +92,14 @@ class Registry:
         spec = self._specs.get(name)
         if spec is None:
             envs = self.environments()
-            if name not in envs:
-                known = ", ".join(sorted(envs)) or "none"
-                raise RegistryError(f"no environment named {name!r} (installed: {known})")
-            spec = self._specs[name] = EnvSpec.from_class(envs[name].value, name)
+            if name in envs:
+                env_cls = envs[name].value
+            else:
+                env_cls = self.pm.hook.ecotone_resolve_environment(name=name)
+                if env_cls is None:
+                    known = ", ".join(sorted(envs)) or "none"
+                    raise RegistryError(f"no environment named {name!r} (installed: {known})")
+            spec = self._specs[name] = EnvSpec.from_class(env_cls, name)
         return spec
 
     def transport(self, name: str) -> Any:

@@ -7,6 +7,8 @@ truncated after `max_steps` steps (reset option, default 10).
 
 from __future__ import annotations
 
+import random
+import string
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -62,6 +64,13 @@ class EchoEnv(ecotone.Environment[EchoAction, EchoObservation, EchoState]):
     @property
     def state(self) -> EchoState:
         return self._state
+
+    def sample_action(self, rng: random.Random) -> EchoAction:
+        """A short random word, or one time in five the empty message that ends the episode."""
+        if rng.random() < 0.2:
+            return EchoAction(message="")
+        size = rng.randint(1, 8)
+        return EchoAction(message="".join(rng.choice(string.ascii_lowercase) for _ in range(size)))
 
     def close(self) -> None:
         pass

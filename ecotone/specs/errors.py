@@ -44,7 +44,9 @@ ERROR_DESCRIPTIONS: dict[ErrorCode, str] = {
     ),
     ErrorCode.CAPACITY: ("The server already holds `max_sessions` sessions; details say how many."),
     ErrorCode.INVALID_ACTION: (
-        "The action failed validation against the env's Action type; details name the field."
+        "The action failed validation against the env's Action type, or the env refused it "
+        "(`ecotone.InvalidAction`, e.g. an illegal move); details name the field. The step "
+        "did not happen."
     ),
     ErrorCode.INVALID_ARGUMENT: (
         "An argument other than the action is wrong (for instance reset options the env rejects)."

@@ -36,6 +36,8 @@ def _drive(coro: Coroutine[Any, Any, Any]) -> Any:
 def kernel_for_url(url: str) -> Kernel:
     parts = urlsplit(url)
     name = (parts.netloc + parts.path).strip("/")
+    if parts.query:  # part of the env name (`inproc://gymnasium:FrozenLake-v1?is_slippery=false`)
+        name = f"{name}?{parts.query}"
     if not name:
         raise ValueError(f"inproc URL {url!r} names no environment: use inproc://ENV")
     spec = Registry.discover().env_spec(name)

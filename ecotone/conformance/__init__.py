@@ -1,0 +1,68 @@
+"""The conformance suite: checks an env author runs against their own env, in the spirit of
+dm_env_rpc's compliance suites. The rules checked are those of `ecotone/kernel/contract.py`.
+
+Three ways to run it, with the same checks and the same messages:
+
+* `ecotone validate ENV [--reset-options JSON] [--json]` checks an installed env;
+* `ecotone validate --url URL` checks whatever a running server serves: ws://, http://, tcp://,
+  unix://... or an OpenEnv server through `openenv+http://` (checks of rules OpenEnv's
+  protocol does not have are reported as skipped, with the reason);
+* in your own test suite, one pytest test per check:
+
+      from ecotone.conformance import ConformanceSuite
+
+      class TestMyEnv(ConformanceSuite):
+          env = "myenv"          # or the env class; or url = "ws://127.0.0.1:8000"
+          reset_options = {"max_steps": 20}
+
+and from Python: `ecotone.conformance.run("myenv").text()`.
+
+Given an env (not a URL) the suite serves it on a kernel in this process, reached through the
+in-process channel (`inproc://`): the same kernel, frames, codec and error answers a network
+client gets, with no port or thread to manage. It also lets the suite reach the live env
+instance behind a session, so that actions come from the env's own `sample_action(rng)` when it
+has one (a remote env's actions are generated from its Action schema: `generate.py`) and so
+that `close()` can be called a second time on the instance, as the contract allows. Transports
+are not what an env author is testing; point `--url` at a server to include them.
+
+The checks (`CHECKS`, in the order they run): describe, reset_before_step, observation_flags,
+observation_schema, state_schema, step_count, episode_id, seeded_determinism, step_after_done,
+invalid_action, close_idempotent, close_releases_session, concurrent_sessions. Each fails with
+what it looked at, what it expected and what it saw; a check that cannot apply (an episode
+that does not end within the step budget, a rule OpenEnv lacks) is skipped with the reason,
+never passed.
+"""
+
+from ecotone.conformance.checks import (
+    CHECKS,
+    Check,
+    CheckResult,
+    Report,
+    Runner,
+    Settings,
+    Status,
+)
+from ecotone.conformance.generate import generate, invalid_action, wrong_value
+from ecotone.conformance.schema import SchemaError, validate
+from ecotone.conformance.suite import ConformanceSuite, run
+from ecotone.conformance.target import Target, TargetError, open_target
+
+__all__ = [
+    "CHECKS",
+    "Check",
+    "CheckResult",
+    "ConformanceSuite",
+    "Report",
+    "Runner",
+    "SchemaError",
+    "Settings",
+    "Status",
+    "Target",
+    "TargetError",
+    "generate",
+    "invalid_action",
+    "open_target",
+    "run",
+    "validate",
+    "wrong_value",
+]

@@ -1,0 +1,90 @@
+"""`coding`: the agent submits Python; hidden unit tests score it; the code runs sandboxed.
+
+Action `{"code": str}`. Observation: the task and prompt, the program's stdout/stderr (cut at
+16 KiB each, flagged and marked), exit code, `timed_out`, per-test results
+`[{name, passed, message}]` and `passed`/`total`; reward = passed / total; done when all pass,
+truncated after `max_attempts` (reset option, default 5). The task set is
+`data/coding_tasks.toml`; reset options also take a custom task. Details: `CodingEnv`.
+
+Each step is two runs, each a fresh interpreter (`python -I`, the base installation rather
+than the server's venv, a clean environment) in a fresh scratch directory holding only
+`solution.py`, removed after the run (a session's directories go on close):
+
+1. the submission as a script (`__main__`), for its output and exit code;
+2. the trusted harness (`harness.py`), which reads the test spec from stdin, imports the
+   submission as the module `solution` (so `if __name__ == "__main__":` blocks do not run)
+   and reports each test as a JSON line on a file descriptor whose file lies outside the
+   sandbox, tagged with a per-run random nonce.
+
+Limits, set by the harness before any submitted code runs and inherited by its children: a
+wall-clock timeout (then SIGKILL to the whole process group; under bwrap, the pid namespace
+goes with it), RLIMIT_AS (memory), RLIMIT_CPU, RLIMIT_FSIZE (every file, stdout and stderr
+included: a flood of output fails with EFBIG), RLIMIT_NOFILE, no core dumps.
+
+With bubblewrap (`bwrap` on PATH and working; probed once per process): new user, pid, net,
+ipc, uts, mount and cgroup namespaces; uid `nobody` (root, still with no capabilities, where
+the kernel refuses user namespaces); `--die-with-parent`, `--new-session`; read-only binds of
+/usr, /lib*, /bin and the python install only; minimal /dev and /proc; a read-only root. It
+can write only to its scratch directory (the cwd), a private 64 MiB /tmp and a 16 MiB
+/dev/shm. So the code cannot see the server's files (its working directory, home, venv, the
+task file with the expected values), processes or network (only a fresh loopback), cannot
+write anywhere else, and cannot raise its limits.
+
+Without bubblewrap ("rlimits-only", reported in observation and state, with a warning logged
+once): still a separate process with the same limits, a scratch cwd, a minimal environment and
+its own session (`setsid`), killed with its process group; but it runs as the server's user
+and can read and write what that user can (the task file included), use the network, signal
+the server's processes, escape the group kill by calling setsid itself, and, where that user
+has CAP_SYS_RESOURCE (root), raise its own limits. Use it only for code you trust.
+`ECOTONE_CODING_SANDBOX=bwrap` makes bubblewrap required instead.
+
+What the tests can trust: for shipped tasks the harness sends back values, and the server
+compares them with expected values that never enter the sandbox, so a pass needs the right
+values. Custom tests run their asserts inside the sandbox, next to the submission, and report
+pass or fail themselves. Tampering with the results channel (stray lines, a wrong nonce, a
+second record for a test) rejects the whole run; but code that deliberately inspects the
+harness's memory (frames, `gc`) can find the nonce and forge a custom test's pass. No limit on
+the number of processes or on the total size of the scratch directory: both are bounded only
+by the time limit (use a cgroup around the server for hard guarantees).
+
+Steps block (two process runs each), so the env keeps `inline = False`: the kernel runs each
+call in a worker thread, which keeps other sessions responsive, and the thread limiter of the
+server's event loop also bounds how many sandboxes run at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import ecotone
+from ecotone.plugins.coding.env import (
+    CaseResult,
+    CodingAction,
+    CodingEnv,
+    CodingObservation,
+    CodingState,
+    Task,
+    tasks,
+)
+from ecotone.plugins.coding.sandbox import Limits, Sandbox, SandboxUnavailable, sandbox_for
+
+__all__ = [
+    "CaseResult",
+    "CodingAction",
+    "CodingEnv",
+    "CodingObservation",
+    "CodingState",
+    "Limits",
+    "Sandbox",
+    "SandboxUnavailable",
+    "Task",
+    "ecotone_environments",
+    "sandbox_for",
+    "tasks",
+]
+
+
+@ecotone.hookimpl
+def ecotone_environments() -> Mapping[str, Any]:
+    return {"coding": CodingEnv}

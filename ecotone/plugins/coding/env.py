@@ -1,0 +1,439 @@
+"""The `coding` environment: tasks, judging, and the episode logic around the sandbox."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import os
+import random
+import secrets
+import tempfile
+import tomllib
+import uuid
+import weakref
+from importlib import resources
+from pathlib import Path
+from typing import Any, ClassVar, Final
+
+import msgspec
+
+import ecotone
+from ecotone.plugins.coding.harness import TESTS_FILE
+from ecotone.plugins.coding.sandbox import (
+    SANDBOX_MODES,
+    Completed,
+    Limits,
+    Sandbox,
+    SandboxMode,
+    remove_tree,
+    sandbox_for,
+)
+
+SANDBOX_ENV_VAR: Final = "ECOTONE_CODING_SANDBOX"
+CUSTOM_TASK: Final = "custom"
+WHOLE_MODULE_TEST: Final = "tests"
+"""The name of the single test when custom `tests` define no `test*` functions."""
+_SHOWN_VALUE_CHARS: Final = 200
+_TAMPERED: Final = "rejected: something other than the test harness wrote to its results channel"
+_FOOTER: Final = (
+    "\n\nSubmit a complete Python module as `code`. It runs as a script with no input; then "
+    "hidden tests import it and call your function."
+)
+
+
+# --- tasks ------------------------------------------------------------------------------------
+
+
+class Case(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A hidden test of a shipped task: `expr` is evaluated in the sandbox against the
+    submitted module, and its JSON value is compared with `expected` by the server."""
+
+    name: str
+    expr: str
+    expected: Any
+
+
+class Task(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    name: str
+    prompt: str
+    stub: str = ""
+    """A signature with no body: a valid program that fails the tests (sample_action)."""
+    reference: str = ""
+    """A correct solution, never shown: the test suite checks that it passes every case."""
+    timeout_s: float = 5.0
+    memory_mb: int = 256
+    cases: tuple[Case, ...] = ()
+    tests: str = ""
+    """Custom tasks: test code run in the sandbox (instead of `cases`)."""
+    test_names: tuple[str, ...] = ()
+    """Custom tasks: its top-level `test*` functions; empty: the whole module is one test."""
+
+    @property
+    def check_names(self) -> list[str]:
+        if self.cases:
+            return [c.name for c in self.cases]
+        return list(self.test_names) or [WHOLE_MODULE_TEST]
+
+    def harness_spec(self, nonce: str) -> dict[str, Any]:
+        """What the harness in the sandbox gets: never the expected values."""
+        if self.cases:
+            return {"nonce": nonce, "kind": "cases", "exprs": [c.expr for c in self.cases]}
+        return {"nonce": nonce, "kind": "code", "code": self.tests, "names": list(self.test_names)}
+
+
+class _TaskFile(msgspec.Struct, forbid_unknown_fields=True):
+    tasks: list[Task]
+
+
+@functools.cache
+def tasks() -> dict[str, Task]:
+    """The shipped task set (`data/coding_tasks.toml`), by name, in file order."""
+    text = resources.files("ecotone.plugins").joinpath("data/coding_tasks.toml").read_text("utf-8")
+    loaded = msgspec.convert(tomllib.loads(text), _TaskFile)
+    out: dict[str, Task] = {}
+    for task in loaded.tasks:
+        if task.name in out or not task.cases:
+            raise ValueError(f"coding task {task.name!r}: duplicate name, or no cases")
+        if len({c.name for c in task.cases}) != len(task.cases):
+            raise ValueError(f"coding task {task.name!r}: two cases share a name")
+        out[task.name] = msgspec.structs.replace(task, prompt=task.prompt.strip() + _FOOTER)
+    return out
+
+
+def custom_task(prompt: str, tests: str, max_chars: int) -> Task:
+    """A task from reset options; `tests` is parsed here (never run) to learn its test names."""
+    if not isinstance(prompt, str) or not isinstance(tests, str):
+        raise ValueError("`prompt` and `tests` must be strings")
+    if len(tests) > max_chars:
+        raise ValueError(f"`tests` is {len(tests)} characters; the limit is {max_chars}")
+    try:
+        tree = ast.parse(tests, TESTS_FILE)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        raise ValueError(f"`tests` is not valid Python: {exc}") from None
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.AsyncFunctionDef) and node.name.startswith("test"):
+            raise ValueError(f"test {node.name!r} is async; tests must be plain functions")
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+            if node.name not in names:
+                names.append(node.name)
+    return Task(name=CUSTOM_TASK, prompt=prompt, tests=tests, test_names=tuple(names))
+
+
+# --- judging ----------------------------------------------------------------------------------
+
+
+class CaseResult(msgspec.Struct, kw_only=True):
+    """One hidden test's outcome."""
+
+    name: str
+    passed: bool
+    message: str = ""
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality of JSON values where a boolean is not a number (True != 1)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and bool(a == b)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _SHOWN_VALUE_CHARS else text[:_SHOWN_VALUE_CHARS] + "..."
+
+
+def _records(
+    raw: bytes, nonce: str, count: int
+) -> tuple[dict[int, dict[str, Any]], str | None, bool]:
+    """Parse the harness's lines: (records by test index, import error, tampered).
+
+    Only complete lines count (a line cut by a kill is dropped). A line without this run's
+    nonce, a second record for a test, or anything unreadable means the submission wrote to
+    the channel: the whole run is rejected."""
+    records: dict[int, dict[str, Any]] = {}
+    load_error: str | None = None
+    ended = False
+    *lines, _partial = raw.split(b"\n")
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError):
+            return {}, None, True
+        if not isinstance(rec, dict) or rec.get("nonce") != nonce or ended:
+            return {}, None, True
+        i = rec.get("i")
+        if "load_error" in rec and load_error is None and not records:
+            load_error = str(rec["load_error"])
+        elif rec.get("end") is True:
+            ended = True
+        elif type(i) is int and 0 <= i < count and i not in records:
+            records[i] = rec
+        else:
+            return {}, None, True
+    return records, load_error, False
+
+
+def judge(task: Task, run: Completed, nonce: str, limits: Limits) -> list[CaseResult]:
+    names = task.check_names
+    records, load_error, tampered = _records(run.results, nonce, len(names))
+    if tampered:
+        return [CaseResult(name=n, passed=False, message=_TAMPERED) for n in names]
+    if load_error is not None:
+        missing = f"the solution failed to import: {load_error}"
+    elif run.timed_out:
+        missing = f"no result: the tests ran out of time ({limits.timeout_s:g} s)"
+    else:
+        last = run.stderr.text.strip().splitlines()[-1:] or [""]
+        missing = f"no result: the test process ended (exit code {run.exit_code}) first"
+        if last[0]:
+            missing += f"; its last error line: {_short(last[0])}"
+    out: list[CaseResult] = []
+    for i, name in enumerate(names):
+        rec = records.get(i)
+        case = task.cases[i] if task.cases else None
+        if rec is None:
+            out.append(CaseResult(name=name, passed=False, message=missing))
+        elif "error" in rec:
+            where = f"{case.expr} raised " if case is not None else ""
+            out.append(CaseResult(name=name, passed=False, message=where + str(rec["error"])))
+        elif case is None:
+            out.append(CaseResult(name=name, passed=rec.get("ok") is True))
+        else:
+            shown = str(rec.get("value"))
+            try:
+                value = json.loads(shown)
+            except (ValueError, RecursionError):
+                out.append(CaseResult(name=name, passed=False, message=_TAMPERED))
+                continue
+            if _same(value, case.expected):
+                out.append(CaseResult(name=name, passed=True))
+            else:
+                message = f"{case.expr} returned {_short(shown)}, which is not the expected value"
+                out.append(CaseResult(name=name, passed=False, message=message))
+    return out
+
+
+# --- the environment --------------------------------------------------------------------------
+
+
+class CodingAction(ecotone.Action, kw_only=True, forbid_unknown_fields=True):
+    code: str
+    """A complete Python module."""
+
+
+class CodingObservation(ecotone.Observation, kw_only=True):
+    task: str = ""
+    prompt: str = ""
+    stdout: str = ""
+    """The program's output (the submission run as a script), cut at the output cap."""
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    exit_code: int | None = None
+    """The program's exit status (negative: killed by that signal); None after reset."""
+    timed_out: bool = False
+    """The program, or the hidden tests, ran out of time and were killed."""
+    tests: list[CaseResult] = []
+    passed: int = 0
+    total: int = 0
+    attempt: int = 0
+    attempts_left: int = 0
+    sandbox: str = ""
+    """`bwrap` or `rlimits-only` (weaker isolation: see the env's docstring)."""
+
+
+class CodingState(ecotone.State, kw_only=True):
+    task: str = ""
+    attempts: int = 0
+    max_attempts: int = 5
+    best_score: float = 0.0
+    solved: bool = False
+    sandbox: str = ""
+    timeout_s: float = 0.0
+    memory_mb: int = 0
+
+
+def _number(name: str, value: Any, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise ValueError(f"{name} must be a number from {low:g} to {high:g}, got {value!r}")
+    return float(value)
+
+
+class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState]):
+    """Write Python that passes hidden unit tests; the code runs in a sandbox.
+
+    Reset picks a task: by name (option `task`), or a custom one (options `prompt` and
+    `tests`, test code with `test*` functions or plain asserts), or at random from the shipped
+    set with the seed. Options `timeout_s` and `memory_mb` override the task's limits;
+    `max_attempts` (default 5) bounds the episode. Each step runs the action's `code` as a
+    script (stdout, stderr and exit code come back), then in a fresh interpreter imports it as
+    the module `solution` and runs the hidden tests (skipped when the program timed out). The
+    reward is the fraction of tests passed; the episode is done when all pass and truncated
+    when the attempts run out.
+
+    Sandboxing and its limits are described in `ecotone.plugins.coding`. Class attributes set
+    the server-side bounds; `sandbox_mode` (else `$ECOTONE_CODING_SANDBOX`, else `auto`) picks
+    bwrap, rlimits-only, or bwrap-if-usable.
+    """
+
+    name = "coding"
+    version = "1"
+    description = "Write Python that passes hidden unit tests; each submission runs sandboxed."
+    inline = False  # a step spawns processes and waits for them: a worker thread each
+
+    sandbox_mode: ClassVar[str] = ""
+    max_timeout_s: ClassVar[float] = 60.0
+    max_memory_mb: ClassVar[int] = 4096
+    min_memory_mb: ClassVar[int] = 64
+    max_code_chars: ClassVar[int] = 1_000_000
+    max_tests_chars: ClassVar[int] = 1_000_000
+    output_bytes: ClassVar[int] = 16384
+
+    def __init__(self) -> None:
+        self._state = CodingState()
+        self._task: Task | None = None
+        self._limits = Limits()
+        self._sandbox: Sandbox | None = None
+        self._root: Path | None = None
+        self._cleanup: weakref.finalize[..., Any] | None = None
+
+    def _mode(self) -> SandboxMode:
+        mode = self.sandbox_mode or os.environ.get(SANDBOX_ENV_VAR, "") or "auto"
+        for known in SANDBOX_MODES:
+            if mode == known:
+                return known
+        raise ValueError(f"{SANDBOX_ENV_VAR}/sandbox_mode must be one of {SANDBOX_MODES}")
+
+    def reset(
+        self,
+        *,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        task: str | None = None,
+        prompt: str | None = None,
+        tests: str | None = None,
+        timeout_s: float | None = None,
+        memory_mb: int | None = None,
+        max_attempts: int = 5,
+    ) -> CodingObservation:
+        shipped = tasks()
+        if tests is not None:
+            if task is not None:
+                raise ValueError("give either `task` or a custom task (`tests`), not both")
+            chosen = custom_task(prompt if prompt is not None else "", tests, self.max_tests_chars)
+        elif prompt is not None:
+            raise ValueError("a custom task needs `tests` as well as `prompt`")
+        elif task is not None:
+            if task not in shipped:
+                raise ValueError(f"no coding task {task!r}; tasks: {', '.join(shipped)}")
+            chosen = shipped[task]
+        else:
+            chosen = shipped[random.Random(seed).choice(sorted(shipped))]
+        timeout = _number(
+            "timeout_s",
+            chosen.timeout_s if timeout_s is None else timeout_s,
+            0.1,
+            self.max_timeout_s,
+        )
+        memory = _number(
+            "memory_mb",
+            chosen.memory_mb if memory_mb is None else memory_mb,
+            self.min_memory_mb,
+            self.max_memory_mb,
+        )
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+        self._sandbox = sandbox_for(self._mode())
+        if self._root is None:
+            self._root = Path(tempfile.mkdtemp(prefix="ecotone-coding-"))
+            self._cleanup = weakref.finalize(self, remove_tree, self._root)
+        self._task = chosen
+        self._limits = Limits(
+            timeout_s=timeout, memory_mb=int(memory), output_bytes=self.output_bytes
+        )
+        self._state = CodingState(
+            episode_id=episode_id or uuid.uuid4().hex,
+            task=chosen.name,
+            max_attempts=max_attempts,
+            sandbox=self._sandbox.kind,
+            timeout_s=timeout,
+            memory_mb=int(memory),
+        )
+        return CodingObservation(
+            task=chosen.name,
+            prompt=chosen.prompt,
+            total=len(chosen.check_names),
+            attempts_left=max_attempts,
+            sandbox=self._sandbox.kind,
+        )
+
+    def step(self, action: CodingAction) -> CodingObservation:
+        task, sandbox, root, st = self._task, self._sandbox, self._root, self._state
+        if task is None or sandbox is None or root is None:
+            raise RuntimeError("step before reset")
+        if len(action.code) > self.max_code_chars:
+            raise ecotone.InvalidAction(
+                f"code is {len(action.code)} characters; the limit is {self.max_code_chars}",
+                field="code",
+            )
+        limits = self._limits
+        program = sandbox.run(root, action.code, ["run"], limits)
+        tests_timed_out = False
+        if program.timed_out:
+            note = f"not run: the program ran out of time ({limits.timeout_s:g} s)"
+            results = [CaseResult(name=n, passed=False, message=note) for n in task.check_names]
+        else:
+            nonce = secrets.token_hex(16)
+            spec = json.dumps(task.harness_spec(nonce)).encode()
+            checked = sandbox.run(root, action.code, ["test"], limits, stdin=spec, results=True)
+            tests_timed_out = checked.timed_out
+            results = judge(task, checked, nonce, limits)
+        passed = sum(r.passed for r in results)
+        score = passed / len(results)
+        st.step_count += 1
+        st.attempts += 1
+        st.best_score = max(st.best_score, score)
+        st.solved = passed == len(results)
+        return CodingObservation(
+            task=task.name,
+            prompt=task.prompt,
+            stdout=program.stdout.text,
+            stderr=program.stderr.text,
+            stdout_truncated=program.stdout.truncated,
+            stderr_truncated=program.stderr.truncated,
+            exit_code=program.exit_code,
+            timed_out=program.timed_out or tests_timed_out,
+            tests=results,
+            passed=passed,
+            total=len(results),
+            attempt=st.attempts,
+            attempts_left=st.max_attempts - st.attempts,
+            sandbox=sandbox.kind,
+            reward=score,
+            done=st.solved,
+            truncated=not st.solved and st.attempts >= st.max_attempts,
+        )
+
+    @property
+    def state(self) -> CodingState:
+        return self._state
+
+    def sample_action(self, rng: random.Random) -> CodingAction:
+        """The task's stub (a valid program that fails the tests) or a trivial program."""
+        options = ["print('hello')\n"]
+        if self._task is not None and self._task.stub:
+            options.append(self._task.stub)
+        return CodingAction(code=rng.choice(options))
+
+    def close(self) -> None:
+        """Remove this session's scratch directories (idempotent)."""
+        if self._cleanup is not None:
+            self._cleanup()
+        self._root = None

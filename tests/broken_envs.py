@@ -1,0 +1,245 @@
+"""Envs for the conformance suite's own tests: one that keeps the contract, and deliberately
+broken variants of it, each breaking one rule (the suite must fail the check for that rule).
+
+Contributed to a Registry as the plugin module `tests.broken_envs` (`ecotone_environments`).
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar
+
+import msgspec
+
+import ecotone
+
+
+class Guess(ecotone.Action, kw_only=True, forbid_unknown_fields=True):
+    guess: Annotated[int, msgspec.Meta(ge=1, le=6)]
+
+
+class Roll(ecotone.Observation, kw_only=True):
+    roll: int
+    noise: float
+    """A seeded random float: two unseeded episodes practically never share one."""
+
+
+class Tally(ecotone.State, kw_only=True):
+    total: int = 0
+    max_steps: int = 6
+
+
+class DiceEnv(ecotone.Environment[Guess, Roll, Tally]):
+    """Keeps the contract: seeded dice, a reward for guessing the next roll, truncated after
+    `max_steps` steps. No sample_action: the suite draws guesses from the schema (1 to 6)."""
+
+    name = "dice"
+    inline = True
+
+    def __init__(self) -> None:
+        self._state = Tally()
+        self._rng = random.Random()
+        self.closed = False
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, max_steps: int = 6
+    ) -> Roll:
+        self._rng = random.Random(seed)
+        self._state = Tally(episode_id=episode_id or uuid.uuid4().hex, max_steps=max_steps)
+        return Roll(roll=self._rng.randint(1, 6), noise=self._rng.random())
+
+    def step(self, action: Guess) -> Roll:
+        st = self._state
+        st.step_count += 1
+        roll = self._rng.randint(1, 6)
+        st.total += roll
+        return Roll(
+            roll=roll,
+            noise=self._rng.random(),
+            reward=1.0 if action.guess == roll else 0.0,
+            truncated=st.step_count >= st.max_steps,
+        )
+
+    @property
+    def state(self) -> Tally:
+        return self._state
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class UnseededEnv(DiceEnv):
+    """Ignores the seed: every reset starts from fresh randomness."""
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, max_steps: int = 6
+    ) -> Roll:
+        return super().reset(seed=None, episode_id=episode_id, max_steps=max_steps)
+
+
+class UnseededStepEnv(DiceEnv):
+    """Seeds the first observation but rolls the steps with the process-wide random module."""
+
+    def step(self, action: Guess) -> Roll:
+        self._rng = random.Random()
+        return super().step(action)
+
+
+class SharedStateEnv(DiceEnv):
+    """Keeps its state and dice in class attributes: every instance shares one episode."""
+
+    shared: ClassVar[dict[str, Any]] = {}
+
+    @property
+    def _state(self) -> Tally:
+        return SharedStateEnv.shared.setdefault("state", Tally())
+
+    @_state.setter
+    def _state(self, value: Tally) -> None:
+        SharedStateEnv.shared["state"] = value
+
+    @property
+    def _rng(self) -> random.Random:
+        return SharedStateEnv.shared.setdefault("rng", random.Random())
+
+    @_rng.setter
+    def _rng(self, value: random.Random) -> None:
+        SharedStateEnv.shared["rng"] = value
+
+
+class FrozenStepCountEnv(DiceEnv):
+    """Never counts its steps."""
+
+    def step(self, action: Guess) -> Roll:
+        obs = super().step(action)
+        self._state.step_count -= 1
+        return obs
+
+
+class StepCountCarriedOverEnv(DiceEnv):
+    """Carries step_count over from one episode to the next (so its truncation, which counts
+    on step_count, comes early: replays differ too)."""
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, max_steps: int = 6
+    ) -> Roll:
+        steps = self._state.step_count
+        obs = super().reset(seed=seed, episode_id=episode_id, max_steps=max_steps)
+        self._state.step_count = steps
+        return obs
+
+
+class EpisodeIdIgnoredEnv(DiceEnv):
+    """Makes up its own episode_id even when given one."""
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, max_steps: int = 6
+    ) -> Roll:
+        return super().reset(seed=seed, episode_id=None, max_steps=max_steps)
+
+
+class BadObservationEnv(DiceEnv):
+    """Sends `roll` as a string although its schema says integer (msgspec does not check the
+    field types of a Struct it encodes)."""
+
+    def step(self, action: Guess) -> Roll:
+        obs = super().step(action)
+        obs.roll = str(obs.roll)  # type: ignore[assignment]
+        return obs
+
+
+class BadStateEnv(DiceEnv):
+    """Keeps `total` as a float although its schema says integer."""
+
+    def step(self, action: Guess) -> Roll:
+        obs = super().step(action)
+        self._state.total += 0.5  # type: ignore[assignment]
+        return obs
+
+
+class CloseRaisesTwiceEnv(DiceEnv):
+    """close() works once and raises the second time: not idempotent."""
+
+    def close(self) -> None:
+        if self.closed:
+            raise RuntimeError("already closed")
+        self.closed = True
+
+
+class CloseRaisesEnv(DiceEnv):
+    """close() raises the first time (when the kernel calls it: the kernel logs it and the
+    client never sees it), then does nothing."""
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            raise OSError("cannot release the dice")
+
+
+class BareRoll(msgspec.Struct, kw_only=True):
+    """An observation type without ecotone.Observation's fields: no `truncated`, and `reward`
+    only when it is set."""
+
+    roll: int
+    noise: float
+    done: bool = False
+    reward: float | None = None
+
+
+class NoTruncatedEnv(DiceEnv):
+    """Its observations have no `truncated` field."""
+
+    observation_type = BareRoll
+
+    def step(self, action: Guess) -> BareRoll:  # type: ignore[override]
+        obs = super().step(action)
+        return BareRoll(roll=obs.roll, noise=obs.noise, reward=obs.reward)
+
+
+class BareTally(msgspec.Struct, kw_only=True):
+    """A state type without ecotone.State's episode_id and step_count."""
+
+    total: int = 0
+
+
+class NoStateFieldsEnv(DiceEnv):
+    """Its State has neither episode_id nor step_count."""
+
+    state_type = BareTally
+
+    @property
+    def state(self) -> BareTally:  # type: ignore[override]
+        return BareTally(total=self._state.total)
+
+
+class PickyEnv(DiceEnv):
+    """Refuses every guess with `ecotone.InvalidAction`, which the contract allows (a move the
+    Action type cannot rule out). Not broken: the suite cannot play it with actions drawn from
+    the schema, and must say so rather than fail it."""
+
+    def step(self, action: Guess) -> Roll:
+        raise ecotone.InvalidAction("the dice are asleep", field="guess")
+
+
+BROKEN: dict[str, tuple[type, set[str]]] = {
+    "unseeded": (UnseededEnv, {"seeded_determinism"}),
+    "unseeded_step": (UnseededStepEnv, {"seeded_determinism"}),
+    "shared_state": (SharedStateEnv, {"concurrent_sessions"}),
+    "frozen_step_count": (FrozenStepCountEnv, {"step_count"}),
+    "step_count_carried_over": (StepCountCarriedOverEnv, {"step_count", "seeded_determinism"}),
+    "episode_id_ignored": (EpisodeIdIgnoredEnv, {"episode_id"}),
+    "bad_observation": (BadObservationEnv, {"observation_schema"}),
+    "bad_state": (BadStateEnv, {"state_schema"}),
+    "close_raises_twice": (CloseRaisesTwiceEnv, {"close_idempotent"}),
+    "close_raises": (CloseRaisesEnv, {"close_idempotent"}),
+    "no_truncated": (NoTruncatedEnv, {"observation_flags"}),
+    "no_state_fields": (NoStateFieldsEnv, {"describe", "step_count", "episode_id"}),
+}
+"""Each broken env, by name, with the checks the suite must fail for it (and only those)."""
+
+
+@ecotone.hookimpl
+def ecotone_environments() -> Mapping[str, Any]:
+    return {"dice": DiceEnv, "picky": PickyEnv} | {name: cls for name, (cls, _) in BROKEN.items()}

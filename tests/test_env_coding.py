@@ -1,0 +1,539 @@
+"""The `coding` env through the real client: scoring, limits, the sandbox's walls, cleanup.
+
+Tests that take a `served` fixture run twice: against a server whose env requires bubblewrap
+(skipped where `bwrap` is not installed) and against one forced to rlimits-only. Tests of what
+only bubblewrap guarantees expect the opposite outcome under rlimits-only, which shows both
+that the check works and that the weaker mode really is weaker.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+import ecotone
+from ecotone import conformance
+from ecotone.plugins.coding import (
+    CodingAction,
+    CodingEnv,
+    CodingObservation,
+    CodingState,
+    Limits,
+    sandbox_for,
+    tasks,
+)
+from tests.conftest import run_server, wait_until
+
+BWRAP = shutil.which("bwrap")
+NO_BWRAP = "bubblewrap is not installed (apt-get install -y bubblewrap); CI installs it"
+
+
+class BwrapCodingEnv(CodingEnv):
+    sandbox_mode = "bwrap"  # required: a bwrap that cannot run fails the tests, not skips them
+
+
+class RlimitsCodingEnv(CodingEnv):
+    sandbox_mode = "rlimits"
+
+
+class CodingTestEnvs:
+    @ecotone.hookimpl
+    def ecotone_environments(self) -> Mapping[str, Any]:
+        return {"coding_bwrap": BwrapCodingEnv, "coding_rlimits": RlimitsCodingEnv}
+
+
+@attrs.frozen
+class Served:
+    url: str
+    kind: str
+
+    @property
+    def bwrap(self) -> bool:
+        return self.kind == "bwrap"
+
+    def connect(self) -> ecotone.EnvClient[CodingObservation, CodingState]:
+        return ecotone.connect(self.url, observation_type=CodingObservation, state_type=CodingState)
+
+
+@pytest.fixture(scope="module", params=["bwrap", "rlimits-only"])
+def served(request: pytest.FixtureRequest) -> Iterator[Served]:
+    if request.param == "bwrap" and BWRAP is None:
+        pytest.skip(NO_BWRAP)
+    env = "coding_bwrap" if request.param == "bwrap" else "coding_rlimits"
+    with run_server(env, plugins=[CodingTestEnvs()]) as server:
+        yield Served(server.url, request.param)
+
+
+def inproc() -> ecotone.EnvClient[CodingObservation, CodingState]:
+    return ecotone.connect(
+        "inproc://coding", observation_type=CodingObservation, state_type=CodingState
+    )
+
+
+ADD_TESTS = """
+def test_adds():
+    assert add(2, 3) == 5
+
+def test_negatives():
+    assert add(-1, -1) == -2, "negatives"
+
+def helper():
+    raise AssertionError("not a test")
+"""
+
+
+def custom(**options: Any) -> dict[str, Any]:
+    """Reset options for a small custom task (add two numbers), overridable."""
+    return {"prompt": "Write add(a, b).", "tests": ADD_TESTS, **options}
+
+
+def marked_lines(text: str, marker: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith(marker)]
+
+
+# --- scoring ----------------------------------------------------------------------------------
+
+
+def test_a_correct_solution_scores_one_and_ends_the_episode(served: Served) -> None:
+    with served.connect() as env:
+        first = env.reset(task="fizzbuzz").observation
+        assert (first.task, first.total, first.sandbox) == ("fizzbuzz", 5, served.kind)
+        assert "fizzbuzz(n: int)" in first.prompt
+        result = env.step(CodingAction(code=tasks()["fizzbuzz"].reference))
+        obs = result.observation
+        assert (result.reward, result.done, result.truncated) == (1.0, True, False)
+        assert (obs.passed, obs.total, obs.exit_code, obs.timed_out) == (5, 5, 0, False)
+        assert all(t.passed for t in obs.tests)
+        state = env.state()
+        assert (state.solved, state.best_score, state.attempts, state.sandbox) == (
+            True,
+            1.0,
+            1,
+            served.kind,
+        )
+
+
+def test_a_wrong_solution_gets_partial_credit_until_the_attempts_run_out(served: Served) -> None:
+    almost = "def fizzbuzz(n):\n    return [str(i) for i in range(1, n + 1)]\n"
+    with served.connect() as env:
+        env.reset(task="fizzbuzz", max_attempts=2)
+        first = env.step(CodingAction(code=almost))
+        assert (first.reward, first.done, first.truncated) == (0.4, False, False)
+        failed = {t.name: t.message for t in first.observation.tests if not t.passed}
+        assert set(failed) == {"fifteen", "ninety_nine_and_hundred", "fizzbuzz_count"}
+        assert failed["fizzbuzz_count"].startswith("fizzbuzz(100).count('FizzBuzz') returned 0")
+        assert "Fizz" not in failed["fifteen"]  # the expected value stays hidden
+        second = env.step(CodingAction(code="def fizzbuzz(n):\n    return []\n"))
+        assert (second.reward, second.done, second.truncated) == (0.2, False, True)
+        assert second.observation.attempts_left == 0
+        assert env.state().best_score == 0.4
+
+
+def test_every_shipped_task_passes_its_reference_and_fails_its_stub() -> None:
+    assert len(tasks()) >= 8
+    with inproc() as env:
+        for name, task in tasks().items():
+            env.reset(task=name)
+            solved = env.step(CodingAction(code=task.reference))
+            failures = [t for t in solved.observation.tests if not t.passed]
+            assert solved.reward == 1.0 and solved.done, (name, failures)
+            env.reset(task=name)
+            stubbed = env.step(CodingAction(code=task.stub))
+            assert stubbed.reward == 0.0 and stubbed.observation.exit_code == 0, name
+
+
+def test_a_slow_solution_keeps_the_results_of_the_tests_that_finished_in_time() -> None:
+    naive = "def fibonacci(n):\n    return n if n < 2 else fibonacci(n - 1) + fibonacci(n - 2)\n"
+    with inproc() as env:
+        env.reset(task="fibonacci", timeout_s=1.5)
+        result = env.step(CodingAction(code=naive))
+    obs = result.observation
+    assert obs.timed_out and obs.exit_code == 0  # the program ran; the tests ran out of time
+    assert [t.passed for t in obs.tests] == [True, True, True, True, False, False]
+    assert obs.tests[-1].message == "no result: the tests ran out of time (1.5 s)"
+    assert result.reward == 4 / 6
+
+
+def test_a_custom_task_comes_from_reset_options(served: Served) -> None:
+    with served.connect() as env:
+        first = env.reset(**custom(timeout_s=2, memory_mb=128)).observation
+        assert (first.task, first.prompt, first.total) == ("custom", "Write add(a, b).", 2)
+        state = env.state()
+        assert (state.task, state.timeout_s, state.memory_mb) == ("custom", 2.0, 128)
+        result = env.step(CodingAction(code="def add(a, b):\n    return abs(a + b)\n"))
+        tests = {t.name: t for t in result.observation.tests}
+        assert list(tests) == ["test_adds", "test_negatives"]
+        assert tests["test_adds"].passed and not tests["test_negatives"].passed
+        assert tests["test_negatives"].message == (
+            "AssertionError: negatives (hidden tests, line 6)"
+        )
+        assert result.reward == 0.5
+
+        plain = env.reset(prompt="p", tests="assert add(1, 1) == 2\n").observation
+        assert plain.total == 1
+        result = env.step(CodingAction(code="def add(a, b):\n    return a + b\n"))
+        assert [(t.name, t.passed) for t in result.observation.tests] == [("tests", True)]
+        assert result.done
+
+
+@pytest.mark.parametrize(
+    ("options", "complaint"),
+    [
+        ({"task": "no_such_task"}, "tasks: fizzbuzz"),
+        ({"task": "fizzbuzz", "timeout_s": 10_000}, "timeout_s must be a number"),
+        ({"task": "fizzbuzz", "memory_mb": 1}, "memory_mb must be a number"),
+        ({"task": "fizzbuzz", "max_attempts": 0}, "max_attempts"),
+        ({"prompt": "only a prompt"}, "needs `tests`"),
+        ({"task": "fizzbuzz", "tests": "assert True"}, "either `task`"),
+        ({"tests": "def test_x(:\n    pass"}, "not valid Python"),
+    ],
+)
+def test_bad_reset_options_are_refused_with_a_reason(
+    options: dict[str, Any], complaint: str
+) -> None:
+    with inproc() as env:
+        with pytest.raises(ecotone.EnvError, match=complaint):
+            env.reset(**options)
+        assert env.reset(task="is_prime").observation.task == "is_prime"  # the session goes on
+
+
+def test_the_seed_picks_the_task_deterministically() -> None:
+    def picks() -> list[str]:
+        with inproc() as env:
+            return [env.reset(seed=seed).observation.task for seed in range(12)]
+
+    first = picks()
+    assert first == picks()
+    assert len(set(first)) > 3
+    assert set(first) <= set(tasks())
+
+
+def test_program_output_and_exit_code_are_reported(served: Served) -> None:
+    code = "import sys\nprint('hello')\nprint('careful', file=sys.stderr)\nsys.exit(3)\n"
+    with served.connect() as env:
+        env.reset(**custom())
+        obs = env.step(CodingAction(code=code)).observation
+        assert (obs.stdout, obs.stderr, obs.exit_code) == ("hello\n", "careful\n", 3)
+        assert not (obs.stdout_truncated or obs.stderr_truncated or obs.timed_out)
+        assert all(t.message == "the solution failed to import: SystemExit: 3" for t in obs.tests)
+        broken = env.step(CodingAction(code="def add(a, b:\n    pass\n")).observation
+        assert broken.exit_code == 1 and "SyntaxError" in broken.stderr
+        assert "solution.py" in broken.stderr and "line 1" in broken.stderr
+        assert all("failed to import: SyntaxError" in t.message for t in broken.tests)
+
+
+def test_forged_test_reports_are_rejected(served: Served) -> None:
+    forger = (
+        "import os\n"
+        "for fd in range(3, 64):\n"
+        "    try:\n"
+        '        os.write(fd, b\'{"i": 0, "ok": true}\\n{"i": 1, "ok": true}\\n\')\n'
+        "    except OSError:\n"
+        "        pass\n"
+        "os._exit(0)  # before the harness can report anything itself\n"
+        "def add(a, b):\n"
+        "    return 0\n"
+    )
+    with served.connect() as env:
+        env.reset(**custom())
+        result = env.step(CodingAction(code=forger))
+        assert result.reward == 0.0
+        assert all(t.message.startswith("rejected:") for t in result.observation.tests)
+
+
+def test_sample_action_is_a_valid_program_for_the_task() -> None:
+    env = CodingEnv()
+    try:
+        env.reset(seed=3)
+        actions = [env.sample_action(random.Random(7)) for _ in range(2)]
+        assert actions[0] == actions[1]  # chosen with the rng only
+        rng = random.Random(0)
+        codes = {env.sample_action(rng).code for _ in range(20)}
+        assert len(codes) == 2  # the task's stub and a trivial program
+        for code in codes:
+            obs = env.step(CodingAction(code=code))
+            assert obs.exit_code == 0 and not obs.timed_out and obs.reward == 0.0
+    finally:
+        env.close()
+        env.close()  # idempotent
+
+
+def test_the_env_passes_the_conformance_suite() -> None:
+    report = conformance.run("coding", reset_options={"max_attempts": 2}, steps=4)
+    assert report.ok and report.count(conformance.Status.SKIP) == 0, report.text()
+
+
+# --- limits -----------------------------------------------------------------------------------
+
+
+def test_an_infinite_loop_is_killed_at_the_timeout_while_another_session_steps(
+    served: Served,
+) -> None:
+    timeout = 1.5
+    looping = threading.Event()
+    finished = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def loop_forever() -> None:
+        with served.connect() as env:
+            env.reset(**custom(timeout_s=timeout))
+            looping.set()
+            started = time.monotonic()
+            outcome["result"] = env.step(CodingAction(code="while True:\n    pass\n"))
+            outcome["elapsed"] = time.monotonic() - started
+        finished.set()
+
+    worker = threading.Thread(target=loop_forever)
+    worker.start()
+    try:
+        assert looping.wait(10)
+        time.sleep(0.2)
+        with served.connect() as other:
+            other.reset(**custom())
+            quick = other.step(CodingAction(code="def add(a, b):\n    return a + b\n"))
+            assert quick.reward == 1.0
+            assert not finished.is_set()  # answered while the loop was still running
+    finally:
+        worker.join(30)
+    obs = outcome["result"].observation
+    assert obs.timed_out and obs.exit_code == -signal.SIGKILL
+    assert timeout <= outcome["elapsed"] < timeout + 3  # the tests were not run as well
+    assert all(t.message.startswith("not run: the program ran out of time") for t in obs.tests)
+
+
+def test_the_timeout_also_kills_processes_the_code_started(served: Served) -> None:
+    marker = f"ecotone-test-{uuid.uuid4().hex}"
+    code = (
+        "import subprocess, sys\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)  # {marker}'],\n"
+        "                 start_new_session=False)\n"
+        "print('STARTED')\n"
+        "while True:\n"
+        "    pass\n"
+    )
+
+    def running() -> bool:
+        for proc in Path("/proc").iterdir():
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+                status = (proc / "status").read_text()
+            except OSError:
+                continue
+            if marker.encode() in cmdline and "State:\tZ" not in status:
+                return True
+        return False
+
+    with served.connect() as env:
+        env.reset(**custom(timeout_s=1.5))
+        obs = env.step(CodingAction(code=code)).observation
+    assert obs.timed_out and obs.stdout == "STARTED\n"
+    assert wait_until(lambda: not running(), timeout=5)
+
+
+def test_a_memory_bomb_is_stopped_by_the_memory_limit(served: Served) -> None:
+    bomb = (  # 1 GB at most, so a missing limit fails the test rather than the machine
+        "blocks = []\n"
+        "for _ in range(100):\n"
+        "    blocks.append(bytearray(10 * 1024 * 1024))\n"
+        "print('allocated a gigabyte')\n"
+    )
+    with served.connect() as env:
+        env.reset(**custom(memory_mb=128))
+        obs = env.step(CodingAction(code=bomb)).observation
+    assert "MemoryError" in obs.stderr and "allocated" not in obs.stdout
+    assert obs.exit_code == 1 and not obs.timed_out
+
+
+def test_huge_output_is_truncated_and_flagged(served: Served) -> None:
+    code = "import sys\nsys.stdout.write('x' * 1_000_000)\nsys.stderr.write('e' * 100)\n"
+    with served.connect() as env:
+        env.reset(**custom())
+        obs = env.step(CodingAction(code=code)).observation
+    cap = Limits().output_bytes
+    assert obs.stdout_truncated and not obs.stderr_truncated
+    assert obs.stdout.startswith("x" * cap)
+    assert obs.stdout[cap:] == (
+        f"\n[output truncated: 1000000 bytes written, the first {cap} shown]"
+    )
+    assert obs.stderr == "e" * 100 and obs.exit_code == 0
+
+
+def test_endless_output_is_stopped_by_the_file_size_limit_not_the_timeout(
+    served: Served,
+) -> None:
+    with served.connect() as env:
+        env.reset(**custom(timeout_s=20))
+        started = time.monotonic()
+        obs = env.step(CodingAction(code="while True:\n    print('y' * 1000)\n")).observation
+    assert time.monotonic() - started < 10
+    assert obs.stdout_truncated and not obs.timed_out
+    assert obs.exit_code == 1 and "File too large" in obs.stderr
+
+
+@pytest.mark.parametrize("kind", ["bwrap", "rlimits-only"])
+def test_cpu_time_limit_stops_a_busy_loop_before_the_wall_clock(kind: str, tmp_path: Path) -> None:
+    if kind == "bwrap" and BWRAP is None:
+        pytest.skip(NO_BWRAP)
+    sandbox = sandbox_for("bwrap" if kind == "bwrap" else "rlimits")
+    run = sandbox.run(tmp_path, "while True:\n    pass\n", ["run"], Limits(timeout_s=20, cpu_s=1))
+    assert not run.timed_out and run.duration_s < 10
+    assert run.exit_code in (-signal.SIGXCPU, -signal.SIGKILL)
+    assert list(tmp_path.iterdir()) == []  # the run's directories are gone
+
+
+# --- the sandbox's walls (bubblewrap) -----------------------------------------------------------
+
+
+def test_bwrap_hides_the_servers_files(served: Served, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top secret")
+    paths = [
+        str(secret),
+        ecotone.__file__,  # the server's own source, in its working tree
+        str(Path(ecotone.__file__).parent / "plugins" / "data" / "coding_tasks.toml"),
+        str(Path(sys.prefix) / "pyvenv.cfg"),
+        os.path.join(os.getcwd(), "pyproject.toml"),
+    ]
+    code = (
+        f"for path in {paths!r} + ['solution.py']:\n"
+        "    try:\n"
+        "        open(path).read()\n"
+        "        print('READ', path)\n"
+        "    except OSError as exc:\n"
+        "        print('HIDDEN', path, type(exc).__name__)\n"
+    )
+    with served.connect() as env:
+        env.reset(**custom())
+        obs = env.step(CodingAction(code=code)).observation
+    assert marked_lines(obs.stdout, "READ solution.py")  # reading works in the sandbox
+    readable = [line.split()[1] for line in marked_lines(obs.stdout, "READ /")]
+    existing = [p for p in paths if os.path.exists(p)]
+    assert readable == ([] if served.bwrap else existing)
+
+
+def test_bwrap_blocks_the_network_even_to_loopback(served: Served) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        code = (
+            "import socket\n"
+            "try:\n"
+            f"    socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n"
+            "    print('CONNECTED')\n"
+            "except OSError as exc:\n"
+            "    print('BLOCKED', type(exc).__name__)\n"
+        )
+        with served.connect() as env:
+            env.reset(**custom())
+            obs = env.step(CodingAction(code=code)).observation
+        listener.setblocking(False)
+        try:
+            listener.accept()[0].close()
+            reached = True
+        except BlockingIOError:
+            reached = False
+    if served.bwrap:
+        assert obs.stdout.startswith("BLOCKED") and not reached
+    else:
+        assert obs.stdout == "CONNECTED\n" and reached
+
+
+def test_bwrap_stops_writes_outside_the_scratch_dir(served: Served, tmp_path: Path) -> None:
+    marker = f"planted-{uuid.uuid4().hex}"
+    targets = [
+        str(tmp_path / marker),
+        os.path.join(sys.base_prefix, marker),
+        os.path.join(tempfile.gettempdir(), marker),
+        f"/{marker}",
+    ]
+    code = (
+        f"for path in {targets!r} + ['in-scratch.txt']:\n"
+        "    try:\n"
+        "        with open(path, 'w') as f:\n"
+        "            f.write('planted')\n"
+        "        print('WROTE', path)\n"
+        "    except OSError as exc:\n"
+        "        print('DENIED', path, type(exc).__name__)\n"
+    )
+    try:
+        with served.connect() as env:
+            env.reset(**custom())
+            obs = env.step(CodingAction(code=code)).observation
+        assert marked_lines(obs.stdout, "WROTE in-scratch.txt")
+        if served.bwrap:  # /tmp inside is private (a small tmpfs): that write stays there
+            denied = [line.split()[1] for line in marked_lines(obs.stdout, "DENIED /")]
+            assert denied == [t for t in targets if t != targets[2]]
+            assert not any(os.path.exists(t) for t in targets)
+        else:  # rlimits-only runs as this user: root may write anywhere, others some places
+            assert os.path.exists(targets[0]) and os.path.exists(targets[2])
+    finally:
+        for target in targets:
+            if os.path.exists(target):
+                os.remove(target)
+
+
+def test_bwrap_hides_the_server_process(served: Served) -> None:
+    code = (
+        "import os\n"
+        "try:\n"
+        f"    os.kill({os.getpid()}, 0)\n"
+        "    print('SEEN')\n"
+        "except ProcessLookupError:\n"
+        "    print('GONE')\n"
+        "print(sum(name.isdigit() for name in os.listdir('/proc')))\n"
+    )
+    with served.connect() as env:
+        env.reset(**custom())
+        obs = env.step(CodingAction(code=code)).observation
+    verdict, processes = obs.stdout.split()
+    if served.bwrap:
+        assert verdict == "GONE" and int(processes) <= 3  # its own pid namespace
+    else:
+        assert verdict == "SEEN"
+
+
+# --- housekeeping -------------------------------------------------------------------------------
+
+
+def test_scratch_directories_are_removed_after_each_run_and_on_close(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the env makes its dirs
+    awkward = (
+        "import os\n"
+        "os.makedirs('deep/er')\n"
+        "open('deep/er/file.txt', 'w').write('x')\n"
+        "os.chmod('deep/er', 0)\n"
+        "os.chmod('deep', 0o500)\n"
+        "print(sorted(os.listdir('.')))\n"
+    )
+
+    def session_dirs() -> list[Path]:
+        return sorted(tmp_path.glob("ecotone-coding-*"))
+
+    with inproc() as first, inproc() as second:
+        first.reset(**custom())
+        second.reset(**custom())
+        dirs = session_dirs()
+        assert len(dirs) == 2  # one per session
+        obs = first.step(CodingAction(code=awkward)).observation
+        assert obs.stdout == "['deep', 'solution.py']\n"  # a fresh directory: nothing else
+        again = first.step(CodingAction(code=awkward)).observation
+        assert again.stdout == obs.stdout  # the previous run left nothing behind
+        assert [list(d.iterdir()) for d in dirs] == [[], []]
+        first.close()
+        assert wait_until(lambda: len(session_dirs()) == 1)
+    assert wait_until(lambda: session_dirs() == [])
