@@ -395,3 +395,16 @@ def test_capacity_over_websocket_is_an_error_frame_and_the_connection_stays_usab
             assert ws.request("close", session=first)["op"] == "closed"
             third = ws.open_session()
             assert server.recorder.open_sessions == {second, third}
+
+
+@pytest.mark.parametrize("transport", ["websocket", "http"])
+def test_a_websocket_outlives_the_request_deadline_of_its_handshake(
+    monkeypatch: pytest.MonkeyPatch, transport: str
+) -> None:
+    # The handshake must arrive within REQUEST_TIMEOUT; the socket it opens lives on.
+    monkeypatch.setattr("ecotone.transports.http.REQUEST_TIMEOUT", 0.2)
+    with run_server("counter", transport=transport) as server:
+        with ecotone.connect(server.ws_url) as env:
+            env.reset()
+            time.sleep(0.6)
+            assert env.step({"delta": 2}).observation["count"] == 2

@@ -284,6 +284,10 @@ def _is_websocket(headers: dict[str, str]) -> bool:
     )
 
 
+class _Upgrade(Exception):
+    """The request asks for a WebSocket: carries (method, target, headers, pending bytes)."""
+
+
 class HttpConnection:
     """One TCP connection: HTTP/1.1 requests with keep-alive, or a WebSocket upgrade.
 
@@ -329,68 +333,70 @@ class HttpConnection:
                 self.h11.receive_data(bytes(first))
             request: HttpRequest | None = None
             too_large = False
-            with trio.move_on_after(REQUEST_TIMEOUT):
-                event = await self._next_event()
-                if isinstance(event, h11.ConnectionClosed):
-                    return
-                assert isinstance(event, h11.Request), event
-                headers: dict[str, str] = {}
-                for name, value in event.headers:
-                    key = name.decode("latin-1").lower()
-                    text = value.decode("latin-1")
-                    headers[key] = f"{headers[key]}, {text}" if key in headers else text
-                target = event.target.decode("latin-1")
-                method = event.method.decode("ascii")
-                if _is_websocket(headers):
-                    pending = bytes(self.h11.trailing_data[0])
-                    await websocket.accept(
-                        self.kernel, self.stream, method, target, headers, pending
-                    )
-                    return
-                if self.server is None:
-                    await self._send(
-                        HttpResponse(
-                            400,
-                            b"not a WebSocket handshake: this server speaks WebSocket only",
-                            "text/plain",
-                        ),
-                        close=True,
-                    )
-                    return
-                declared = int(headers.get("content-length", "0") or 0)
-                if declared > limit:
-                    too_large = True
-                    await self._send(
-                        _error_frame(
-                            ErrorCode.TOO_LARGE,
-                            f"body of {declared} bytes is over the limit of {limit} bytes",
-                            size=declared,
-                            limit=limit,
-                        ),
-                        close=True,
-                    )
-                    return
-                body = bytearray()
-                while True:
+            try:
+                with trio.move_on_after(REQUEST_TIMEOUT):
                     event = await self._next_event()
-                    if isinstance(event, h11.Data):
-                        body += event.data
-                        if len(body) > limit:
-                            too_large = True
-                            break
-                    elif isinstance(event, h11.EndOfMessage):
-                        break
-                    elif isinstance(event, h11.ConnectionClosed):
+                    if isinstance(event, h11.ConnectionClosed):
                         return
-                if not too_large:
-                    parts = urlsplit(target)
-                    request = HttpRequest(
-                        method=method,
-                        path=parts.path or "/",
-                        query=dict(parse_qsl(parts.query)),
-                        headers=headers,
-                        body=bytes(body),
-                    )
+                    assert isinstance(event, h11.Request), event
+                    headers: dict[str, str] = {}
+                    for name, value in event.headers:
+                        key = name.decode("latin-1").lower()
+                        text = value.decode("latin-1")
+                        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+                    target = event.target.decode("latin-1")
+                    method = event.method.decode("ascii")
+                    if _is_websocket(headers):
+                        # Leave the request deadline before serving the socket: it must not
+                        # bound the WebSocket's whole life.
+                        raise _Upgrade(method, target, headers, bytes(self.h11.trailing_data[0]))
+                    if self.server is None:
+                        await self._send(
+                            HttpResponse(
+                                400,
+                                b"not a WebSocket handshake: this server speaks WebSocket only",
+                                "text/plain",
+                            ),
+                            close=True,
+                        )
+                        return
+                    declared = int(headers.get("content-length", "0") or 0)
+                    if declared > limit:
+                        too_large = True
+                        await self._send(
+                            _error_frame(
+                                ErrorCode.TOO_LARGE,
+                                f"body of {declared} bytes is over the limit of {limit} bytes",
+                                size=declared,
+                                limit=limit,
+                            ),
+                            close=True,
+                        )
+                        return
+                    body = bytearray()
+                    while True:
+                        event = await self._next_event()
+                        if isinstance(event, h11.Data):
+                            body += event.data
+                            if len(body) > limit:
+                                too_large = True
+                                break
+                        elif isinstance(event, h11.EndOfMessage):
+                            break
+                        elif isinstance(event, h11.ConnectionClosed):
+                            return
+                    if not too_large:
+                        parts = urlsplit(target)
+                        request = HttpRequest(
+                            method=method,
+                            path=parts.path or "/",
+                            query=dict(parse_qsl(parts.query)),
+                            headers=headers,
+                            body=bytes(body),
+                        )
+            except _Upgrade as upgrade:
+                await websocket.accept(self.kernel, self.stream, *upgrade.args)
+                return
             if too_large:
                 await self._send(
                     _error_frame(
