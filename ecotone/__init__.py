@@ -4,6 +4,8 @@ The public surface, re-exported explicitly. Env authors need `Environment`, `Act
 `Observation`, `State` and `hookimpl`; users of remote envs need `connect` / `aconnect`.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ecotone.client.aio import AsyncConnection, AsyncEnvClient, aconnect
 from ecotone.client.errors import (
     CapacityError,
@@ -25,13 +27,43 @@ from ecotone.kernel.contract import (
 from ecotone.kernel.hookspecs import hookimpl
 from ecotone.specs import ErrorCode, ToolInfo
 
+if TYPE_CHECKING:
+    from ecotone.client.vector import EpisodeLost, StepBatch, SubEnvError, VectorEnv
+    from ecotone.client.vector_async import AsyncVectorEnv
+
 __version__ = "0.1.0"
+
+# The vector envs need numpy, an optional dependency: imported on first use.
+_LAZY = {
+    "AsyncVectorEnv": "ecotone.client.vector_async",
+    "EpisodeLost": "ecotone.client.vector",
+    "StepBatch": "ecotone.client.vector",
+    "SubEnvError": "ecotone.client.vector",
+    "VectorEnv": "ecotone.client.vector",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'ecotone' has no attribute {name!r}")
+    import importlib
+
+    try:
+        value = getattr(importlib.import_module(module_name), name)
+    except ModuleNotFoundError as exc:
+        if exc.name == "numpy":
+            raise ImportError(f"ecotone.{name} needs numpy (pip install numpy)") from exc
+        raise
+    globals()[name] = value
+    return value
 
 
 __all__ = [
     "Action",
     "AsyncConnection",
     "AsyncEnvClient",
+    "AsyncVectorEnv",
     "CapacityError",
     "Connection",
     "ConnectionLost",
@@ -39,14 +71,18 @@ __all__ = [
     "EnvClient",
     "EnvError",
     "Environment",
+    "EpisodeLost",
     "ErrorCode",
     "InvalidAction",
     "InvalidActionError",
     "Observation",
     "ServerError",
     "State",
+    "StepBatch",
     "StepResult",
+    "SubEnvError",
     "ToolInfo",
+    "VectorEnv",
     "__version__",
     "aconnect",
     "connect",

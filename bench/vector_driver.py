@@ -1,0 +1,167 @@
+"""Aggregate env-steps/s of N counter sub-envs, printed as one JSON line like the other drivers.
+
+Modes:
+  batched     `ecotone.VectorEnv` of N sub-envs on one server: one `step_many` round trip
+              per vector step (--url)
+  batched-async  the same with `ecotone.AsyncVectorEnv` under trio (--url)
+  per-socket  N async clients under trio, one connection and one session each, stepping
+              concurrently (--url)
+  gym-inproc  Gymnasium's SyncVectorEnv of the same counter logic written as a Gymnasium env,
+              in this process: the no-network ceiling (no --url)
+
+    python bench/vector_driver.py --url ws://127.0.0.1:8765 --mode batched --sessions 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+import gymnasium
+import numpy as np
+import trio
+from gymnasium import spaces
+
+import ecotone
+from ecotone.plugins.counter import CounterObservation
+
+WARMUP = 50
+
+
+def _report(steps: int, sessions: int, elapsed: float) -> None:
+    print(
+        json.dumps(
+            {
+                "steps_per_s": steps / elapsed,
+                "steps": steps,
+                "sessions": sessions,
+                "elapsed_s": elapsed,
+            }
+        )
+    )
+
+
+def run_batched(url: str, steps: int, sessions: int, codec: str) -> None:
+    with ecotone.VectorEnv(url, sessions, observation_type=CounterObservation, codec=codec) as venv:
+        venv.reset(seed=0)
+        actions = [{"delta": 1}] * sessions
+        for _ in range(WARMUP):
+            venv.step(actions)
+        start = time.perf_counter()
+        for _ in range(steps):
+            observations, rewards, terminated, truncated, _ = venv.step(actions)
+        elapsed = time.perf_counter() - start
+        counts = [o.count for o in observations]
+        assert counts == [WARMUP + steps] * sessions, counts[:4]
+        assert rewards.sum() == sessions and not (terminated | truncated).any()
+    _report(steps * sessions, sessions, elapsed)
+
+
+async def run_batched_async(url: str, steps: int, sessions: int, codec: str) -> None:
+    async with ecotone.AsyncVectorEnv(
+        url, sessions, observation_type=CounterObservation, codec=codec
+    ) as venv:
+        await venv.reset(seed=0)
+        actions = [{"delta": 1}] * sessions
+        for _ in range(WARMUP):
+            await venv.step(actions)
+        start = time.perf_counter()
+        for _ in range(steps):
+            observations, *_ = await venv.step(actions)
+        elapsed = time.perf_counter() - start
+        assert [o.count for o in observations] == [WARMUP + steps] * sessions
+    _report(steps * sessions, sessions, elapsed)
+
+
+async def run_per_socket(url: str, steps: int, sessions: int, codec: str) -> None:
+    clients: list[ecotone.AsyncEnvClient[Any, Any]] = []
+    for _ in range(sessions):
+        clients.append(
+            await ecotone.aconnect(url, codec=codec, observation_type=CounterObservation)
+        )
+    for client in clients:
+        await client.reset()
+    action = {"delta": 1}
+    counts: list[int] = []
+
+    async def play(client: ecotone.AsyncEnvClient[Any, Any]) -> None:
+        for _ in range(steps):
+            result = await client.step(action)
+        counts.append(result.observation.count)
+
+    start = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for client in clients:
+            nursery.start_soon(play, client)
+    elapsed = time.perf_counter() - start
+    assert counts == [steps] * sessions, counts[:4]
+    for client in clients:
+        await client.close()
+    _report(steps * sessions, sessions, elapsed)
+
+
+class GymCounter(gymnasium.Env[np.int64, np.int64]):
+    """The counter env as a Gymnasium env: the action is the delta, the reward the delta."""
+
+    def __init__(self) -> None:
+        self.action_space = spaces.Discrete(3)
+        self.observation_space: spaces.Space[Any] = spaces.Box(
+            -(2**62), 2**62, shape=(), dtype=np.int64
+        )
+        self._count = 0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        self._count = 0
+        return np.int64(self._count), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        delta = int(action)
+        self._count += delta
+        return np.int64(self._count), float(delta), False, False, {}
+
+
+def run_gym_inproc(steps: int, sessions: int) -> None:
+    venv = gymnasium.vector.SyncVectorEnv([GymCounter] * sessions)
+    venv.reset(seed=0)
+    actions = np.ones(sessions, dtype=np.int64)
+    for _ in range(WARMUP):
+        venv.step(actions)
+    start = time.perf_counter()
+    for _ in range(steps):
+        observations, *_ = venv.step(actions)
+    elapsed = time.perf_counter() - start
+    assert observations.tolist() == [WARMUP + steps] * sessions
+    venv.close()
+    _report(steps * sessions, sessions, elapsed)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--url", default="")
+    parser.add_argument(
+        "--mode", choices=["batched", "batched-async", "per-socket", "gym-inproc"], required=True
+    )
+    parser.add_argument("--steps", type=int, default=1000, help="vector steps (per sub-env)")
+    parser.add_argument("--sessions", type=int, default=64, help="sub-envs")
+    parser.add_argument("--codec", choices=["json", "msgpack"], default="json")
+    args = parser.parse_args()
+    if args.mode == "gym-inproc":
+        run_gym_inproc(args.steps, args.sessions)
+        return
+    if not args.url:
+        parser.error(f"--mode {args.mode} needs --url")
+    if args.mode == "batched":
+        run_batched(args.url, args.steps, args.sessions, args.codec)
+    elif args.mode == "batched-async":
+        trio.run(run_batched_async, args.url, args.steps, args.sessions, args.codec)
+    else:
+        trio.run(run_per_socket, args.url, args.steps, args.sessions, args.codec)
+
+
+if __name__ == "__main__":
+    main()

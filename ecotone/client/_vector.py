@@ -1,0 +1,1024 @@
+"""The sans-IO heart of `VectorEnv` and `AsyncVectorEnv`: sub-envs, frames, autoreset, errors.
+
+`VectorCore` decides what to send (a `step_many` per connection for a batched step, a `step`
+per sub-env for `send`, `reset` / `open` / `close` frames) and what every answer means for the
+sub-env it concerns, under the chosen autoreset mode and error policy. It owns no socket: the
+blocking and the async vector envs are two small loops that move the frames it queues
+(`take_outbox`) and hand back the answers (`on_response`), a dropped connection
+(`on_link_lost`) or a passed deadline (`expire`).
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal, NamedTuple, Union
+
+import msgspec
+import numpy as np
+
+from ecotone.client._core import EnvTypes
+from ecotone.client.errors import ConnectionLost, EcotoneError, ServerError
+from ecotone.kernel.contract import StepResult
+from ecotone.recording import ClientRecorder
+from ecotone.specs import (
+    Close,
+    Closed,
+    Described,
+    Error,
+    ErrorCode,
+    Open,
+    Opened,
+    Pong,
+    Reset,
+    Response,
+    StateFrame,
+    Step,
+    StepItem,
+    StepMany,
+    ToolResult,
+    Tools,
+    Welcome,
+)
+from ecotone.specs.frames import Frame
+
+AutoresetMode = Literal["next_step", "same_step", "disabled"]
+ErrorPolicy = Literal["raise", "info"]
+AUTORESET_MODES: tuple[str, ...] = ("next_step", "same_step", "disabled")
+ERROR_POLICIES: tuple[str, ...] = ("raise", "info")
+
+_GYMNASIUM_MODES = {"NextStep": "next_step", "SameStep": "same_step", "Disabled": "disabled"}
+"""`gymnasium.vector.AutoresetMode` values (the enum is accepted too), to ours."""
+
+CONNECTION_LOST = "connection_lost"
+TIMEOUT = "timeout"
+CANCELLED = "cancelled"
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+class SubEnvError(EcotoneError):
+    """One or more sub-envs failed (with `errors="raise"`).
+
+    `env_index` is the first failed sub-env and `cause` its exception (a `ServerError`,
+    `ConnectionLost` or `TimeoutError`); `errors` maps every failed sub-env to its exception.
+    `result` is what the call would have returned with `errors="info"` (the other sub-envs'
+    results are in it: they did step), or None.
+    """
+
+    def __init__(self, errors: dict[int, BaseException], result: Any = None) -> None:
+        self.errors = dict(sorted(errors.items()))
+        self.env_index = next(iter(self.errors))
+        self.cause = self.errors[self.env_index]
+        self.result = result
+        others = [str(i) for i in self.errors if i != self.env_index]
+        more = (
+            f" (and sub-env{'s' if len(others) > 1 else ''} {', '.join(others)})" if others else ""
+        )
+        super().__init__(f"sub-env {self.env_index} failed: {self.cause}{more if others else ''}")
+
+
+class EpisodeLost(SubEnvError):
+    """A sub-env's episode is over without a final observation: its connection dropped, its
+    step passed the deadline, or its env raised. Its observation is stale; it needs a reset
+    (`restart` when its session is gone)."""
+
+
+# --- state -------------------------------------------------------------------------------------
+
+
+class Failure:
+    """What went wrong for one sub-env in one call."""
+
+    __slots__ = ("code", "ends_episode", "error", "session_lost")
+
+    def __init__(
+        self, code: str, error: BaseException, *, ends_episode: bool, session_lost: bool
+    ) -> None:
+        self.code = code
+        self.error = error
+        self.ends_episode = ends_episode
+        self.session_lost = session_lost
+
+    @classmethod
+    def from_server(cls, error: ServerError) -> Failure:
+        code = error.code
+        return cls(
+            code,
+            error,
+            ends_episode=code != ErrorCode.INVALID_ACTION,
+            session_lost=code == ErrorCode.UNKNOWN_SESSION,
+        )
+
+    @classmethod
+    def lost(cls, error: BaseException) -> Failure:
+        return cls(CONNECTION_LOST, error, ends_episode=True, session_lost=True)
+
+
+class Link:
+    """One server URL: the connection its sub-envs share, and the requests in flight on it."""
+
+    __slots__ = ("conn", "down", "index", "inflight", "outbox", "pipelines", "unanswered", "url")
+
+    def __init__(self, index: int, url: str) -> None:
+        self.index = index
+        self.url = url
+        self.conn: Any = None
+        self.pipelines = not url.startswith(("http:", "https:", "openenv+"))
+        """HTTP carries one request at a time: frames wait in the outbox for the answer."""
+        self.outbox: collections.deque[Any] = collections.deque()
+        self.inflight: dict[Any, Request] = {}
+        self.unanswered = 0
+        self.down: ConnectionLost | None = None  # why the link is down, when it is
+
+    @property
+    def alive(self) -> bool:
+        return self.conn is not None and not self.conn.closed
+
+
+class Sub:
+    """One sub-env: its session, its last observation and what it needs next."""
+
+    __slots__ = (
+        "busy",
+        "conn",
+        "index",
+        "link",
+        "lost",
+        "needs_reset",
+        "obs",
+        "outcome",
+        "session",
+    )
+
+    def __init__(self, index: int, link: Link) -> None:
+        self.index = index
+        self.link = link
+        self.conn: Any = None  # the connection its session lives on
+        self.session: str | None = None
+        self.obs: Any = None
+        self.needs_reset = True
+        self.lost: Failure | None = None  # its session is gone: only `restart` helps
+        self.busy: Request | None = None
+        self.outcome: Outcome | None = None
+
+
+class Outcome:
+    """What happened to one sub-env in one call (a step, a reset, a restart)."""
+
+    __slots__ = (
+        "action",
+        "before",
+        "call",
+        "failure",
+        "index",
+        "kind",
+        "options",
+        "reset",
+        "seed",
+        "step",
+    )
+
+    def __init__(self, index: int, kind: str, call: Call | None, before: Any) -> None:
+        self.index = index
+        self.kind = kind  # "step", "reset", "restart", "open"
+        self.call = call
+        self.before = before  # the sub-env's observation before the call
+        self.action: Any = None
+        self.seed: int | None = None
+        self.options: dict[str, Any] | None = None
+        self.step: StepResult[Any] | None = None
+        self.reset: StepResult[Any] | None = None
+        self.failure: Failure | None = None
+
+
+class Request:
+    """A frame sent (or queued) on a link, and the sub-envs waiting for its answer."""
+
+    __slots__ = ("deadline", "frame", "kind", "link", "started", "subs")
+
+    def __init__(
+        self, kind: str, frame: Any, link: Link, subs: list[Sub], deadline: float | None
+    ) -> None:
+        self.kind = kind  # "step_many", "step", "reset", "open", "close"
+        self.frame = frame
+        self.link = link
+        self.subs = subs
+        self.deadline = deadline
+        self.started = time.perf_counter()
+
+
+class Call:
+    """A blocking call (`step`, `reset`, `restart`, opening): done when every sub-env it
+    touches has its outcome."""
+
+    __slots__ = ("open", "outcomes")
+
+    def __init__(self) -> None:
+        self.outcomes: dict[int, Outcome] = {}
+        self.open = 0  # sub-envs still waiting
+
+    @property
+    def complete(self) -> bool:
+        return self.open == 0
+
+
+class StepBatch(NamedTuple):
+    """The results `recv` returns: the sub-envs that finished, in the order they finished.
+    `infos` is batched as in Gymnasium (`infos[key][j]`, mask `infos["_" + key]`), over the
+    positions of this batch."""
+
+    env_ids: np.ndarray
+    observations: list[Any]
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    infos: dict[str, Any]
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars and arrays (also inside dicts and lists) as plain Python values."""
+    if isinstance(value, np.generic | np.ndarray):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _metadata(result: StepResult[Any]) -> dict[str, Any]:
+    obs = result.observation
+    meta = obs.get("metadata") if isinstance(obs, dict) else getattr(obs, "metadata", None)
+    return dict(meta) if meta else {}
+
+
+def add_info(infos: dict[str, Any], info: dict[str, Any], i: int, n: int) -> dict[str, Any]:
+    """Gymnasium's `VectorEnv._add_info`: `info` of sub-env `i` into the batched `infos`."""
+    for key, value in info.items():
+        if key == "final_obs":
+            array = infos.get("final_obs")
+            if array is None:
+                array = np.full(n, fill_value=None, dtype=object)
+            array[i] = value
+        elif isinstance(value, dict):
+            array = add_info(infos.get(key, {}), value, i, n)
+        else:
+            array = infos.get(key)
+            if array is None:
+                if type(value) in (int, float, bool) or issubclass(type(value), np.number):
+                    array = np.zeros(n, dtype=type(value))
+                elif isinstance(value, np.ndarray):
+                    array = np.zeros((n, *value.shape), dtype=value.dtype)
+                else:
+                    array = np.full(n, fill_value=None, dtype=object)
+            array[i] = value
+        mask = infos.get(f"_{key}")
+        if mask is None:
+            mask = np.zeros(n, dtype=np.bool_)
+        mask[i] = True
+        infos[key], infos[f"_{key}"] = array, mask
+    return infos
+
+
+def typed_decoder(codec: Any, observation: Any) -> Callable[[bytes | str], Response]:
+    """A frame decoder that decodes observations straight into `observation` (a type), in the
+    same pass as the frame around them: one parse per answer instead of one per frame plus one
+    per observation. Frames it cannot type (an observation that does not fit) fall back to the
+    generic decoder, whose raw observations `VectorCore.result` decodes (and so reports)."""
+    module = msgspec.json if codec.name == "json" else msgspec.msgpack
+    obs_frame = msgspec.defstruct(
+        "VectorObservationFrame",
+        [("session", str), ("observation", observation)],
+        bases=(Frame,),
+        tag="observation",
+        kw_only=True,
+    )
+    many = msgspec.defstruct(
+        "VectorStepManyResult",
+        [("results", list[obs_frame | Error])],  # type: ignore[valid-type]
+        bases=(Frame,),
+        tag="step_many_result",
+        kw_only=True,
+    )
+    frames: Any = Union[  # noqa: UP007 - built at run time
+        (Welcome, Described, Opened, obs_frame, StateFrame, Closed, many, Tools, ToolResult,
+         Pong, Error)
+    ]  # fmt: skip
+    typed = module.Decoder(frames).decode
+    generic = codec.decode_response
+
+    def decode(data: bytes | str) -> Response:
+        try:
+            return typed(data)
+        except msgspec.ValidationError:
+            return generic(data)
+
+    return decode
+
+
+def seeds_for(seed: int | Sequence[int | None] | None, n: int) -> list[int | None]:
+    """Gymnasium's convention: an int gives sub-env i `seed + i`; a list gives each its own."""
+    if seed is None:
+        return [None] * n
+    if isinstance(seed, int | np.integer):
+        return [int(seed) + i for i in range(n)]
+    seeds = [None if s is None else int(s) for s in seed]
+    if len(seeds) != n:
+        raise ValueError(f"{len(seeds)} seeds given for {n} sub-envs")
+    return seeds
+
+
+# --- the core ----------------------------------------------------------------------------------
+
+
+class VectorCore:
+    """Sub-envs spread over links; every decision of the vector envs, none of their I/O."""
+
+    def __init__(
+        self,
+        urls: str | Sequence[str],
+        num_envs: int,
+        *,
+        env: str | None,
+        types: EnvTypes,
+        autoreset_mode: str,
+        errors: str,
+        reset_options: dict[str, Any] | None,
+        step_timeout: float | None,
+        record_to: Any = None,
+        record_format: str = "jsonl",
+    ) -> None:
+        autoreset_mode = _GYMNASIUM_MODES.get(
+            getattr(autoreset_mode, "value", autoreset_mode), autoreset_mode
+        )
+        url_list = [urls] if isinstance(urls, str) else list(urls)
+        if not url_list:
+            raise ValueError("no server URL given")
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be at least 1, not {num_envs}")
+        if autoreset_mode not in AUTORESET_MODES:
+            raise ValueError(
+                f"autoreset_mode {autoreset_mode!r} is not one of {', '.join(AUTORESET_MODES)}"
+            )
+        if errors not in ERROR_POLICIES:
+            raise ValueError(f"errors {errors!r} is not one of {', '.join(ERROR_POLICIES)}")
+        self.env = env
+        self.types = types
+        self.autoreset_mode = autoreset_mode
+        self.errors = errors
+        self.reset_options = dict(reset_options or {})
+        self.step_timeout = step_timeout
+        by_url: dict[str, Link] = {}
+        for url in url_list:
+            if url not in by_url:
+                by_url[url] = Link(len(by_url), url)
+        self.links = list(by_url.values())
+        self.subs = [Sub(i, by_url[url_list[i % len(url_list)]]) for i in range(num_envs)]
+        self.num_envs = num_envs
+        self._observation_target: Any = types.observation or dict[str, Any]
+        fields = getattr(types.observation, "__struct_fields__", ())
+        self._struct_flags = {"reward", "done", "truncated"} <= set(fields)
+        """The observation type is a Struct with the flags (an ecotone.Observation): read them
+        directly."""
+        self._codec: Any = None
+        self._decode_frame: Callable[[bytes | str], Response] | None = None
+        self.ready: collections.deque[Outcome] = collections.deque()
+        """Outcomes of `send`-started work, in the order they completed, for `recv`."""
+        self.recorder: ClientRecorder | None = None
+        if record_to is not None:
+            self.recorder = ClientRecorder(
+                record_to,
+                env or "env",
+                format=record_format,  # type: ignore[arg-type]
+            )
+
+    # --- planning ------------------------------------------------------------------------------
+
+    def _deadline(self) -> float | None:
+        return None if self.step_timeout is None else time.monotonic() + self.step_timeout
+
+    def _queue(self, kind: str, frame: Any, link: Link, subs: list[Sub]) -> Request:
+        request = Request(kind, frame, link, subs, self._deadline())
+        link.inflight[frame.id] = request
+        link.outbox.append(frame)
+        for sub in subs:
+            sub.busy = request
+        return request
+
+    def _begin(self, sub: Sub, kind: str, call: Call | None) -> Outcome:
+        if sub.busy is not None:
+            raise ValueError(
+                f"sub-env {sub.index} has a request in flight: recv() its result first"
+            )
+        outcome = Outcome(sub.index, kind, call, sub.obs)
+        sub.outcome = outcome
+        if call is not None:
+            call.outcomes[sub.index] = outcome
+            call.open += 1
+        return outcome
+
+    def _queue_reset(
+        self, sub: Sub, seed: int | None, options: dict[str, Any] | None = None
+    ) -> None:
+        link = sub.link
+        assert sub.session is not None and sub.outcome is not None
+        sub.outcome.seed = seed
+        frame = Reset(
+            id=link.conn.core.next_id(),
+            session=sub.session,
+            seed=seed,
+            options=self.reset_options if options is None else options,
+        )
+        self._queue("reset", frame, link, [sub])
+
+    def _session_gone(self, sub: Sub) -> Failure | None:
+        if sub.lost is not None:
+            return sub.lost
+        if sub.session is None or sub.conn is None or sub.conn is not sub.link.conn:
+            return Failure.lost(ConnectionLost(f"sub-env {sub.index} has no open session"))
+        if sub.conn.closed:
+            return Failure.lost(ConnectionLost(f"the connection to {sub.link.url} is closed"))
+        return None
+
+    def plan_open(self, subs: Iterable[Sub], call: Call, kind: str = "open") -> None:
+        """Open a session for each sub-env (closing its old one, if any, on a live link)."""
+        for sub in subs:
+            self._begin(sub, kind, call)
+            link = sub.link
+            if not link.alive:
+                down = link.down or ConnectionLost(f"not connected to {link.url}")
+                self._fail(sub, Failure.lost(down))
+                continue
+            if sub.session is not None and sub.conn is link.conn and sub.lost is None:
+                close = Close(id=link.conn.core.next_id(), session=sub.session)
+                link.inflight[close.id] = Request("close", close, link, [], None)
+                link.outbox.append(close)
+            sub.session = None
+            self._queue("open", Open(id=link.conn.core.next_id(), env=self.env), link, [sub])
+
+    def plan_restart(
+        self, subs: Iterable[Sub], seeds: list[int | None], options: dict[str, Any], call: Call
+    ) -> None:
+        subs = list(subs)
+        self.check_idle(subs)
+        self.plan_open(subs, call, kind="restart")
+        for sub, seed in zip(subs, seeds, strict=True):
+            outcome = call.outcomes[sub.index]
+            outcome.seed = seed
+            outcome.options = options
+
+    def plan_reset(
+        self,
+        subs: Iterable[Sub],
+        seeds: list[int | None],
+        options: dict[str, Any],
+        call: Call,
+    ) -> None:
+        for sub, seed in zip(subs, seeds, strict=True):
+            self._begin(sub, "reset", call)
+            gone = self._session_gone(sub)
+            if gone is not None:
+                self._fail(sub, gone)
+                continue
+            self._queue_reset(sub, seed, options)
+
+    def check_idle(self, subs: Iterable[Sub]) -> None:
+        for sub in subs:
+            if sub.busy is not None:
+                raise ValueError(
+                    f"sub-env {sub.index} has a request in flight: recv() its result first"
+                )
+
+    def waiting_link(self, call: Call) -> Link:
+        """A link to read from for `call`: one with its requests in flight, else any busy."""
+        busy = [link for link in self.links if link.unanswered > 0]
+        for link in busy:
+            for request in link.inflight.values():
+                for sub in request.subs:
+                    if sub.outcome is not None and sub.outcome.call is call:
+                        return link
+        if not busy:  # pragma: no cover - a call always has something in flight
+            raise RuntimeError("nothing in flight for this call")
+        return busy[0]
+
+    def check_steppable(self, subs: Iterable[Sub]) -> None:
+        """Refuse, before any I/O, what is a bug in the caller rather than a failure."""
+        for sub in subs:
+            if sub.busy is not None:
+                raise ValueError(
+                    f"sub-env {sub.index} has a request in flight: recv() its result first"
+                )
+            if self.autoreset_mode == "disabled" and sub.needs_reset and sub.lost is None:
+                raise ValueError(
+                    f"sub-env {sub.index}'s episode is over (autoreset_mode='disabled'): reset "
+                    "it first, e.g. reset(options={'reset_mask': terminated | truncated})"
+                )
+
+    def plan_step(self, actions: Sequence[Any], subs: Sequence[Sub], call: Call | None) -> None:
+        """Queue one step (or autoreset) per sub-env: with a `call`, a `step_many` frame per
+        link; without (`send`), a `step` frame per sub-env so each answers on its own."""
+        batched = call is not None
+        items: dict[int, tuple[list[StepItem], list[Sub]]] = {}
+        healthy = {link.index: link.alive for link in self.links}
+        outcomes = call.outcomes if call is not None else None
+        if call is not None:
+            call.open += len(subs)  # each sub-env's outcome completes it once
+        for sub, action in zip(subs, actions, strict=True):
+            outcome = Outcome(sub.index, "step", call, sub.obs)
+            sub.outcome = outcome
+            if outcomes is not None:
+                outcomes[sub.index] = outcome
+            outcome.action = action
+            link = sub.link
+            session = sub.session
+            if (
+                session is None
+                or sub.lost is not None
+                or sub.conn is not link.conn
+                or not healthy[link.index]
+            ):
+                gone = self._session_gone(sub)
+                if gone is not None:
+                    self._fail(sub, gone)
+                    continue
+                assert session is not None
+            if sub.needs_reset:  # next_step autoreset (or a failed episode): reset, not step
+                outcome.action = None
+                self._queue_reset(sub, None)
+                continue
+            codec = link.conn.core.codec
+            try:
+                raw = codec.raw(action)
+            except (TypeError, ValueError):  # msgspec cannot encode numpy values: make them plain
+                raw = codec.raw(_plain(action))
+            if batched:
+                entry = items.get(link.index)
+                if entry is None:
+                    entry = items[link.index] = ([], [])
+                entry[0].append(StepItem(session=session, action=raw))
+                entry[1].append(sub)
+            else:
+                step = Step(id=link.conn.core.next_id(), session=session, action=raw)
+                self._queue("step", step, link, [sub])
+        for link_index, (step_items, step_subs) in items.items():
+            link = self.links[link_index]
+            frame = StepMany(id=link.conn.core.next_id(), steps=step_items)
+            self._queue("step_many", frame, link, step_subs)
+
+    def take_outbox(self, link: Link) -> list[Any]:
+        """Frames to send on `link` now (HTTP links: one at a time)."""
+        outbox = link.outbox
+        if not outbox:
+            return []
+        if link.pipelines:
+            frames = list(outbox)
+            outbox.clear()
+        elif link.unanswered == 0:
+            frames = [outbox.popleft()]
+        else:
+            return []
+        link.unanswered += len(frames)
+        return frames
+
+    # --- answers -------------------------------------------------------------------------------
+
+    def result(self, obs: Any) -> StepResult[Any]:
+        """An observation (decoded by `typed_decoder`) as a StepResult."""
+        if self._struct_flags and type(obs) is self._observation_target:
+            return StepResult(
+                observation=obs, reward=obs.reward, done=obs.done, truncated=obs.truncated
+            )
+        if isinstance(obs, msgspec.Raw):  # the typed decoder fell back to the generic one
+            obs = self._codec.decode_as(obs, self._observation_target)
+        if type(obs) is dict:
+            return StepResult(
+                observation=obs,
+                reward=obs.get("reward"),
+                done=bool(obs.get("done", False)),
+                truncated=bool(obs.get("truncated", False)),
+            )
+        return StepResult(
+            observation=obs,
+            reward=getattr(obs, "reward", None),
+            done=bool(getattr(obs, "done", False)),
+            truncated=bool(getattr(obs, "truncated", False)),
+        )
+
+    def on_response(self, link: Link, response: Response) -> None:
+        rid = response.id
+        if rid is None:  # an error the server could not tie to a request: the oldest
+            rid = next(iter(link.inflight), None)
+            if rid is None:
+                return
+        request = link.inflight.pop(rid, None)
+        if request is None:
+            return
+        link.unanswered -= 1
+        kind = request.kind
+        if kind == "step_many":
+            self._on_step_many(request, response)
+        elif kind == "close":
+            pass
+        elif isinstance(response, Error):
+            failure = Failure.from_server(ServerError.from_frame(response))
+            self._fail(request.subs[0], failure, after_step=kind == "step")
+        elif kind == "step":
+            result = self.result(response.observation)  # type: ignore[union-attr]
+            self._stepped(request.subs[0], result, request.started)
+        elif kind == "reset":
+            self._reset_done(request.subs[0], response.observation)  # type: ignore[union-attr]
+        elif kind == "open":
+            assert isinstance(response, Opened)
+            self._opened(request.subs[0], response)
+
+    def _on_step_many(self, request: Request, response: Response) -> None:
+        if isinstance(response, Error):
+            failure = Failure.from_server(ServerError.from_frame(response))
+            for sub in request.subs:
+                self._fail(sub, failure, after_step=True)
+            return
+        result_of = self.result
+        plain_path = self.recorder is None
+        results = response.results  # type: ignore[union-attr]
+        for sub, item in zip(request.subs, results, strict=True):
+            if isinstance(item, Error):
+                failure = Failure.from_server(ServerError.from_frame(item))
+                self._fail(sub, failure, after_step=True)
+                continue
+            result = result_of(item.observation)
+            outcome = sub.outcome
+            if plain_path and not (result.done or result.truncated) and outcome is not None:
+                # the hot path: an ordinary step, nothing to record, nothing to reset
+                outcome.step = result
+                sub.obs = result.observation
+                sub.busy = None
+                sub.outcome = None
+                if outcome.call is not None:
+                    outcome.call.open -= 1
+                else:
+                    self.ready.append(outcome)
+            else:
+                self._stepped(sub, result, request.started)
+
+    def _stepped(self, sub: Sub, result: StepResult[Any], started: float) -> None:
+        outcome = sub.outcome
+        assert outcome is not None
+        outcome.step = result
+        sub.obs = result.observation
+        sub.busy = None
+        if self.recorder is not None:
+            self.recorder.stepped(
+                sub.index,
+                _plain(outcome.action),
+                result.observation,
+                result.reward,
+                result.done,
+                result.truncated,
+                time.perf_counter() - started,
+            )
+        if result.done or result.truncated:
+            sub.needs_reset = True
+            if self.autoreset_mode == "same_step":
+                self._queue_reset(sub, None)
+                return
+        self._complete(sub)
+
+    def _reset_done(self, sub: Sub, raw: Any) -> None:
+        outcome = sub.outcome
+        assert outcome is not None
+        result = self.result(raw)
+        outcome.reset = result
+        sub.obs = result.observation
+        sub.needs_reset = False
+        sub.busy = None
+        if self.recorder is not None:
+            self.recorder.started(sub.index, sub.session, outcome.seed, result.observation)
+        self._complete(sub)
+
+    def _opened(self, sub: Sub, response: Opened) -> None:
+        outcome = sub.outcome
+        assert outcome is not None
+        sub.session = response.session
+        sub.conn = sub.link.conn
+        if self.recorder is not None and self.env is None:
+            self.recorder.env = response.env  # the server's default env: now we know its name
+        sub.lost = None
+        sub.needs_reset = True
+        sub.busy = None
+        if outcome.kind == "restart":
+            self._queue_reset(sub, outcome.seed, outcome.options)
+            return
+        self._complete(sub)
+
+    def _fail(self, sub: Sub, failure: Failure, *, after_step: bool = False) -> None:
+        """`after_step`: the failed request was the sub-env's step (not a reset)."""
+        outcome = sub.outcome
+        assert outcome is not None
+        if outcome.failure is None:
+            outcome.failure = failure
+        sub.busy = None
+        if failure.session_lost:
+            sub.lost = failure
+        if failure.ends_episode:
+            sub.needs_reset = True
+            if self.recorder is not None:
+                self.recorder.ended(sub.index, "lost", f"[{failure.code}] {failure.error}")
+            if (
+                after_step
+                and self.autoreset_mode == "same_step"
+                and not failure.session_lost
+                and sub.link.alive
+            ):
+                self._queue_reset(sub, None)  # a lost episode ends like a truncated one
+                return
+        self._complete(sub)
+
+    def _complete(self, sub: Sub) -> None:
+        outcome = sub.outcome
+        assert outcome is not None
+        sub.outcome = None
+        if outcome.call is not None:
+            outcome.call.open -= 1
+        else:
+            self.ready.append(outcome)
+
+    def on_link_lost(self, link: Link, exc: BaseException) -> None:
+        """The link's connection dropped: every request on it fails, every session on it is
+        gone."""
+        lost = exc if isinstance(exc, ConnectionLost) else ConnectionLost(str(exc))
+        link.down = lost
+        failure = Failure.lost(lost)
+        requests = list(link.inflight.values())
+        link.inflight.clear()
+        link.outbox.clear()
+        link.unanswered = 0
+        dead = link.conn
+        for sub in self.subs:
+            if sub.link is link and sub.conn is dead and sub.lost is None:
+                sub.lost = failure
+        for request in requests:
+            for sub in request.subs:
+                if sub.busy is request:
+                    self._fail(sub, failure)
+
+    def expire(
+        self, link: Link, now: float, call: Call | None = None, *, cancelled: bool = False
+    ) -> list[Any]:
+        """Fail the requests on `link` past their deadline (and all of `call`'s, if given);
+        return the ids to abandon on the connection. `cancelled`: the caller of `call` was
+        cancelled (only its requests go; their sub-envs' episodes are lost)."""
+
+        def due(request: Request) -> bool:
+            if call is not None and any(
+                s.outcome is not None and s.outcome.call is call for s in request.subs
+            ):
+                return True
+            return not cancelled and request.deadline is not None and request.deadline <= now
+
+        expired = [(rid, r) for rid, r in link.inflight.items() if due(r)]
+        abandoned: list[Any] = []
+        for rid, request in expired:
+            del link.inflight[rid]
+            try:
+                link.outbox.remove(request.frame)
+            except ValueError:
+                abandoned.append(rid)  # sent: its late answer must be dropped
+                link.unanswered -= 1
+            for sub in request.subs:
+                if sub.busy is not request:
+                    continue
+                if cancelled:
+                    code = CANCELLED
+                    what = f"the call was cancelled before its {request.kind} was answered"
+                else:
+                    code = TIMEOUT
+                    what = f"no answer to {request.kind} within {self.step_timeout}s"
+                error = TimeoutError(f"sub-env {sub.index}: {what}")
+                self._fail(sub, Failure(code, error, ends_episode=True, session_lost=False))
+        return abandoned
+
+    def cancel(self, call: Call) -> list[tuple[Link, Any]]:
+        """`call`'s caller gave up (cancelled, interrupted): its sub-envs' outcomes are
+        unknown, so their episodes are lost. Returns (link, id) pairs to abandon."""
+        now = time.monotonic()
+        return [
+            (link, rid)
+            for link in self.links
+            for rid in self.expire(link, now, call, cancelled=True)
+        ]
+
+    def next_deadline(self) -> float | None:
+        deadlines = [
+            r.deadline for link in self.links for r in link.inflight.values() if r.deadline
+        ]
+        return min(deadlines) if deadlines else None
+
+    def attach(self, link: Link, conn: Any) -> None:
+        """A (new) connection for `link`; sessions on its old one are gone."""
+        codec = conn.core.codec
+        if self._codec is None:
+            self._codec = codec
+            self._decode_frame = typed_decoder(codec, self._observation_target)
+        conn.decode = self._decode_frame
+        old = link.conn
+        link.conn = conn
+        link.down = None
+        link.inflight.clear()
+        link.outbox.clear()
+        link.unanswered = 0
+        if old is not None:
+            for sub in self.subs:
+                if sub.link is link and sub.conn is old and sub.lost is None:
+                    sub.lost = Failure.lost(ConnectionLost(f"reconnected to {link.url}"))
+
+    # --- results -------------------------------------------------------------------------------
+
+    def _info(self, outcome: Outcome) -> dict[str, Any]:
+        info: dict[str, Any]
+        step, reset, failure = outcome.step, outcome.reset, outcome.failure
+        if step is not None:
+            info = _metadata(step)
+            if reset is not None:  # same_step: the episode ended and the next one began
+                info = {"final_obs": step.observation, "final_info": info, **_metadata(reset)}
+        elif reset is not None:
+            info = _metadata(reset)
+            if failure is not None and outcome.kind == "step" and outcome.action is not None:
+                # same_step after a lost episode: the last good observation is its final one
+                info = {"final_obs": outcome.before, "final_info": {}, **info}
+        else:
+            info = {}
+        if failure is not None:
+            info["error"] = f"[{failure.code}] {failure.error}"
+            info["error_code"] = str(failure.code)
+            info["episode_lost"] = failure.ends_episode
+        return info
+
+    def _row(self, outcome: Outcome) -> tuple[Any, float, bool, bool]:
+        """(observation, reward, terminated, truncated) of one sub-env's outcome."""
+        step, reset, failure = outcome.step, outcome.reset, outcome.failure
+        if step is not None:
+            obs = reset.observation if reset is not None else step.observation
+            return obs, float(step.reward or 0.0), step.done, step.truncated
+        lost = failure is not None and failure.ends_episode and outcome.kind == "step"
+        if outcome.kind == "step" and outcome.action is None and failure is not None:
+            lost = True  # an autoreset that failed: still no episode
+        if reset is not None:
+            return reset.observation, 0.0, False, lost
+        return outcome.before, 0.0, False, lost
+
+    def step_result(
+        self, outcomes: Sequence[Outcome], n: int
+    ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        observations: list[Any] = []
+        rewards: list[float] = []
+        terminated: list[bool] = []
+        truncated: list[bool] = []
+        infos: dict[str, Any] = {}
+        for j, outcome in enumerate(outcomes):
+            step = outcome.step
+            if step is not None and outcome.reset is None and outcome.failure is None:
+                # the hot path: an ordinary step
+                obs = step.observation
+                observations.append(obs)
+                rewards.append(step.reward or 0.0)
+                terminated.append(step.done)
+                truncated.append(step.truncated)
+                meta = obs.get("metadata") if type(obs) is dict else getattr(obs, "metadata", None)
+                if meta:
+                    add_info(infos, dict(meta), j, n)
+                continue
+            obs, reward, term, trunc = self._row(outcome)
+            observations.append(obs)
+            rewards.append(reward)
+            terminated.append(term)
+            truncated.append(trunc)
+            info = self._info(outcome)
+            if info:
+                add_info(infos, info, j, n)
+        return (
+            observations,
+            np.array(rewards, dtype=np.float64),
+            np.array(terminated, dtype=np.bool_),
+            np.array(truncated, dtype=np.bool_),
+            infos,
+        )
+
+    def reset_result(self, call: Call, n: int) -> tuple[list[Any], dict[str, Any]]:
+        observations = [sub.obs for sub in self.subs[:n]]
+        infos: dict[str, Any] = {}
+        for index, outcome in call.outcomes.items():
+            if outcome.reset is not None:
+                observations[index] = outcome.reset.observation
+            info = self._info(outcome)
+            if info:
+                add_info(infos, info, index, n)
+        return observations, infos
+
+    def failures(self, outcomes: Iterable[Outcome]) -> dict[int, Failure]:
+        return {o.index: o.failure for o in outcomes if o.failure is not None}
+
+    def check(self, outcomes: Iterable[Outcome], result: Any) -> Any:
+        """Apply the error policy: with `raise`, any failure raises (the result attached)."""
+        if self.errors == "raise":
+            failures = self.failures(outcomes)
+            if failures:
+                kind = (
+                    EpisodeLost if any(f.ends_episode for f in failures.values()) else SubEnvError
+                )
+                error = kind({i: f.error for i, f in failures.items()}, result)
+                raise error from error.cause
+        return result
+
+    def close_recording(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()
+
+
+def select_subs(core: VectorCore, env_ids: Any) -> list[Sub]:
+    if env_ids is None:
+        return list(core.subs)
+    ids = [int(i) for i in np.asarray(env_ids).reshape(-1)]
+    for i in ids:
+        if not 0 <= i < core.num_envs:
+            raise IndexError(f"sub-env index {i} out of range (num_envs={core.num_envs})")
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"a sub-env index appears twice in {ids}")
+    return [core.subs[i] for i in ids]
+
+
+def reset_plan(
+    core: VectorCore, seed: Any, options: dict[str, Any] | None
+) -> tuple[list[Sub], list[int | None], dict[str, Any]]:
+    """Which sub-envs a `reset(seed, options)` resets (`options["reset_mask"]`: only those),
+    their seeds, and the reset options."""
+    options = dict(options or {})
+    seeds = seeds_for(seed, core.num_envs)
+    mask = options.pop("reset_mask", None)
+    merged = {**core.reset_options, **options}
+    if mask is None:
+        return list(core.subs), seeds, merged
+    if not isinstance(mask, np.ndarray):
+        raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
+    if mask.shape != (core.num_envs,):
+        raise ValueError(
+            f"`options['reset_mask']` must have shape `({core.num_envs},)`, got {mask.shape}"
+        )
+    if mask.dtype != np.bool_:
+        raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}")
+    if not mask.any():
+        raise ValueError("`options['reset_mask']` must contain at least one True value")
+    chosen = [i for i in range(core.num_envs) if mask[i]]
+    return [core.subs[i] for i in chosen], [seeds[i] for i in chosen], merged
+
+
+def wanted(core: VectorCore, min_ready: int | None) -> int:
+    """How many results `recv(min_ready)` waits for (default: every sub-env in flight)."""
+    in_flight = sum(1 for sub in core.subs if sub.busy is not None)
+    available = len(core.ready) + in_flight
+    if available == 0:
+        raise ValueError("recv: no sub-env has a step in flight (send first)")
+    want = available if min_ready is None else min_ready
+    if not 1 <= want <= available:
+        raise ValueError(f"recv(min_ready={want}) but {available} sub-env(s) can answer")
+    return want
+
+
+def take_ready(core: VectorCore, max_ready: int | None) -> StepBatch:
+    """The results `recv` returns: the ready outcomes, oldest first, at most `max_ready`."""
+    count = len(core.ready) if max_ready is None else min(max_ready, len(core.ready))
+    outcomes = [core.ready.popleft() for _ in range(count)]
+    return core.check(outcomes, batch_of(core, outcomes))
+
+
+def batch_of(core: VectorCore, outcomes: list[Outcome]) -> StepBatch:
+    n = len(outcomes)
+    observations, rewards, terminated, truncated, infos = core.step_result(outcomes, n)
+    env_ids = np.fromiter((o.index for o in outcomes), dtype=np.int64, count=n)
+    return StepBatch(env_ids, observations, rewards, terminated, truncated, infos)
+
+
+def stack(observations: Sequence[Any], field: str, dtype: Any = None) -> np.ndarray:
+    """One field of every observation as a numpy array (`stack(obs, "count")`): dicts and
+    typed observations alike."""
+    if observations and isinstance(observations[0], dict):
+        return np.asarray([o[field] for o in observations], dtype=dtype)
+    return np.asarray([getattr(o, field) for o in observations], dtype=dtype)
+
+
+__all__ = [
+    "AUTORESET_MODES",
+    "ERROR_POLICIES",
+    "EpisodeLost",
+    "StepBatch",
+    "SubEnvError",
+    "VectorCore",
+    "add_info",
+    "seeds_for",
+    "stack",
+]

@@ -1,0 +1,387 @@
+"""`ecotone.VectorEnv`: N sessions stepped as one, for training loops (blocking).
+
+Needs numpy (`pip install ecotone[gymnasium]` brings it); `import ecotone` does not.
+The async twin is `ecotone.AsyncVectorEnv` (ecotone/client/vector_async.py); both share their
+decisions with `ecotone/client/_vector.py`.
+"""
+
+from __future__ import annotations
+
+import select
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ecotone.client._core import EnvTypes
+from ecotone.client._vector import (
+    Call,
+    EpisodeLost,
+    Link,
+    StepBatch,
+    SubEnvError,
+    VectorCore,
+    reset_plan,
+    seeds_for,
+    select_subs,
+    stack,
+    take_ready,
+    wanted,
+)
+from ecotone.client.errors import ConnectionLost, EcotoneError
+from ecotone.client.sync import DEFAULT_TIMEOUT, Connection
+
+_SLICE = 0.005  # seconds: how long recv waits on one link whose channel cannot be selected
+
+
+def split_actions(actions: Any, n: int) -> list[Any]:
+    """N per-env actions from a sequence (or an array, along its first axis), or from a dict
+    of per-field arrays (`{"delta": np.array([...])}` -> one dict per sub-env)."""
+    if isinstance(actions, dict):
+        return [{k: v[i] for k, v in actions.items()} for i in range(n)]
+    out = list(actions)
+    if len(out) != n:
+        raise ValueError(f"{len(out)} actions given for {n} sub-envs")
+    return out
+
+
+class VectorEnv:
+    """N sub-envs (sessions) spread round robin over one or more servers, stepped together.
+
+        venv = ecotone.VectorEnv(["ws://a:8000", "ws://b:8000"], num_envs=64)
+        observations, infos = venv.reset(seed=0)     # sub-env i gets seed 0 + i
+        observations, rewards, terminated, truncated, infos = venv.step(actions)
+
+    Sub-env `i` lives on `urls[i % len(urls)]`; the sub-envs of one URL share one connection,
+    and a `step` is one `step_many` round trip per connection, the connections' requests sent
+    before any answer is read. `observations` is a list (the env's Observation type when
+    `observation_type` is given, else dicts); `rewards` (float64), `terminated` and
+    `truncated` (bool) are numpy arrays; `infos` is batched as in Gymnasium: `infos[key][i]`
+    with the mask `infos["_" + key]`, from each observation's `metadata`.
+
+    **Autoreset** (`autoreset_mode`, matching Gymnasium 1.x's `AutoresetMode`). Say sub-env
+    i's episode ends at step t (terminated or truncated):
+
+    * `next_step` (default): step t returns i's final observation with the last reward and
+      flags. At step t+1, i is reset instead of stepped (actions[i] is ignored): its new
+      episode's first observation, reward 0.0, terminated = truncated = False, the reset's
+      infos.
+    * `same_step`: i is reset within step t, which returns the new episode's first observation
+      with the last transition's reward and flags; `infos["final_obs"][i]` (an object array,
+      mask `infos["_final_obs"]`) is the final observation and `infos["final_info"]` its
+      infos, beside the reset's infos. Step t+1 is an ordinary step.
+    * `disabled`: step t is as with `next_step`; stepping i again raises ValueError until it
+      is reset: `reset(options={"reset_mask": mask})` (a bool array) resets only the masked
+      sub-envs and returns every observation, with infos for the masked ones.
+
+    Automatic resets carry no seed (the env goes on with its own random stream, as Gymnasium's
+    do) and the `reset_options` given here; `reset(seed=..., options=...)` seeds and
+    configures explicitly (a seed list gives each sub-env its own).
+
+    **Failures** (`errors`). With `errors="info"` a failed sub-env is reported in place:
+
+    * an invalid action: observation unchanged, reward 0.0, terminated = truncated = False,
+      `infos["error"]` / `["error_code"]`, `infos["episode_lost"]` False; the episode goes on.
+    * the env raised, `step_timeout` passed, the connection dropped, any other server error:
+      the last good observation, reward 0.0, terminated False, **truncated True**,
+      `infos["error"]` / `["error_code"]`, `infos["episode_lost"]` True. A lost episode ends
+      like a truncated one (don't bootstrap from it) and is reset as the mode says
+      (`same_step`: within the call, the last good observation in `final_obs`).
+
+    A sub-env whose session is gone (its connection dropped) reports `episode_lost` on every
+    call until `restart([i])` reopens it, reconnecting if needed; the other sub-envs never
+    notice. With `errors="raise"` (default) the call raises `SubEnvError` naming the first
+    failed sub-env and its cause (`EpisodeLost`, a subclass, when an episode was lost); its
+    `.result` is what `errors="info"` would have returned (the others did step).
+
+    **Asynchronous stepping**, EnvPool style: `send(actions, env_ids)` then `recv(min_ready=k)`
+    returns the first k (or more) sub-envs to answer, in the order they answered, so a slow
+    sub-env never holds back the fast ones (each is its own `step` frame here).
+
+    `step_timeout`: seconds each step (or reset) may take (None: forever). `record_to`: a
+    directory where every sub-env episode is recorded (see `ecotone.recording`).
+    """
+
+    def __init__(
+        self,
+        urls: str | Sequence[str],
+        num_envs: int,
+        env: str | None = None,
+        *,
+        observation_type: Any = None,
+        autoreset_mode: str = "next_step",
+        errors: str = "raise",
+        step_timeout: float | None = DEFAULT_TIMEOUT,
+        reset_options: dict[str, Any] | None = None,
+        codec: str = "json",
+        connect_timeout: float = 10.0,
+        record_to: Any = None,
+        record_format: str = "jsonl",
+    ) -> None:
+        self._core = VectorCore(
+            urls,
+            num_envs,
+            env=env,
+            types=EnvTypes(observation_type),
+            autoreset_mode=autoreset_mode,
+            errors=errors,
+            reset_options=reset_options,
+            step_timeout=step_timeout,
+            record_to=record_to,
+            record_format=record_format,
+        )
+        self._codec = codec
+        self._connect_timeout = connect_timeout
+        self._closed = False
+        self._started = False
+        core = self._core
+        try:
+            for link in core.links:
+                core.attach(link, self._connect(link))
+            call = Call()
+            core.plan_open(core.subs, call)
+            self._run(call, time.monotonic() + max(connect_timeout, step_timeout or 0.0))
+            failures = core.failures(call.outcomes.values())
+            if failures:
+                raise SubEnvError({i: f.error for i, f in failures.items()})
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect(self, link: Link) -> Connection:
+        return Connection(
+            link.url,
+            codec=self._codec,
+            timeout=self._core.step_timeout,
+            connect_timeout=self._connect_timeout,
+        )
+
+    # --- properties ----------------------------------------------------------------------------
+
+    @property
+    def num_envs(self) -> int:
+        return self._core.num_envs
+
+    @property
+    def autoreset_mode(self) -> str:
+        return self._core.autoreset_mode
+
+    @property
+    def urls(self) -> list[str]:
+        """The distinct server URLs, one connection each."""
+        return [link.url for link in self._core.links]
+
+    @property
+    def env_urls(self) -> list[str]:
+        """Each sub-env's server URL."""
+        return [sub.link.url for sub in self._core.subs]
+
+    @property
+    def connections(self) -> list[Connection]:
+        return [link.conn for link in self._core.links]
+
+    @property
+    def session_ids(self) -> list[str | None]:
+        return [sub.session for sub in self._core.subs]
+
+    @property
+    def observations(self) -> list[Any]:
+        """Each sub-env's latest observation."""
+        return [sub.obs for sub in self._core.subs]
+
+    @property
+    def lost(self) -> np.ndarray:
+        """Mask of the sub-envs whose session is gone (`restart` them)."""
+        return np.fromiter((s.lost is not None for s in self._core.subs), np.bool_, self.num_envs)
+
+    # --- the Gymnasium-style calls -----------------------------------------------------------
+
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """Reset every sub-env (or those in `options["reset_mask"]`, a bool array). `seed`:
+        an int gives sub-env i `seed + i`; a list gives each its own. Returns (observations,
+        infos)."""
+        core = self._core
+        subs, seeds, merged = reset_plan(core, seed, options)
+        call = Call()
+        core.check_idle(subs)
+        core.plan_reset(subs, seeds, merged, call)
+        self._run(call, self._deadline())
+        self._started = True
+        result = core.reset_result(call, core.num_envs)
+        return core.check(call.outcomes.values(), result)
+
+    def step(
+        self, actions: Any
+    ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step every sub-env with its action (see the class docstring for autoreset)."""
+        core = self._core
+        if not self._started:
+            raise RuntimeError("VectorEnv.step before reset(): reset the sub-envs first")
+        n = core.num_envs
+        actions = split_actions(actions, n)
+        core.check_steppable(core.subs)
+        call = Call()
+        core.plan_step(actions, core.subs, call)
+        self._run(call, self._deadline())
+        outcomes = [call.outcomes[i] for i in range(n)]
+        return core.check(outcomes, core.step_result(outcomes, n))
+
+    def restart(
+        self,
+        env_ids: Any,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """Reopen the sessions of `env_ids` (closing the old ones; reconnecting first if their
+        connection dropped) and reset them; the other sub-envs are untouched. Returns
+        (observations of every sub-env, infos of the restarted ones), like a masked reset;
+        `seed` as for `reset` (an int gives sub-env i `seed + i`)."""
+        core = self._core
+        subs = select_subs(core, env_ids)
+        for link in {sub.link.index: sub.link for sub in subs}.values():
+            if not link.alive:
+                if link.conn is not None:
+                    link.conn.close()
+                try:
+                    core.attach(link, self._connect(link))
+                except (EcotoneError, OSError) as exc:
+                    link.down = exc if isinstance(exc, ConnectionLost) else ConnectionLost(str(exc))
+        all_seeds = seeds_for(seed, core.num_envs)
+        merged = {**core.reset_options, **(options or {})}
+        call = Call()
+        core.plan_restart(subs, [all_seeds[s.index] for s in subs], merged, call)
+        self._run(call, self._deadline())
+        self._started = True
+        result = core.reset_result(call, core.num_envs)
+        return core.check(call.outcomes.values(), result)
+
+    # --- EnvPool-style asynchronous stepping ---------------------------------------------------
+
+    def send(self, actions: Any, env_ids: Any = None) -> None:
+        """Start a step of each sub-env in `env_ids` (all when None) with its action, without
+        waiting; `recv` collects the results. A sub-env with a step in flight cannot be sent
+        another. Autoreset applies as in `step` (next_step: a finished sub-env is reset)."""
+        core = self._core
+        if not self._started:
+            raise RuntimeError("VectorEnv.send before reset(): reset the sub-envs first")
+        subs = select_subs(core, env_ids)
+        actions = split_actions(actions, len(subs))
+        core.check_steppable(subs)
+        core.plan_step(actions, subs, None)
+        self._flush()
+
+    def recv(self, min_ready: int | None = None, max_ready: int | None = None) -> StepBatch:
+        """Wait until at least `min_ready` sent sub-envs have answered (default: all in
+        flight) and return them, at most `max_ready`, in the order they answered:
+        `StepBatch(env_ids, observations, rewards, terminated, truncated, infos)`."""
+        core = self._core
+        want = wanted(core, min_ready)
+        while len(core.ready) < want:
+            self._flush()
+            self._pump()
+        return take_ready(core, max_ready)
+
+    # --- I/O -----------------------------------------------------------------------------------
+
+    def _deadline(self) -> float | None:
+        timeout = self._core.step_timeout
+        return None if timeout is None else time.monotonic() + timeout
+
+    def _flush(self) -> None:
+        core = self._core
+        for link in core.links:
+            if not link.outbox:
+                continue
+            for frame in core.take_outbox(link):
+                try:
+                    link.conn.send(frame)
+                except ConnectionLost as exc:
+                    core.on_link_lost(link, exc)
+                    break
+
+    def _run(self, call: Call, deadline: float | None) -> None:
+        """Move frames and answers until every sub-env of `call` has its outcome."""
+        try:
+            while not self._call_done(call):
+                self._pump(deadline, call)
+        except BaseException:  # interrupted: what the sub-envs did is unknown
+            for link, rid in self._core.cancel(call):
+                link.conn.abandon(rid)
+            raise
+
+    def _call_done(self, call: Call) -> bool:
+        if call.complete:
+            return True
+        self._flush()
+        return call.complete
+
+    def _pump(self, deadline: float | None = None, call: Call | None = None) -> None:
+        """One round of reading: whichever links have answers (select), then the deadline
+        (`call`'s, else the earliest request's) is enforced."""
+        core = self._core
+        links = [link for link in core.links if link.unanswered > 0]
+        if not links:  # pragma: no cover - the callers only pump with requests in flight
+            raise RuntimeError("nothing in flight")
+        if call is None:
+            deadline = core.next_deadline()
+        if len(links) == 1:
+            self._poll(links[0], deadline)
+        else:
+            fds = {link.conn.fileno(): link for link in links}
+            if None in fds:  # a channel without a socket: take turns, briefly
+                for link in links:
+                    slice_end = time.monotonic() + _SLICE
+                    self._poll(link, slice_end if deadline is None else min(deadline, slice_end))
+            else:
+                timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+                readable, _, _ = select.select(list(fds), [], [], timeout)
+                for fd in readable:
+                    self._poll(fds[fd], deadline)
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            for link in core.links:
+                for rid in core.expire(link, now, call):
+                    link.conn.abandon(rid)
+
+    def _poll(self, link: Link, deadline: float | None) -> None:
+        core = self._core
+        try:
+            responses = link.conn.poll(deadline)
+        except TimeoutError:
+            return
+        except ConnectionLost as exc:
+            core.on_link_lost(link, exc)
+            return
+        for response in responses:
+            core.on_response(link, response)
+
+    # --- lifetime ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close every connection (the servers close the sessions with them). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for link in self._core.links:
+            if link.conn is not None:
+                link.conn.close()
+        self._core.close_recording()
+
+    def __enter__(self) -> VectorEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<VectorEnv num_envs={self.num_envs} urls={self.urls}>"
+
+
+__all__ = ["EpisodeLost", "StepBatch", "SubEnvError", "VectorEnv", "split_actions", "stack"]
