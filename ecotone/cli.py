@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="config file (default: ./ecotone.toml if present)")
     p.add_argument("--max-sessions", type=int, help="open sessions allowed")
     p.add_argument("--idle-timeout", type=float, help="seconds before an idle session closes")
+    p.add_argument("--record", metavar="DIR", help="record every episode's trajectory under DIR")
+    p.add_argument("--record-format", choices=["jsonl", "msgpack"], help="recording format (jsonl)")
 
     sub.add_parser("list", help="installed environments, transports and providers")
 
@@ -99,6 +101,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         "host": args.host,
         "port": args.port,
         "limits": {"max_sessions": args.max_sessions, "idle_timeout": args.idle_timeout},
+        "recording": {"dir": args.record, "format": args.record_format},
     }
     config = load(args.config, overrides=overrides)
     registry = Registry.discover()

@@ -39,6 +39,13 @@ async def serve(
 ) -> None:
     """Serve `config.env` over `config.transport` until cancelled; close every session then."""
     registry = registry or Registry.discover()
+    recorder = None
+    if config.recording.dir is not None:
+        from ecotone.recording import TrajectoryRecorder
+
+        # Registered before the kernel is built: the kernel looks its hooks up once.
+        recorder = TrajectoryRecorder(config.recording.dir, format=config.recording.format)  # type: ignore[arg-type]
+        registry.register(recorder, name="ecotone.recording")
     kernel = build_kernel(config, registry)
     transport = registry.transport(config.transport)
     try:
@@ -46,6 +53,9 @@ async def serve(
     finally:
         with trio.CancelScope(shield=True):
             await kernel.shutdown()
+            if recorder is not None:
+                recorder.close()
+                registry.pm.unregister(recorder)
 
 
 class BackgroundServer:

@@ -138,3 +138,38 @@ def test_the_msgpack_reader_finds_the_end_of_every_kind_of_value() -> None:
 def test_an_unknown_recording_format_is_refused_at_once(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown recording format 'csv'"):
         TrajectoryRecorder(tmp_path, format="csv")  # type: ignore[arg-type]
+
+
+def test_ecotone_serve_record_writes_episodes_that_read_back(tmp_path: Path) -> None:
+    """The CLI flag wires the recorder into a real server process (config key recording.dir)."""
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    import ecotone
+    from ecotone.recording import read_episodes
+
+    traj = tmp_path / "traj"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ECOTONE_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ecotone", "serve", "counter", "--port", "0", "--record", traj],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        match = re.search(r"at (ws://\S+)", proc.stderr.readline())
+        assert match, "the server did not print its URL"
+        with ecotone.connect(match[1]) as client:
+            client.reset(seed=4, target=3)
+            client.step({"delta": 1})
+            client.step({"delta": 2})
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+    (episode,) = read_episodes(traj)
+    assert episode.env == "counter" and episode.seed == 4
+    assert [a["delta"] for a in episode.actions] == [1, 2]
+    assert [o["count"] for o in episode.observations] == [0, 1, 3]
+    assert episode.rewards == [1.0, 2.0]

@@ -14,8 +14,13 @@ command-line flags. Structured with cattrs, so a wrong key or type is an error n
     ping_interval = 20.0
     ping_timeout = 20.0
 
+    [recording]            # trajectory recording, off unless dir is set
+    dir = "runs/traj"
+    format = "jsonl"       # or "msgpack"
+
 Environment variables: `ECOTONE_ENV`, `ECOTONE_TRANSPORT`, `ECOTONE_HOST`, `ECOTONE_PORT`, and
-`ECOTONE_LIMITS_<NAME>` for each limit (`ECOTONE_LIMITS_MAX_SESSIONS=64`). The value `none`
+`ECOTONE_LIMITS_<NAME>` for each limit (`ECOTONE_LIMITS_MAX_SESSIONS=64`),
+`ECOTONE_RECORDING_DIR` and `ECOTONE_RECORDING_FORMAT`. The value `none`
 clears an optional limit. An unknown `ECOTONE_LIMITS_*` variable, or one a letter or two away
 from a known name (`ECOTONE_PROT`), is an error; other `ECOTONE_*` names are left to plugins
 (e.g. `ECOTONE_CODING_SANDBOX`).
@@ -44,6 +49,21 @@ class ConfigError(ValueError):
     """The configuration is wrong; the message names the key and the source."""
 
 
+def _format(_: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if value not in ("jsonl", "msgpack"):
+        raise ValueError(f"{attribute.name} must be 'jsonl' or 'msgpack', got {value!r}")
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class RecordingConfig:
+    """Server-side trajectory recording (ecotone.recording): off unless `dir` is set."""
+
+    dir: str | None = None
+    """Where episodes are written, one file per episode under DIR/ENV/."""
+    format: str = attrs.field(default="jsonl", validator=_format)
+    """`jsonl` (JSON Lines) or `msgpack`."""
+
+
 @attrs.frozen(slots=True, kw_only=True)
 class ServerConfig:
     """Everything `ecotone serve` needs."""
@@ -53,6 +73,7 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = attrs.field(default=8000)
     limits: Limits = attrs.field(factory=Limits)
+    recording: RecordingConfig = attrs.field(factory=RecordingConfig)
 
     @port.validator
     def _port(self, _: attrs.Attribute[int], value: int) -> None:
@@ -111,6 +132,8 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
         parsed: Any = None if value.lower() == "none" else value
         if key.startswith("limits_"):
             data.setdefault("limits", {})[key[len("limits_") :]] = parsed
+        elif key.startswith("recording_"):
+            data.setdefault("recording", {})[key[len("recording_") :]] = parsed
         elif key in ("env", "transport", "host", "port"):
             data[key] = parsed
         elif key == "config" or not difflib.get_close_matches(key, _TOP_KEYS, n=1, cutoff=0.75):
@@ -187,8 +210,13 @@ def load(
         source = f"config (file {path}, environment, flags)"
     data = _merge(data, _from_environ(environ))
     if overrides:
-        flat = {k: v for k, v in overrides.items() if v is not None and k != "limits"}
+        flat = {
+            k: v for k, v in overrides.items() if v is not None and k not in ("limits", "recording")
+        }
         data = _merge(data, flat)
+        recording = {k: v for k, v in (overrides.get("recording") or {}).items() if v is not None}
+        if recording:
+            data = _merge(data, {"recording": recording})
         limits = {k: v for k, v in (overrides.get("limits") or {}).items() if v is not None}
         if limits:
             data = _merge(data, {"limits": limits})
