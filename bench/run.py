@@ -83,6 +83,8 @@ _OPENENV = (
     "{openenv_py} bench/openenv_driver.py --url {http_url} --steps {steps} --sessions {sessions}"
 )
 _ECOTONE = "{py} bench/ecotone_driver.py --url {ws_url} --steps {steps} --sessions {sessions}"
+_VECTOR = "{py} bench/vector_driver.py --url {ws_url} --steps 300 --sessions {sessions}"
+_VECTOR_256 = "{py} bench/vector_driver.py --url {ws_url} --steps 100 --sessions 256"
 _ECOTONE_TCP = (
     "{py} bench/ecotone_driver.py --url tcp://127.0.0.1:{port} --steps {steps} "
     "--sessions {sessions}"
@@ -112,6 +114,13 @@ SCENARIOS: tuple[Scenario, ...] = (
     # OpenEnv's own client against an ecotone server: the server's share of the time.
     Scenario("ecotone-http", "openenv-client-sync", "1", _OPENENV + " --mode sync"),
     Scenario("ecotone-http", "openenv-client-async", "K", _OPENENV + " --mode async"),
+    # Vector stepping (issue: many remote envs at near the machine's limit). `steps` here is
+    # vector steps, so each sub-env takes that many; sessions = sub-envs.
+    Scenario("ecotone", "vector-batched", "K", _VECTOR + " --mode batched"),
+    Scenario("ecotone", "vector-per-socket", "K", _VECTOR + " --mode per-socket"),
+    Scenario("ecotone", "gym-inproc", "K", _VECTOR + " --mode gym-inproc"),
+    Scenario("ecotone", "vector-batched-256", "256", _VECTOR_256 + " --mode batched"),
+    Scenario("ecotone", "gym-inproc-256", "256", _VECTOR_256 + " --mode gym-inproc"),
 )
 
 RATIOS: tuple[tuple[str, str], ...] = (
@@ -131,11 +140,15 @@ RATIOS: tuple[tuple[str, str], ...] = (
     ("ecotone-http/sync-http", "openenv/http"),
     ("ecotone-http/openenv-client-sync", "openenv/sync"),
     ("ecotone-http/openenv-client-async", "openenv/async"),
+    ("ecotone/vector-batched", "openenv/async"),
+    ("ecotone/vector-batched", "ecotone/gym-inproc"),
+    ("ecotone/vector-batched", "ecotone/vector-per-socket"),
+    ("ecotone/vector-batched-256", "ecotone/gym-inproc-256"),
 )
 """(numerator, denominator) scenario keys for the ratio table."""
 TIME_HEADING = "## Where the time goes"
 TIME_PLACEHOLDER = "_Not written yet: profile notes on where a step's time is spent._"
-GROUP_LABEL = {"1": "1 session", "K": "{k} sessions"}
+GROUP_LABEL = {"1": "1 session", "K": "{k} sessions", "256": "256 sub-envs"}
 
 READY_DEADLINE_S = 30.0
 STOP_GRACE_S = 5.0
