@@ -8,6 +8,8 @@ session; `ecotone serve gymnasium:ID` serves any Gymnasium env (`ecotone.plugins
     obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
     env.close()
 
+    envs = ecotone.gym.make_vec("ws://127.0.0.1:8765", num_envs=16)  # a gymnasium VectorEnv
+
 Needs the `gymnasium` extra (`ecotone[gymnasium]`). See `ecotone.client.gym` for how spaces are
 rebuilt from schemas.
 """
@@ -24,14 +26,17 @@ from ecotone.client.gym import (
     to_jsonable,
     to_wire,
 )
+from ecotone.client.gym_vector import RemoteVectorEnv, make_vec
 
 __all__ = [
     "GYM_SPACE_KEY",
     "RemoteEnv",
+    "RemoteVectorEnv",
     "SpaceError",
     "describe_space",
     "from_wire",
     "make",
+    "make_vec",
     "space_from_description",
     "spaces_for",
     "to_jsonable",
