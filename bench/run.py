@@ -73,6 +73,10 @@ SERVERS: tuple[Server, ...] = (
         "{py} -m ecotone serve counter --transport tcp --host 127.0.0.1 --port {port}",
     ),
     Server(
+        "ecotone-unix",
+        "{py} -m ecotone serve counter --transport unix --host {sock}",
+    ),
+    Server(
         "ecotone-http",
         "{py} -m ecotone serve counter --transport http --host 127.0.0.1 --port {port}",
     ),
@@ -89,6 +93,7 @@ _ECOTONE_TCP = (
     "{py} bench/ecotone_driver.py --url tcp://127.0.0.1:{port} --steps {steps} "
     "--sessions {sessions}"
 )
+_ECOTONE_UNIX = "{py} bench/ecotone_driver.py --url unix://{sock} --steps {steps} --sessions 1"
 _ECOTONE_HTTP = (
     "{py} bench/ecotone_driver.py --url {http_url} --steps {steps} --sessions {sessions}"
 )
@@ -106,6 +111,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("ecotone-tcp", "sync", "1", _ECOTONE_TCP + " --mode sync"),
     Scenario("ecotone-tcp", "sync-msgpack", "1", _ECOTONE_TCP + " --mode sync --codec msgpack"),
     Scenario("ecotone-tcp", "mux", "K", _ECOTONE_TCP + " --mode mux"),
+    Scenario("ecotone-unix", "sync", "1", _ECOTONE_UNIX + " --mode sync"),
     # HTTP: the same stdlib keep-alive client against both servers (POST /reset, /step).
     Scenario("openenv", "http", "1", _OPENENV + " --mode http"),
     Scenario("ecotone-http", "http", "1", _OPENENV + " --mode http"),
@@ -130,6 +136,7 @@ RATIOS: tuple[tuple[str, str], ...] = (
     ("ecotone-tcp/sync", "openenv/sync"),
     ("ecotone-tcp/sync-msgpack", "openenv/sync"),
     ("ecotone-tcp/sync", "floor/sync"),
+    ("ecotone-unix/sync", "openenv/sync"),
     ("ecotone/async", "openenv/async"),
     ("ecotone/async", "floor/async"),
     ("ecotone/mux", "openenv/async"),
@@ -260,12 +267,20 @@ def rss_mib(pid: int) -> float | None:
     return total_kb / 1024 if seen else None
 
 
-def wait_ready(proc: subprocess.Popen[bytes], port: int, deadline_s: float) -> None:
+def wait_ready(
+    proc: subprocess.Popen[bytes], port: int, deadline_s: float, unix: str | None = None
+) -> None:
+    """Until the server accepts a connection on its port (or its unix socket)."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise ScenarioFailed(f"server exited with code {proc.returncode} before listening")
         try:
+            if unix is not None:
+                with socket.socket(socket.AF_UNIX) as probe:
+                    probe.settimeout(0.5)
+                    probe.connect(unix)
+                    return
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return
         except OSError:
@@ -292,13 +307,15 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def running_server(argv: list[str], port: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def running_server(
+    argv: list[str], port: int, log: Path, unix: str | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("wb") as err:
         proc = subprocess.Popen(
             argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=err, stderr=subprocess.STDOUT
         )
     try:
-        wait_ready(proc, port, READY_DEADLINE_S)
+        wait_ready(proc, port, READY_DEADLINE_S, unix)
         yield proc
     finally:
         stop(proc)
@@ -361,13 +378,15 @@ def run_rep(
             "port": str(port),
             "http_url": f"http://127.0.0.1:{port}",
             "ws_url": f"ws://127.0.0.1:{port}",
+            "sock": f"/tmp/ecotone-bench-{port}.sock",
             "steps": str(cfg.steps),
         }
         srv_log = logdir / f"{server.name}-rep{rep}.log"
         srv = srv_results[server.name]
         try:
             died = False
-            with running_server(expand(server.argv, values), port, srv_log) as proc:
+            unix = values["sock"] if "{sock}" in server.argv else None
+            with running_server(expand(server.argv, values), port, srv_log, unix) as proc:
                 rest = rss_mib(proc.pid)
                 if rest is not None:
                     srv.rss_rest.append(rest)
