@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shlex
 import signal
 import sys
 from collections.abc import Sequence
@@ -18,7 +19,7 @@ from ecotone.conformance import run as run_conformance
 from ecotone.kernel import Registry, RegistryError
 from ecotone.kernel.config import ConfigError, ServerConfig, load
 from ecotone.kernel.envspec import EnvDefinitionError
-from ecotone.server import BackgroundServer, build_kernel, serve
+from ecotone.server import BackgroundServer, build_kernel, serve, transport_for, web_url
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,6 +38,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--idle-timeout", type=float, help="seconds before an idle session closes")
     p.add_argument("--record", metavar="DIR", help="record every episode's trajectory under DIR")
     p.add_argument("--record-format", choices=["jsonl", "msgpack"], help="recording format (jsonl)")
+    p.add_argument(
+        "--web",
+        action="store_true",
+        default=None,
+        help="also serve the web UI at /web (switches the default websocket transport to http, "
+        "which serves WebSocket at / too)",
+    )
 
     sub.add_parser("list", help="installed environments, transports and providers")
 
@@ -102,11 +110,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         "port": args.port,
         "limits": {"max_sessions": args.max_sessions, "idle_timeout": args.idle_timeout},
         "recording": {"dir": args.record, "format": args.record_format},
+        "web": args.web,
     }
     config = load(args.config, overrides=overrides)
     registry = Registry.discover()
     build_kernel(config, registry)  # an unknown env or transport fails here, before the loop
-    transport = registry.transport(config.transport)
+    transport = transport_for(config, registry)
     if not getattr(transport, "listens", True):
         raise ValueError(f"transport {config.transport!r} cannot serve: {transport.description}")
 
@@ -123,6 +132,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                 file=sys.stderr,
                 flush=True,
             )
+            if config.web:
+                print(f"ecotone: web UI at {web_url(url)}", file=sys.stderr, flush=True)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
                     print(
@@ -158,9 +169,15 @@ def _cmd_play(args: argparse.Namespace) -> int:
     target: str = args.target
     server: BackgroundServer | None = None
     if "://" not in target:
-        server = BackgroundServer(ServerConfig(env=target, port=0)).start()
-        url = server.url
+        # Over http, which also serves the web UI and ecotone's WebSocket at `/`.
+        server = BackgroundServer(ServerConfig(env=target, port=0, web=True)).start()
+        url = "ws://" + server.url.split("://", 1)[1]
         print(f"serving {target!r} at {url}")
+        print(
+            f"web UI: {web_url(server.url)} (open it while the server runs; "
+            f"ecotone serve {shlex.quote(target)} --web keeps it up)",
+            flush=True,
+        )
     else:
         url = target
     try:

@@ -31,6 +31,23 @@ def build_kernel(config: ServerConfig, registry: Registry) -> Kernel:
     return Kernel(spec, limits=config.limits, hooks=registry.pm.hook, offload=trio_offload)
 
 
+def transport_for(config: ServerConfig, registry: Registry) -> Any:
+    """The transport `config` names; with `web`, one that can serve the web UI (`serves_web`),
+    else ValueError."""
+    transport = registry.transport(config.transport)
+    if config.web and not getattr(transport, "serves_web", False):
+        raise ValueError(
+            f"transport {config.transport!r} cannot serve the web UI (web = true): "
+            "use the http transport"
+        )
+    return transport
+
+
+def web_url(url: str) -> str:
+    """The web UI's address on a server started at `url` (http://HOST:PORT)."""
+    return url.rstrip("/") + "/web"
+
+
 async def serve(
     config: ServerConfig,
     *,
@@ -39,6 +56,7 @@ async def serve(
 ) -> None:
     """Serve `config.env` over `config.transport` until cancelled; close every session then."""
     registry = registry or Registry.discover()
+    transport = transport_for(config, registry)
     recorder = None
     if config.recording.dir is not None:
         from ecotone.recording import TrajectoryRecorder
@@ -47,9 +65,9 @@ async def serve(
         recorder = TrajectoryRecorder(config.recording.dir, format=config.recording.format)  # type: ignore[arg-type]
         registry.register(recorder, name="ecotone.recording")
     kernel = build_kernel(config, registry)
-    transport = registry.transport(config.transport)
+    options = {"web": True} if config.web else {}
     try:
-        await transport.serve(kernel, config.host, config.port, task_status=task_status)
+        await transport.serve(kernel, config.host, config.port, task_status=task_status, **options)
     finally:
         with trio.CancelScope(shield=True):
             await kernel.shutdown()

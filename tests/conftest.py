@@ -101,13 +101,15 @@ def run_server(
     plugins: Sequence[object] = (),
     host: str = "127.0.0.1",
     transport: str = "websocket",
+    web: bool = False,
 ) -> Iterator[RunningServer]:
     """A real server in a background thread, serving `env` on a free port (websocket by
-    default; `transport` picks another: http, tcp, or unix with the socket's path as `host`)."""
+    default; `transport` picks another: http, tcp, or unix with the socket's path as `host`;
+    `web` serves the web UI too, over http)."""
     recorder = SessionRecorder()
     registry = make_registry(recorder, *plugins)
     config = ServerConfig(
-        env=env, transport=transport, host=host, port=0, limits=limits or Limits()
+        env=env, transport=transport, host=host, port=0, limits=limits or Limits(), web=web
     )
     with BackgroundServer(config, registry=registry) as server:
         yield RunningServer(server.url, recorder)

@@ -29,6 +29,8 @@ from ecotone.specs import (
     Opened,
     Ping,
     Pong,
+    Render,
+    Rendered,
     Reset,
     StateFrame,
     Step,
@@ -67,6 +69,7 @@ def requests(codec: Codec) -> list[Any]:
             steps=[StepItem(session="a", action=action), StepItem(session="b", action=action)],
         ),
         Ping(id=12),
+        Render(id=13, session="s1"),
     ]
 
 
@@ -94,6 +97,8 @@ def responses(codec: Codec) -> list[Any]:
             results=[ObservationFrame(id=7, session="a", observation=obs), error],
         ),
         Pong(id=8),
+        Rendered(id=9, session="s1", kind="text", content="..A\n.#G"),
+        Described(id=10, info=EnvInfo(name="counter", readme="Counts.\n\nMore.")),
         error,
         Error(
             id=None, code=ErrorCode.TOO_LARGE, message="too big", details={"size": 9, "limit": 8}
@@ -140,6 +145,7 @@ MINIMAL_REQUESTS: dict[str, tuple[dict[str, Any], type]] = {
     "list_tools": ({"session": "s"}, ListTools),
     "call_tool": ({"session": "s", "name": "shout", "arguments": {"message": "hi"}}, CallTool),
     "ping": ({}, Ping),
+    "render": ({"session": "s"}, Render),
 }
 
 

@@ -17,8 +17,7 @@ schemas use: see `ecotone.conformance.schema`), choosing with `rng` only, so a s
   for maps (`additionalProperties` with a schema);
 * one alternative of `anyOf`/`oneOf`, `allOf` merged, `$ref` resolved against the root.
 
-The conformance suite plays envs that have no `sample_action` with these values, and the web UI
-fills its action form with them.
+The conformance suite plays envs that have no `sample_action` with these values.
 
     action = generate(info.action_schema, random.Random(0))
 

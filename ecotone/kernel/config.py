@@ -6,6 +6,7 @@ command-line flags. Structured with cattrs, so a wrong key or type is an error n
     transport = "websocket"
     host = "127.0.0.1"
     port = 8000
+    web = false            # true: also serve the web UI at /web (implies the http transport)
 
     [limits]
     max_sessions = 256
@@ -18,7 +19,8 @@ command-line flags. Structured with cattrs, so a wrong key or type is an error n
     dir = "runs/traj"
     format = "jsonl"       # or "msgpack"
 
-Environment variables: `ECOTONE_ENV`, `ECOTONE_TRANSPORT`, `ECOTONE_HOST`, `ECOTONE_PORT`, and
+Environment variables: `ECOTONE_ENV`, `ECOTONE_TRANSPORT`, `ECOTONE_HOST`, `ECOTONE_PORT`,
+`ECOTONE_WEB` (`true`/`false`, `1`/`0`, `yes`/`no`, `on`/`off`), and
 `ECOTONE_LIMITS_<NAME>` for each limit (`ECOTONE_LIMITS_MAX_SESSIONS=64`),
 `ECOTONE_RECORDING_DIR` and `ECOTONE_RECORDING_FORMAT`. The value `none`
 clears an optional limit. An unknown `ECOTONE_LIMITS_*` variable, or one a letter or two away
@@ -74,11 +76,30 @@ class ServerConfig:
     port: int = attrs.field(default=8000)
     limits: Limits = attrs.field(factory=Limits)
     recording: RecordingConfig = attrs.field(factory=RecordingConfig)
+    web: bool = False
+    """Serve the web UI at `/web`. The page speaks HTTP, so with the default `websocket`
+    transport this switches to `http`, which serves ecotone's WebSocket at `/` as well."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.web and self.transport == "websocket":
+            object.__setattr__(self, "transport", "http")
 
     @port.validator
     def _port(self, _: attrs.Attribute[int], value: int) -> None:
         if not 0 <= value <= 65535:
             raise ValueError(f"port must be 0..65535, got {value}")
+
+
+_BOOLEANS = {
+    "true": True,
+    "1": True,
+    "yes": True,
+    "on": True,
+    "false": False,
+    "0": False,
+    "no": False,
+    "off": False,
+}
 
 
 def _converter() -> cattrs.Converter:
@@ -101,6 +122,14 @@ def _converter() -> cattrs.Converter:
             raise TypeError(f"expected a string, got {value!r}")
         return value
 
+    def structure_bool(value: Any, _: type) -> bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _BOOLEANS:
+            return _BOOLEANS[value.strip().lower()]
+        raise TypeError(f"expected true or false, got {value!r}")
+
+    conv.register_structure_hook(bool, structure_bool)
     conv.register_structure_hook(float, structure_float)
     conv.register_structure_hook(int, structure_int)
     conv.register_structure_hook(str, structure_str)
@@ -120,7 +149,7 @@ def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-_TOP_KEYS = ("env", "transport", "host", "port", "config")
+_TOP_KEYS = ("env", "transport", "host", "port", "web", "config")
 
 
 def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -134,15 +163,15 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
             data.setdefault("limits", {})[key[len("limits_") :]] = parsed
         elif key.startswith("recording_"):
             data.setdefault("recording", {})[key[len("recording_") :]] = parsed
-        elif key in ("env", "transport", "host", "port"):
+        elif key in ("env", "transport", "host", "port", "web"):
             data[key] = parsed
         elif key == "config" or not difflib.get_close_matches(key, _TOP_KEYS, n=1, cutoff=0.75):
             continue  # not ours: plugins keep their own ECOTONE_<PLUGIN>_... variables
         else:  # a near miss of one of ours (ECOTONE_PROT): surely a typo
             raise ConfigError(
                 f"unknown environment variable {name}: ecotone reads ECOTONE_ENV, "
-                "ECOTONE_TRANSPORT, ECOTONE_HOST, ECOTONE_PORT, ECOTONE_CONFIG and "
-                "ECOTONE_LIMITS_<name>"
+                "ECOTONE_TRANSPORT, ECOTONE_HOST, ECOTONE_PORT, ECOTONE_WEB, ECOTONE_CONFIG, "
+                "ECOTONE_LIMITS_<name> and ECOTONE_RECORDING_<name>"
             )
     return data
 

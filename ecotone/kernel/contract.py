@@ -124,7 +124,16 @@ class Environment(Generic[ActT, ObsT, StateT]):
 
     Optionally, `sample_action(self, rng: random.Random) -> Action`: a valid action for the
     current state, chosen with `rng` only (so a seeded rng gives the same actions). The
-    conformance suite and the web UI use it; without it they derive actions from the schema.
+    conformance suite plays with it; without it, it derives actions from the schema.
+
+    Optionally, a custom view: `render(self) -> str | bytes`, what a person would like to see
+    of the current state (a board, a picture). A str is text, markdown or HTML as the class
+    attribute `render_kind` says (`"text"`, `"markdown"`, `"html"`; default text); bytes are a
+    PNG image. Served as the native `render` frame and shown by the web UI beside its generic
+    view of the observation.
+
+    `readme` (a class attribute) is longer documentation for people, plain text or markdown;
+    without it, clients are shown the env module's and class's docstrings.
 
     Optionally, tools (served as MCP `tools/list` and `tools/call`, and as the native
     `list_tools` / `call_tool` frames): `list_tools(self) -> list[ecotone.ToolInfo]` and
@@ -139,6 +148,9 @@ class Environment(Generic[ActT, ObsT, StateT]):
     version: ClassVar[str] = "0"
     inline: ClassVar[bool] = False
     """Run sync methods on the event loop instead of a worker thread (only for fast envs)."""
+    readme: ClassVar[str] = ""
+    render_kind: ClassVar[str] = "text"
+    """What a str from `render()` is: "text", "markdown" or "html"."""
 
     def close(self) -> Any:
         """Release everything this instance holds. Idempotent."""

@@ -12,6 +12,7 @@ previous one of that session has been answered (see `transports/_router.py`).
 
 from __future__ import annotations
 
+import base64
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -43,6 +44,8 @@ from ecotone.specs import (
     Opened,
     Ping,
     Pong,
+    Render,
+    Rendered,
     Request,
     Reset,
     Response,
@@ -237,6 +240,7 @@ class Kernel:
             StepMany: self._step_many,
             ListTools: self._list_tools,
             CallTool: self._call_tool,
+            Render: self._render,
         }
 
     def _hook(self, name: str) -> Any:
@@ -272,6 +276,8 @@ class Kernel:
             return spec.inline and not spec.async_reset
         if isinstance(request, GetState):
             return spec.inline and not spec.async_state
+        if isinstance(request, Render):
+            return not spec.has_render or (spec.inline and not spec.async_render)
         return False
 
     # --- dispatch ---------------------------------------------------------------------------
@@ -576,6 +582,38 @@ class Kernel:
         except Exception as exc:
             return _env_error(exc, req.id, req.session, f"tool {req.name!r}")
         return ToolResult(id=req.id, session=req.session, result=raw)
+
+    async def _render(self, conn: KernelConnection, req: Render) -> Response:
+        session = self._lookup(conn, req.session, req.id)
+        if isinstance(session, Error):
+            return session
+        spec = session.spec
+        if not spec.has_render:
+            return _error(
+                ErrorCode.UNSUPPORTED,
+                f"environment {spec.name!r} has no custom view (no render() method)",
+                req.id,
+                req.session,
+            )
+        try:
+            view = await self._call(session, spec.async_render, session.env.render)
+        except Exception as exc:
+            return _env_error(exc, req.id, req.session, "render")
+        if isinstance(view, bytes | bytearray | memoryview):
+            kind, content = "image", base64.b64encode(bytes(view)).decode("ascii")
+        elif isinstance(view, str) or view is None:
+            kind, content = spec.render_kind, view or ""
+        else:
+            return _error(
+                ErrorCode.ENV_ERROR,
+                f"environment {spec.name!r}: render() returned {type(view).__qualname__}; "
+                "expected str (text, markdown or HTML) or bytes (a PNG image)",
+                req.id,
+                req.session,
+                type="TypeError",
+                message=f"render() returned {type(view).__qualname__}",
+            )
+        return Rendered(id=req.id, session=req.session, kind=kind, content=content)
 
     async def _close(self, conn: KernelConnection, req: Close) -> Response:
         session = self._lookup(conn, req.session, req.id)

@@ -8,6 +8,7 @@ class, so a broken env fails when it is registered, not at its first step.
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable
 from typing import Any, get_args, get_origin
 
@@ -58,6 +59,23 @@ def _reset_options(reset: Callable[..., Any]) -> frozenset[str] | None:
     )
 
 
+TEXT_RENDER_KINDS = ("text", "markdown", "html")
+
+
+def _readme(env_cls: type) -> str:
+    """The env class's `readme`, or else its module's docstring and its own (not inherited)."""
+    readme = getattr(env_cls, "readme", "")
+    if isinstance(readme, str) and readme.strip():
+        return inspect.cleandoc(readme)
+    module = sys.modules.get(env_cls.__module__)
+    parts = [
+        inspect.cleandoc(doc)
+        for doc in (getattr(module, "__doc__", None), env_cls.__dict__.get("__doc__"))
+        if isinstance(doc, str) and doc.strip()
+    ]
+    return "\n\n".join(parts)
+
+
 @attrs.frozen(slots=True)
 class EnvSpec:
     """An environment class, validated, with everything the kernel needs to serve it."""
@@ -80,6 +98,12 @@ class EnvSpec:
     """The env implements `list_tools()` and `call_tool(name, arguments)`."""
     async_tools: bool
     """Keyword options `reset` accepts besides seed/episode_id; None when it takes **kwargs."""
+    readme: str = ""
+    has_render: bool = False
+    """The env implements `render()`: a custom view (text, markdown, HTML, or PNG bytes)."""
+    async_render: bool = False
+    render_kind: str = "text"
+    """What a str from `render()` is: text, markdown or html."""
 
     @classmethod
     def from_class(cls, env_cls: type, name: str | None = None) -> EnvSpec:
@@ -115,6 +139,13 @@ class EnvSpec:
                     f"environment {label!r}: type {t!r} cannot be encoded by msgspec: {exc}"
                 ) from exc
         doc = getattr(env_cls, "description", "") or inspect.getdoc(env_cls) or ""
+        render_kind = getattr(env_cls, "render_kind", "text")
+        if render_kind not in TEXT_RENDER_KINDS:
+            raise EnvDefinitionError(
+                f"environment {label!r}: render_kind must be one of "
+                f"{', '.join(TEXT_RENDER_KINDS)}, got {render_kind!r}"
+            )
+        render = getattr(env_cls, "render", None)
         return cls(
             name=label,
             factory=env_cls,
@@ -133,6 +164,10 @@ class EnvSpec:
             has_tools=callable(getattr(env_cls, "list_tools", None))
             and callable(getattr(env_cls, "call_tool", None)),
             async_tools=inspect.iscoroutinefunction(getattr(env_cls, "call_tool", None)),
+            readme=_readme(env_cls),
+            has_render=callable(render),
+            async_render=inspect.iscoroutinefunction(render),
+            render_kind=render_kind,
         )
 
     def info(self) -> EnvInfo:
@@ -144,4 +179,5 @@ class EnvSpec:
             action_schema=_schema(self.action_type),
             observation_schema=_schema(self.observation_type),
             state_schema=_schema(self.state_type),
+            readme=self.readme,
         )

@@ -19,7 +19,9 @@ class Transport(Protocol):
     name: str
     description: str
     # Optional: `listens = False` for transports that cannot serve (inproc); `schemes` and
-    # `open_channel` / `open_async_channel` for transports a client can reach by URL scheme.
+    # `open_channel` / `open_async_channel` for transports a client can reach by URL scheme;
+    # `serves_web = True` for one whose `serve` takes `web=True` and then serves the web UI
+    # at `/web` (http).
 
     async def serve(self, kernel: Kernel, host: str, port: int, *, task_status: Any) -> None:
         """Serve until cancelled. Call `task_status.started(url)` once ready, with the URL a

@@ -218,6 +218,15 @@ class GridworldEnv(ecotone.Environment[GridworldAction, GridworldObservation, Gr
     def state(self) -> GridworldState:
         return self._state
 
+    def render(self) -> str:
+        """The grid as text with its legend: the custom view the web UI shows."""
+        st = self._state
+        if not st.layout:
+            return "(no episode yet: reset to start one)"
+        grid = self._observe().grid
+        status = f"step {st.step_count} of {st.max_steps}, at {st.position}"
+        return f"{grid}\n\n{LEGEND}\n{status}"
+
     def sample_action(self, rng: random.Random) -> GridworldAction:
         """A random move (every move is valid: a blocked one just bumps)."""
         return GridworldAction(move=rng.choice(MOVES))

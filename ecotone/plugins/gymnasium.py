@@ -44,6 +44,7 @@ Gymnasium and numpy are optional (`ecotone[gymnasium]`): this module imports the
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import json
 import random
@@ -300,6 +301,7 @@ def build_env_class(name: str) -> type[GymnasiumEnv]:
         ) from exc
     try:
         action_space, obs_space, spec = probe.action_space, probe.observation_space, probe.spec
+        readme = inspect.getdoc(type(probe.unwrapped)) or ""
     finally:
         probe.close()
     stem = _stem(gym_id)
@@ -332,6 +334,7 @@ def build_env_class(name: str) -> type[GymnasiumEnv]:
         "name": name,
         "description": f"Gymnasium's {gym_id} ({where}) as {made}), served by ecotone",
         "version": str(spec.version) if spec is not None and spec.version is not None else "0",
+        "readme": readme,
         "inline": _inline(entry_point, kwargs),
         "action_type": action_type,
         "observation_type": observation_type,

@@ -98,9 +98,12 @@ def render() -> str:
         "outlive requests and connections: the session id is the handle. Routes that map onto "
         "the same frames: `POST /v1/sessions` (open), `POST /v1/sessions/{id}/reset`, "
         '`POST /v1/sessions/{id}/step` (`{"action": ...}`), `GET /v1/sessions/{id}/state`, '
-        "`DELETE /v1/sessions/{id}`, `GET /v1/describe`, `GET /health`. A client must send a "
+        "`GET /v1/sessions/{id}/render`, `DELETE /v1/sessions/{id}` (or "
+        "`POST /v1/sessions/{id}/close`, which a browser's `navigator.sendBeacon` can send), "
+        "`GET /v1/describe`, `GET /health`. A client must send a "
         "whole request within 10 s of starting it (else 408); idle keep-alive connections "
-        "close after 75 s.",
+        "close after 75 s. A server started with `web = true` (`ecotone serve ENV --web`) "
+        "also serves a web UI at `GET /web`, a page that drives these routes.",
         "",
         "A frame is a map whose `op` field says what it is. Unknown fields in a request are "
         "rejected (`invalid_frame`), so a misspelt field never passes silently. Fields with "

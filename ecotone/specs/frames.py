@@ -137,6 +137,14 @@ class CallTool(RequestFrame, tag="call_tool"):
     session_bound: ClassVar[bool] = True
 
 
+class Render(RequestFrame, tag="render"):
+    """Ask for the env's custom view of the session (its `render()` method: text, markdown,
+    HTML or a PNG image). Answered by `rendered`, or `unsupported` when the env has none."""
+
+    session: str
+    session_bound: ClassVar[bool] = True
+
+
 class Ping(RequestFrame, tag="ping"):
     """Application-level liveness check. Answered by `pong`."""
 
@@ -152,6 +160,7 @@ Request = (
     | StepMany
     | ListTools
     | CallTool
+    | Render
     | Ping
 )
 """Every client -> server frame."""
@@ -169,6 +178,7 @@ REQUEST_OPS: frozenset[str] = frozenset(
         StepMany,
         ListTools,
         CallTool,
+        Render,
         Ping,
     )
 )
@@ -186,6 +196,9 @@ class EnvInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
     action_schema: dict[str, Any] = {}
     observation_schema: dict[str, Any] = {}
     state_schema: dict[str, Any] = {}
+    readme: str = ""
+    """Longer documentation, as plain text or markdown: the env class's `readme` attribute, or
+    else its module's and class's docstrings."""
 
 
 class ToolInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -272,6 +285,15 @@ class ToolResult(Frame, tag="tool_result"):
     result: msgspec.Raw
 
 
+class Rendered(Frame, tag="rendered"):
+    """Answer to `render`: the env's custom view. `kind` is `text`, `markdown`, `html` or
+    `image`; `content` is the text, or for `image` the PNG's bytes in base64."""
+
+    session: str
+    kind: str
+    content: str
+
+
 class Pong(Frame, tag="pong"):
     """Answer to `ping`."""
 
@@ -286,6 +308,7 @@ Response = (
     | StepManyResult
     | Tools
     | ToolResult
+    | Rendered
     | Pong
     | Error
 )

@@ -7,8 +7,12 @@ Served side by side:
   every error code is the same as on the other transports. Convenience routes map onto the
   same frames: `POST /v1/sessions` (open), `POST /v1/sessions/{id}/reset`,
   `POST /v1/sessions/{id}/step` (`{"action": ...}`), `GET /v1/sessions/{id}/state`,
-  `DELETE /v1/sessions/{id}`, `GET /v1/describe`. Sessions live across requests and
-  connections (the id is the handle) until closed or idle past `idle_timeout`.
+  `DELETE /v1/sessions/{id}` (or `POST /v1/sessions/{id}/close`, which a browser can send
+  with `navigator.sendBeacon` as a page unloads), `GET /v1/sessions/{id}/render` (the env's
+  custom view), `GET /v1/describe`. Sessions live across requests and connections (the id is
+  the handle) until closed or idle past `idle_timeout`.
+* With `web=True`, the web UI: `GET /web` and its files (`transports/_webui.py`); `GET /`
+  redirects there. Without it those are 404.
 * OpenEnv's HTTP profile (`/reset`, `/step`, `/state`, `/health`, `/metadata`, `/schema`,
   `/mcp`, `/openapi.json`; see `openenv.py`).
 * WebSocket upgrades: `/` for ecotone frames, `/ws` for OpenEnv's messages.
@@ -42,12 +46,13 @@ from ecotone.specs import (
     JsonCodec,
     MsgpackCodec,
     Open,
+    Render,
     Reset,
     Response,
     Step,
 )
 from ecotone.specs.errors import HTTP_STATUS
-from ecotone.transports import websocket
+from ecotone.transports import _webui, websocket
 from ecotone.transports._common import LeanSocketStream, reap_idle, tune_socket
 from ecotone.transports._httpmsg import (
     JSON,
@@ -78,9 +83,10 @@ def _error_frame(code: ErrorCode, message: str, **details: Any) -> HttpResponse:
 
 
 class HttpServer:
-    """Routes for one kernel. All HTTP requests share one session owner."""
+    """Routes for one kernel. All HTTP requests share one session owner. `web`: also serve
+    the web UI's page and files under /web."""
 
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: Kernel, *, web: bool = False) -> None:
         self.kernel = kernel
         owner = object()
         self.json = kernel.connect(JsonCodec(), owner=owner)
@@ -95,6 +101,8 @@ class HttpServer:
         self._route(r"/v1/sessions/(?P<sid>[^/]+)/reset", POST=self.reset)
         self._route(r"/v1/sessions/(?P<sid>[^/]+)/step", POST=self.step)
         self._route(r"/v1/sessions/(?P<sid>[^/]+)/state", GET=self.state)
+        self._route(r"/v1/sessions/(?P<sid>[^/]+)/render", GET=self.render)
+        self._route(r"/v1/sessions/(?P<sid>[^/]+)/close", POST=self.close)
         self._route(r"/health", GET=self.health)
         self._route(r"/openapi.json", GET=self.openapi)
         self._route(r"/reset", POST=lambda r, _: self.openenv.reset(r))
@@ -103,6 +111,12 @@ class HttpServer:
         self._route(r"/mcp", POST=lambda r, _: self.openenv.mcp(r))
         self._route(r"/metadata", GET=self._sync(self.openenv.metadata))
         self._route(r"/schema", GET=self._sync(self.openenv.schema))
+        self.web_assets = _webui.load() if web else {}
+        if web:
+            self._route(r"/", GET=self.web_root)
+            self._route(r"/web", GET=self.web_page)
+            self._route(r"/web/", GET=self.web_page)
+            self._route(r"/web/(?P<name>[A-Za-z0-9_.-]+)", GET=self.web_file)
 
     @staticmethod
     def _sync(fn: Callable[[], HttpResponse]) -> Handler:
@@ -242,6 +256,21 @@ class HttpServer:
         return await self._locked(
             params["sid"], GetState(id=self._next_id(), session=params["sid"])
         )
+
+    async def render(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        return await self._locked(params["sid"], Render(id=self._next_id(), session=params["sid"]))
+
+    async def web_root(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        return HttpResponse(302, b"", "text/plain", [("location", "/web")])
+
+    async def web_page(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        page = _webui.asset(self.web_assets, "index.html")
+        assert page is not None  # _webui.load checks it is there
+        return page
+
+    async def web_file(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        found = _webui.asset(self.web_assets, params["name"])
+        return found if found is not None else json_response(404, {"detail": "Not Found"})
 
     async def close(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         response = await self._locked(
@@ -435,11 +464,18 @@ class HttpTransport:
 
     name = "http"
     description = "HTTP/1.1 + WebSocket: native API, OpenEnv routes, /ws (http://HOST:PORT)"
+    serves_web = True
 
     async def serve(
-        self, kernel: Kernel, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED
+        self,
+        kernel: Kernel,
+        host: str,
+        port: int,
+        *,
+        task_status: Any = trio.TASK_STATUS_IGNORED,
+        web: bool = False,
     ) -> None:
-        server = HttpServer(kernel)
+        server = HttpServer(kernel, web=web)
 
         async def handler(stream: trio.SocketStream) -> None:
             tune_socket(stream, kernel)

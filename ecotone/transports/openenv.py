@@ -649,7 +649,7 @@ class OpenEnvHttp:
             {
                 "name": spec.name,
                 "description": spec.description or f"{spec.name} environment",
-                "readme_content": None,
+                "readme_content": spec.readme or None,
                 "version": spec.version,
                 "author": None,
                 "documentation_url": None,
