@@ -66,6 +66,7 @@ Offload = Callable[..., Awaitable[Any]]
 """`await offload(fn, *args)` runs a blocking `fn(*args)` off the event loop."""
 
 SERVER_NAME: Final = "ecotone"
+_ALWAYS_INLINE: Final = frozenset({Hello, Ping, Describe})
 
 
 async def _anyio_offload(fn: Callable[..., Any], *args: Any) -> Any:
@@ -229,7 +230,7 @@ class Kernel:
         self._on_step = self._hook("ecotone_step_completed")
         self._on_episode = self._hook("ecotone_episode_started")
         self._handlers: dict[type, Callable[[KernelConnection, Any], Awaitable[Response]]] = {
-            Step: self._step,
+            Step: self.step_one,
             Reset: self._reset,
             GetState: self._state,
             Open: self._open,
@@ -261,7 +262,16 @@ class Kernel:
     def runs_inline(self, conn: KernelConnection, request: Request) -> bool:
         """True when dispatching `request` completes without suspending: it may be handled
         in the transport's receive loop without stalling anything else."""
-        if isinstance(request, Hello | Ping | Describe):
+        kind = type(request)
+        if kind is Step:  # the hot path first
+            step_session = self.sessions.get(request.session, conn.owner)  # type: ignore[union-attr]
+            if step_session is None:
+                return True
+            step_spec = step_session.spec
+            return step_session.phase is not Phase.RUNNING or (
+                step_spec.inline and not step_spec.async_step
+            )
+        if kind in _ALWAYS_INLINE:
             return True
         session_id = getattr(request, "session", None)
         if session_id is None:
@@ -448,12 +458,23 @@ class Kernel:
             session.phase = Phase.RUNNING
         return ObservationFrame(id=rid, session=session.id, observation=raw)
 
-    async def _step(self, conn: KernelConnection, req: Step) -> Response:
-        return await self._step_one(conn, req.session, req.action, req.id)
-
     async def step_one(self, conn: KernelConnection, req: Step) -> ObservationFrame | Error:
         """`dispatch` for a step, typed: the item a `step_many_result` holds."""
         return await self._step_one(conn, req.session, req.action, req.id)
+
+    async def step_item(
+        self, conn: KernelConnection, session_id: str, action: msgspec.Raw, rid: RequestId
+    ) -> ObservationFrame | Error:
+        """One `step_many` item, without building a Step frame for it (the batch hot path)."""
+        return await self._step_one(conn, session_id, action, rid)
+
+    def step_runs_inline(self, conn: KernelConnection, session_id: str) -> bool:
+        """`runs_inline` for a step of `session_id`, without a Step frame."""
+        session = self.sessions.get(session_id, conn.owner)
+        if session is None:
+            return True
+        spec = session.spec
+        return session.phase is not Phase.RUNNING or (spec.inline and not spec.async_step)
 
     async def _step_one(
         self, conn: KernelConnection, session_id: str, raw_action: msgspec.Raw, rid: RequestId

@@ -110,23 +110,28 @@ class Router:
                     lane.pending -= 1
 
     async def _step_many(self, request: StepMany) -> None:
-        kernel, conn = self.kernel, self.conn
-        steps = [Step(id=request.id, session=i.session, action=i.action) for i in request.steps]
-        sessions = [s.session for s in steps]
+        kernel, conn, rid = self.kernel, self.conn, request.id
+        items_in = request.steps
+        sessions = [i.session for i in items_in]
         if len(set(sessions)) != len(sessions):
             twice = sorted({s for s in sessions if sessions.count(s) > 1})
             error = Error(
-                id=request.id,
+                id=rid,
                 code=ErrorCode.INVALID_FRAME,
                 message=f"step_many names a session more than once: {', '.join(twice)}",
                 details={"sessions": twice},
             )
             await self._send(conn.encode(error))
             return
-        if all(self._idle(s.session) and kernel.runs_inline(conn, s) for s in steps):
-            results = [await kernel.step_one(conn, s) for s in steps]
-            await self._send(conn.encode(StepManyResult(id=request.id, results=results)))
+        lanes = self._lanes
+        if all(
+            (s not in lanes or lanes[s].pending == 0) and kernel.step_runs_inline(conn, s)
+            for s in sessions
+        ):
+            results = [await kernel.step_item(conn, i.session, i.action, rid) for i in items_in]
+            await self._send(conn.encode(StepManyResult(id=rid, results=results)))
             return
+        steps = [Step(id=rid, session=i.session, action=i.action) for i in items_in]
         # Queue every item in its session's lane; each lane holds until the whole batch is
         # answered, so nothing later in any of these sessions overtakes the batch's answer.
         items: list[ObservationFrame | Error] = [_PLACEHOLDER] * len(steps)

@@ -32,6 +32,8 @@ class FramedConnection:
         self.receive = receive
         self.send = send
         self._lock = trio.Lock()
+        self._sending = False
+        self._idle: trio.Event | None = None
         self._batch: list[bytes] | None = None
 
     async def _send_frame(self, payload: bytes) -> None:
@@ -45,16 +47,27 @@ class FramedConnection:
             pass  # the peer is gone; the receive loop sees it and cleans up
 
     async def _send_bytes(self, data: bytes) -> None:
-        lock = self._lock
-        if lock.locked():
-            async with lock:
-                await self.send.send_all(data)
+        """Write whole frames, one writer at a time. The usual case (nobody mid-write) takes
+        no lock and no scheduler pass; otherwise wait for the writer in progress."""
+        if not self._sending and not self._lock.locked():
+            await self._write(data)
             return
-        lock.acquire_nowait()
+        async with self._lock:
+            while self._sending:
+                if self._idle is None:
+                    self._idle = trio.Event()
+                await self._idle.wait()
+            await self._write(data)
+
+    async def _write(self, data: bytes) -> None:
+        self._sending = True
         try:
             await self.send.send_all(data)
         finally:
-            lock.release()
+            self._sending = False
+            if self._idle is not None:
+                self._idle.set()
+                self._idle = None
 
     async def run(self) -> None:
         kernel = self.kernel
