@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import trio
 
@@ -94,3 +96,27 @@ class LeanSocketStream(trio.abc.HalfCloseableStream):
 
     def setsockopt(self, level: int, option: int, value: int | bytes) -> None:
         self.stream.setsockopt(level, option, value)
+
+
+async def serve_tcp(
+    kernel: Kernel,
+    host: str,
+    port: int,
+    scheme: str,
+    handler: Callable[[trio.SocketStream], Awaitable[None]],
+    task_status: Any,
+) -> None:
+    """Listen on host:port, reap idle sessions, report `SCHEME://HOST:PORT` as started, and
+    run `handler` for every connection (each tuned first) until cancelled."""
+
+    async def tuned(stream: trio.SocketStream) -> None:
+        tune_socket(stream, kernel)
+        await handler(stream)
+
+    listeners = await trio.open_tcp_listeners(port, host=host)
+    bound = listeners[0].socket.getsockname()
+    shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reap_idle, kernel)
+        task_status.started(f"{scheme}://{shown}:{bound[1]}")
+        await trio.serve_listeners(tuned, listeners)

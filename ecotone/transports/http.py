@@ -53,7 +53,7 @@ from ecotone.specs import (
 )
 from ecotone.specs.errors import HTTP_STATUS
 from ecotone.transports import _webui, websocket
-from ecotone.transports._common import LeanSocketStream, reap_idle, tune_socket
+from ecotone.transports._common import LeanSocketStream, serve_tcp
 from ecotone.transports._httpmsg import (
     JSON,
     MSGPACK,
@@ -478,7 +478,6 @@ class HttpTransport:
         server = HttpServer(kernel, web=web)
 
         async def handler(stream: trio.SocketStream) -> None:
-            tune_socket(stream, kernel)
             try:
                 await HttpConnection(kernel, server, LeanSocketStream(stream)).run()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -490,13 +489,7 @@ class HttpTransport:
             finally:
                 await trio.aclose_forcefully(stream)
 
-        listeners = await trio.open_tcp_listeners(port, host=host)
-        bound = listeners[0].socket.getsockname()
-        shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(reap_idle, kernel)
-            task_status.started(f"http://{shown}:{bound[1]}")
-            await trio.serve_listeners(handler, listeners)
+        await serve_tcp(kernel, host, port, "http", handler, task_status)
 
 
 async def _bad_request(stream: trio.abc.Stream, reason: str) -> None:

@@ -17,14 +17,13 @@ import trio
 
 import ecotone.kernel
 from ecotone.kernel import Kernel
-from ecotone.transports._common import LeanSocketStream, reap_idle, tune_socket
+from ecotone.transports._common import LeanSocketStream, reap_idle, serve_tcp
 from ecotone.transports.framed import FramedConnection
 
 log = logging.getLogger("ecotone.tcp")
 
 
 async def _handle(kernel: Kernel, stream: Any) -> None:
-    tune_socket(stream, kernel)
     lean = LeanSocketStream(stream)
     try:
         await FramedConnection(kernel, lean, lean).run()
@@ -43,13 +42,7 @@ class TcpTransport:
     async def serve(
         self, kernel: Kernel, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED
     ) -> None:
-        listeners = await trio.open_tcp_listeners(port, host=host)
-        bound = listeners[0].socket.getsockname()
-        shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(reap_idle, kernel)
-            task_status.started(f"tcp://{shown}:{bound[1]}")
-            await trio.serve_listeners(lambda s: _handle(kernel, s), listeners)
+        await serve_tcp(kernel, host, port, "tcp", lambda s: _handle(kernel, s), task_status)
 
 
 def _prepare_socket_path(path: str) -> str:

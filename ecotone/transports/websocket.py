@@ -33,7 +33,7 @@ import ecotone.kernel
 from ecotone.kernel import Kernel, KernelConnection
 from ecotone.kernel import wsframing as wsf
 from ecotone.specs import SUBPROTOCOLS, codec_for
-from ecotone.transports._common import LeanSocketStream, reap_idle, tune_socket
+from ecotone.transports._common import LeanSocketStream, serve_tcp
 from ecotone.transports._router import Router
 from ecotone.transports._wsloop import WsPeer
 
@@ -157,7 +157,6 @@ class WebSocketTransport:
         from ecotone.transports.http import HttpConnection
 
         async def handler(stream: trio.SocketStream) -> None:
-            tune_socket(stream, kernel)
             try:
                 await HttpConnection(kernel, None, LeanSocketStream(stream)).run()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -172,13 +171,7 @@ class WebSocketTransport:
             finally:
                 await trio.aclose_forcefully(stream)
 
-        listeners = await trio.open_tcp_listeners(port, host=host)
-        bound = listeners[0].socket.getsockname()
-        shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(reap_idle, kernel)
-            task_status.started(f"ws://{shown}:{bound[1]}")
-            await trio.serve_listeners(handler, listeners)
+        await serve_tcp(kernel, host, port, "ws", handler, task_status)
 
 
 @ecotone.kernel.hookimpl
