@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -161,3 +164,27 @@ def _fresh_env_records() -> Iterator[None]:
     yield
     envs.ClosingEnv.instances.clear()
     envs.AsyncCounterEnv.closes.clear()
+
+
+@contextlib.contextmanager
+def ecotone_serving(*args: object, cwd: Path | None = None) -> Iterator[subprocess.Popen[str]]:
+    """`python -m ecotone serve ARGS` as a subprocess, without this process's ECOTONE_*
+    settings; stderr is piped (the server names its URL there). Killed and reaped at exit if
+    it is still running."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ECOTONE_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ecotone", "serve", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()

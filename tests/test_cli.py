@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import ecotone
+from tests.conftest import ecotone_serving
 
 
 @pytest.fixture
@@ -70,18 +71,8 @@ def test_play_against_a_running_server_with_given_actions(
     assert "return 6" in done.stdout
 
 
-def test_serve_prints_its_url_serves_clients_and_stops_on_sigterm(
-    tmp_path: Path, cli_env: dict[str, str]
-) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ecotone", "serve", "counter", "--port", "0"],
-        cwd=tmp_path,
-        env=cli_env,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
+def test_serve_prints_its_url_serves_clients_and_stops_on_sigterm(tmp_path: Path) -> None:
+    with ecotone_serving("counter", "--port", "0", cwd=tmp_path) as proc:
         assert proc.stderr is not None
         line = proc.stderr.readline()
         match = re.fullmatch(
@@ -94,12 +85,6 @@ def test_serve_prints_its_url_serves_clients_and_stops_on_sigterm(
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
         assert "SIGTERM, shutting down" in proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
 
 
 def test_serve_of_an_unknown_env_exits_2_naming_it(tmp_path: Path, cli_env: dict[str, str]):

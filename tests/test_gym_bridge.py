@@ -25,7 +25,7 @@ import ecotone
 import ecotone.gym
 from ecotone.kernel import Registry
 from ecotone.plugins.gymnasium import GymnasiumBridgeError, env_class, parse_name
-from tests.conftest import RunningServer, run_server
+from tests.conftest import RunningServer, ecotone_serving, run_server
 
 # --- test-only Gymnasium envs ---------------------------------------------------------------
 
@@ -449,14 +449,7 @@ def test_a_field_without_a_space_is_an_error_naming_it() -> None:
 
 
 def test_serve_gymnasium_cartpole_from_the_command_line(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ecotone", "serve", "gymnasium:CartPole-v1", "--port", "0"],
-        cwd=tmp_path,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
+    with ecotone_serving("gymnasium:CartPole-v1", "--port", "0", cwd=tmp_path) as proc:
         assert proc.stderr is not None
         line = proc.stderr.readline()
         match = re.search(r"at (ws://127\.0\.0\.1:\d+)$", line.strip())
@@ -467,12 +460,6 @@ def test_serve_gymnasium_cartpole_from_the_command_line(tmp_path: Path) -> None:
             assert env.step(1)[1] == 1.0
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
 
 
 def test_serving_an_unknown_gymnasium_env_exits_2_saying_why(tmp_path: Path) -> None:

@@ -142,22 +142,15 @@ def test_an_unknown_recording_format_is_refused_at_once(tmp_path: Path) -> None:
 
 def test_ecotone_serve_record_writes_episodes_that_read_back(tmp_path: Path) -> None:
     """The CLI flag wires the recorder into a real server process (config key recording.dir)."""
-    import os
     import re
     import signal
-    import subprocess
-    import sys
 
     import ecotone
     from ecotone.recording import read_episodes
+    from tests.conftest import ecotone_serving
 
     traj = tmp_path / "traj"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ECOTONE_")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ecotone", "serve", "counter", "--port", "0", "--record", traj],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
+    with ecotone_serving("counter", "--port", "0", "--record", traj, cwd=tmp_path) as proc:
         assert proc.stderr is not None
         match = re.search(r"at (ws://\S+)", proc.stderr.readline())
         assert match, "the server did not print its URL"
@@ -165,7 +158,6 @@ def test_ecotone_serve_record_writes_episodes_that_read_back(tmp_path: Path) -> 
             client.reset(seed=4, target=3)
             client.step({"delta": 1})
             client.step({"delta": 2})
-    finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0
     (episode,) = read_episodes(traj)

@@ -25,7 +25,7 @@ import pytest
 import ecotone
 from ecotone.kernel import Limits
 from ecotone.kernel.framing import FrameDecoder, TooLarge, detect_codec, encode
-from tests.conftest import RunningServer, run_server, wait_until
+from tests.conftest import RunningServer, ecotone_serving, run_server, wait_until
 
 # --- one episode, every transport ------------------------------------------------------------
 
@@ -114,16 +114,7 @@ async def test_the_same_episode_over_every_transport_async(
 
 
 def test_serve_over_tcp_prints_its_url_and_serves(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ECOTONE_")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ecotone", "serve", "counter", "--transport", "tcp", "--port", "0"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with ecotone_serving("counter", "--transport", "tcp", "--port", "0", cwd=tmp_path) as proc:
         assert proc.stderr is not None
         line = proc.stderr.readline()
         match = re.fullmatch(
@@ -135,12 +126,6 @@ def test_serve_over_tcp_prints_its_url_and_serves(tmp_path: Path) -> None:
             assert client.step({"delta": 2}).observation["count"] == 42
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
 
 
 # --- length-prefixed frames at the byte level ------------------------------------------------

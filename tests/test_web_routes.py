@@ -25,7 +25,7 @@ from ecotone.kernel.config import ConfigError, ServerConfig, load
 from ecotone.kernel.envspec import EnvDefinitionError, EnvSpec
 from ecotone.server import serve
 from ecotone.specs import Described, JsonCodec
-from tests.conftest import RunningServer, make_registry, run_server, wait_until
+from tests.conftest import RunningServer, ecotone_serving, make_registry, run_server, wait_until
 from tests.httpraw import Http
 from tests.web_envs import Counting, MarkdownView, ViewEnvs, tiny_png
 
@@ -338,18 +338,8 @@ def cli_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("ECOTONE_")}
 
 
-def test_serve_web_prints_the_page_url_and_serves_page_and_websocket(
-    tmp_path: Path, cli_env: dict[str, str]
-) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ecotone", "serve", "counter", "--web", "--port", "0"],
-        cwd=tmp_path,
-        env=cli_env,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
+def test_serve_web_prints_the_page_url_and_serves_page_and_websocket(tmp_path: Path) -> None:
+    with ecotone_serving("counter", "--web", "--port", "0", cwd=tmp_path) as proc:
         assert proc.stderr is not None
         first = proc.stderr.readline()
         match = re.fullmatch(
@@ -369,12 +359,6 @@ def test_serve_web_prints_the_page_url_and_serves_page_and_websocket(
             assert env.step({"delta": 4}).observation["count"] == 4
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
 
 
 def test_serve_web_over_tcp_exits_2_saying_why(tmp_path: Path, cli_env: dict[str, str]) -> None:

@@ -182,6 +182,18 @@ def error_text(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def expect_refused(
+    client: Any, action: Any, code: ErrorCode, what: str, expected: str
+) -> ServerError:
+    """Step with `action` and require the server to refuse it with `code`; the error."""
+    try:
+        result = client.step(action)
+    except ServerError as exc:
+        expect(exc.code == code, what, expected, error_text(exc))
+        return exc
+    fail(what, expected, f"an observation {show(result.observation)}")
+
+
 def _difference(expected: Any, seen: Any) -> tuple[Any, Any]:
     """The keys where two dicts differ (all of both values otherwise)."""
     if isinstance(expected, dict) and isinstance(seen, dict):
@@ -545,17 +557,7 @@ def check_reset_before_step(r: Runner) -> str | None:
         action = generate(r.info.action_schema, random.Random(r.seed))
         what = "step before the first reset"
         r.doing = what
-        try:
-            result = client.step(action)
-        except ServerError as exc:
-            expect(
-                exc.code == ErrorCode.RESET_REQUIRED,
-                what,
-                "a reset_required error",
-                error_text(exc),
-            )
-        else:
-            fail(what, "a reset_required error", f"an observation {show(result.observation)}")
+        expect_refused(client, action, ErrorCode.RESET_REQUIRED, what, "a reset_required error")
         r.reset(client, seed=r.seed)
         try:
             r.step_sampled(client, random.Random(r.seed), "the first step after reset")
@@ -762,17 +764,9 @@ def check_step_after_done(r: Runner) -> str:
         for again in ("", "again "):
             what = f"step {again}after the episode ended ({ended})"
             r.doing = what
-            try:
-                result = client.step(last_action)
-            except ServerError as exc:
-                expect(
-                    exc.code == ErrorCode.EPISODE_DONE,
-                    what,
-                    "an episode_done error",
-                    error_text(exc),
-                )
-            else:
-                fail(what, "an episode_done error", f"an observation {show(result.observation)}")
+            expect_refused(
+                client, last_action, ErrorCode.EPISODE_DONE, what, "an episode_done error"
+            )
         after = r.state(client).get("step_count")
         expect(
             after == before, "state().step_count after the refused steps", show(before), show(after)
@@ -802,14 +796,9 @@ def check_invalid_action(r: Runner) -> str:
         what = f"step with {case.how}"
         expected = f"an invalid_action error naming `{case.field}`"
         r.doing = what
-        try:
-            result = client.step(case.action)
-        except ServerError as exc:
-            expect(exc.code == ErrorCode.INVALID_ACTION, what, expected, error_text(exc))
-            field = str(exc.details.get("field", ""))
-            expect(field == case.field, what, expected, f"details.field {field!r}")
-        else:
-            fail(what, expected, f"an observation {show(result.observation)}")
+        refused = expect_refused(client, case.action, ErrorCode.INVALID_ACTION, what, expected)
+        field = str(refused.details.get("field", ""))
+        expect(field == case.field, what, expected, f"details.field {field!r}")
         after = r.state(client).get("step_count")
         expect(
             after == before,
