@@ -25,6 +25,16 @@ from ecotone.kernel.contract import (
     StepResult,
 )
 from ecotone.kernel.hookspecs import hookimpl
+from ecotone.kernel.provider import (
+    EngineUnavailable,
+    ImageNotFound,
+    LaunchSpec,
+    ProviderError,
+    ReadinessTimeout,
+    Resources,
+    StartFailed,
+)
+from ecotone.launch import LaunchedServer, alaunch, astart_server, launch, start_server
 from ecotone.specs import ErrorCode, ToolInfo
 
 if TYPE_CHECKING:
@@ -68,15 +78,23 @@ __all__ = [
     "Connection",
     "ConnectionLost",
     "EcotoneError",
+    "EngineUnavailable",
     "EnvClient",
     "EnvError",
     "Environment",
     "EpisodeLost",
     "ErrorCode",
+    "ImageNotFound",
     "InvalidAction",
     "InvalidActionError",
+    "LaunchSpec",
+    "LaunchedServer",
     "Observation",
+    "ProviderError",
+    "ReadinessTimeout",
+    "Resources",
     "ServerError",
+    "StartFailed",
     "State",
     "StepBatch",
     "StepResult",
@@ -85,6 +103,10 @@ __all__ = [
     "VectorEnv",
     "__version__",
     "aconnect",
+    "alaunch",
+    "astart_server",
     "connect",
     "hookimpl",
+    "launch",
+    "start_server",
 ]

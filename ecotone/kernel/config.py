@@ -19,6 +19,17 @@ command-line flags. Structured with cattrs, so a wrong key or type is an error n
     dir = "runs/traj"
     format = "jsonl"       # or "msgpack"
 
+    [launch]               # how `ecotone launch` starts a server (ecotone.kernel.provider)
+    provider = "process"   # or "podman", "docker", or a plugin's
+    transport = "websocket"
+    image = "ecotone-counter:latest"   # containers; default ecotone-ENV:latest
+    ready_timeout = 60.0
+    [launch.resources]
+    memory_mb = 1024
+    cpus = 1.0
+    pids = 256
+    [launch.options]       # provider-specific: sandbox = true (process), user = "1000:1000"...
+
 Environment variables: `ECOTONE_ENV`, `ECOTONE_TRANSPORT`, `ECOTONE_HOST`, `ECOTONE_PORT`,
 `ECOTONE_WEB` (`true`/`false`, `1`/`0`, `yes`/`no`, `on`/`off`), and
 `ECOTONE_LIMITS_<NAME>` for each limit (`ECOTONE_LIMITS_MAX_SESSIONS=64`),
@@ -43,6 +54,7 @@ import cattrs
 from cattrs.v import format_exception
 
 from ecotone.kernel.limits import Limits
+from ecotone.kernel.provider import SERVER_TRANSPORTS, Resources
 
 ENV_PREFIX = "ECOTONE_"
 
@@ -66,6 +78,24 @@ class RecordingConfig:
     """`jsonl` (JSON Lines) or `msgpack`."""
 
 
+def _launch_transport(_: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if value not in SERVER_TRANSPORTS:
+        raise ValueError(f"{attribute.name} must be one of {', '.join(SERVER_TRANSPORTS)}")
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class LaunchConfig:
+    """How `ecotone launch` (and `ecotone.launch` when asked to read the config) starts a
+    server: which provider, and the LaunchSpec fields that are settings rather than code."""
+
+    provider: str = "process"
+    transport: str = attrs.field(default="websocket", validator=_launch_transport)
+    image: str | None = None
+    ready_timeout: float = 60.0
+    resources: Resources = attrs.field(factory=Resources)
+    options: dict[str, Any] = attrs.field(factory=dict)
+
+
 @attrs.frozen(slots=True, kw_only=True)
 class ServerConfig:
     """Everything `ecotone serve` needs."""
@@ -76,6 +106,7 @@ class ServerConfig:
     port: int = attrs.field(default=8000)
     limits: Limits = attrs.field(factory=Limits)
     recording: RecordingConfig = attrs.field(factory=RecordingConfig)
+    launch: LaunchConfig = attrs.field(factory=LaunchConfig)
     web: bool = False
     """Serve the web UI at `/web`. The page speaks HTTP, so with the default `websocket`
     transport this switches to `http`, which serves ecotone's WebSocket at `/` as well."""

@@ -1,0 +1,158 @@
+"""What a provider is: something that starts an env server somewhere and stops it again.
+
+A provider is contributed by a plugin through the `ecotone_providers` hook, under a name that
+`ecotone.launch(..., provider=NAME)`, `ecotone launch --provider NAME` and the `[launch]`
+table of `ecotone.toml` select. The bundled ones are `process` (a local `ecotone serve`
+subprocess, optionally in a bubblewrap sandbox), `podman` and `docker`.
+
+The contract, which every provider keeps:
+
+- `start(spec)` returns only once the server answers on `handle.url`, or raises. The whole
+  start, pulling nothing and building nothing, fits in `spec.ready_timeout` seconds; past it,
+  `ReadinessTimeout`, and whatever was started is removed first.
+- A start that fails raises one of the `ProviderError`s below and leaves nothing behind: no
+  process, container, port, socket or temporary file.
+- `handle.stop()` removes everything the start created, may be called more than once, and
+  never raises for a server that is already gone.
+- Secrets (`spec.secrets`) never appear on a command line or in an engine's container
+  configuration; inside the server they are environment variables.
+- Everything a provider creates outside the process (containers, sockets, folders) carries the
+  labels `ecotone.owner` (boot id, pid and start time of the process that started it: see
+  `ecotone.providers.owner`) and `ecotone.env`, so that `gc()` can remove what an
+  orchestrator that crashed left behind, and only that.
+- Providers run under trio and asyncio alike: they use anyio, and do blocking engine calls in
+  worker threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+
+class ProviderError(RuntimeError):
+    """A provider could not do what was asked; subclasses say why."""
+
+
+class EngineUnavailable(ProviderError):
+    """The engine (podman, docker, bubblewrap...) is not installed or not reachable."""
+
+
+class ImageNotFound(ProviderError):
+    """The image to run does not exist in the engine (nothing is pulled implicitly)."""
+
+
+class StartFailed(ProviderError):
+    """The server exited (or could not be created) before it was ready.
+
+    `logs` holds the tail of what it printed, also quoted in the message."""
+
+    def __init__(self, message: str, logs: str = "", exit_code: int | None = None) -> None:
+        super().__init__(message + (f"\n--- last output ---\n{logs.rstrip()}" if logs else ""))
+        self.logs = logs
+        self.exit_code = exit_code
+
+
+class ReadinessTimeout(ProviderError):
+    """The server did not answer within the readiness deadline; it has been removed."""
+
+    def __init__(self, message: str, logs: str = "") -> None:
+        super().__init__(message + (f"\n--- last output ---\n{logs.rstrip()}" if logs else ""))
+        self.logs = logs
+
+
+def _non_negative(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and value <= 0:
+        raise ValueError(f"{attribute.name} must be > 0, got {value!r}")
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class Resources:
+    """Limits for one env server. None: no limit of that kind."""
+
+    memory_mb: int | None = attrs.field(default=1024, validator=_non_negative)
+    """Memory, in MiB (containers: the cgroup limit; process: RLIMIT_AS is not set)."""
+    cpus: float | None = attrs.field(default=1.0, validator=_non_negative)
+    """CPU share, in cores (containers)."""
+    pids: int | None = attrs.field(default=256, validator=_non_negative)
+    """Processes and threads (containers)."""
+
+
+SERVER_TRANSPORTS = ("websocket", "http", "tcp", "unix")
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class LaunchSpec:
+    """What to start. Providers ignore nothing silently: an option they do not support is a
+    `ValueError` that names it."""
+
+    env: str
+    """Env name as `ecotone serve` takes it (`counter`, `gymnasium:CartPole-v1`)."""
+    transport: str = attrs.field(default="websocket")
+    """How the client reaches the server: `websocket`, `http` or `tcp` on a loopback port the
+    provider picks, or `unix`: a socket in a private folder, with no network at all."""
+    image: str | None = None
+    """Container image (podman, docker). Default: `ecotone-ENV:latest`, as `ecotone build`
+    names it."""
+    resources: Resources = attrs.field(factory=Resources)
+    environment: Mapping[str, str] = attrs.field(factory=dict)
+    """Environment variables for the server."""
+    secrets: Mapping[str, str] = attrs.field(factory=dict, repr=False)
+    """Environment variables for the server that must not leak (see the module docstring)."""
+    ready_timeout: float = attrs.field(default=60.0, validator=_non_negative)
+    """Seconds for the whole start, until the server answers."""
+    labels: Mapping[str, str] = attrs.field(factory=dict)
+    """Extra labels on what the provider creates (containers), beside ecotone's own."""
+    max_sessions: int | None = None
+    """The server's session limit (None: the server's default)."""
+    options: Mapping[str, Any] = attrs.field(factory=dict)
+    """Provider-specific settings (process: `sandbox`; containers: `user`, `read_only`)."""
+
+    @transport.validator
+    def _transport(self, _: attrs.Attribute[str], value: str) -> None:
+        if value not in SERVER_TRANSPORTS:
+            raise ValueError(
+                f"transport must be one of {', '.join(SERVER_TRANSPORTS)}, got {value!r}"
+            )
+
+
+@runtime_checkable
+class ServerHandle(Protocol):
+    """A started env server."""
+
+    url: str
+    """What `ecotone.connect` / `ecotone.aconnect` take."""
+    id: str
+    """The provider's name for it (pid, container id)."""
+    provider: str
+
+    async def logs(self, tail: int | None = 200) -> str:
+        """What the server printed (stdout and stderr), its last `tail` lines."""
+        ...
+
+    async def alive(self) -> bool:
+        """Whether the server process or container is still running."""
+        ...
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Stop it (SIGTERM, then SIGKILL after `timeout`) and remove all it left."""
+        ...
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """Starts env servers. See the module docstring for the rules."""
+
+    name: str
+    description: str
+
+    async def start(self, spec: LaunchSpec) -> ServerHandle:
+        """Start a server for `spec`, wait until it answers, return its handle."""
+        ...
+
+    async def gc(self) -> list[str]:
+        """Remove what earlier runs left behind: things labelled by ecotone whose owner
+        process is gone. Returns a description of each thing removed."""
+        ...
