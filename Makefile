@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 OPENENV_VENV := .venv-openenv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench docs clean
+.PHONY: demo test lint typecheck pytest bench docs base-image clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ docs: $(STAMP)
 ## make bench: ecotone vs OpenEnv vs the raw transport floor, medians into docs/benchmarks.md
 bench: $(STAMP) $(OPENENV_VENV)/.installed
 	$(PY) bench/run.py --openenv-python $(OPENENV_VENV)/bin/python --reps 5 --out docs/benchmarks.md
+
+## make base-image: Debian bookworm + python3 from nothing (debootstrap; needs root), imported
+## into podman and docker as localhost/ecotone-base:bookworm, the default base of `ecotone build`
+base-image:
+	scripts/base-image.sh
 
 clean:
 	rm -rf $(VENV) $(OPENENV_VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import shlex
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,6 +46,14 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="also serve the web UI at /web (switches the default websocket transport to http, "
         "which serves WebSocket at / too)",
+    )
+    p.add_argument(
+        "--lifeline-fd",
+        type=int,
+        metavar="FD",
+        help="exit when this inherited file descriptor (the read end of a pipe whose write end "
+        "the launching process holds) reaches end of file: the server never outlives its "
+        "launcher, however the launcher dies",
     )
 
     sub.add_parser("list", help="installed environments, transports and providers")
@@ -90,6 +100,54 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
+    p = sub.add_parser(
+        "launch",
+        help="start an env server through a provider (process, podman, docker), print its "
+        "URL, stop it on Ctrl-C",
+    )
+    p.add_argument("env", nargs="?", help="environment name (or `env` in the config)")
+    p.add_argument("--provider", help="provider name (default: [launch] provider, or process)")
+    p.add_argument("--transport", help="websocket, http, tcp or unix (default: websocket)")
+    p.add_argument(
+        "--image",
+        help="container image (default: localhost/ecotone-ENV:latest, as `ecotone build` names it)",
+    )
+    p.add_argument("--config", help="config file (default: ./ecotone.toml if present)")
+    p.add_argument("--ready-timeout", type=float, help="seconds for the whole start (60)")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="provider option, e.g. sandbox=true (repeatable)",
+    )
+
+    p = sub.add_parser(
+        "gc", help="remove servers, containers and folders that crashed orchestrators left"
+    )
+    p.add_argument(
+        "--provider", action="append", default=[], help="only this provider (repeatable)"
+    )
+
+    p = sub.add_parser(
+        "build", help="build a container image that serves an env (installed offline)"
+    )
+    p.add_argument("env", help="environment name (`counter`, `gymnasium:CartPole-v1`)")
+    p.add_argument("--engine", required=True, choices=["podman", "docker"])
+    p.add_argument(
+        "--base", help="image to build on, already in the engine (localhost/ecotone-base:bookworm)"
+    )
+    p.add_argument("--tag", help="image name (default: localhost/ecotone-ENV:latest)")
+    p.add_argument("--python", metavar="X.Y", help="the base's Python (default: from the base)")
+    p.add_argument(
+        "--with",
+        dest="extra",
+        action="append",
+        default=[],
+        metavar="REQ",
+        help="another package for the image, a pip requirement (repeatable)",
+    )
+
     p = sub.add_parser("init", help="scaffold a pip-installable env plugin distribution")
     p.add_argument("name", help="env name: lower-case letters, digits, '-' or '_'")
     p.add_argument("--dir", help="where to write it (default: ./NAME)")
@@ -112,12 +170,39 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         "recording": {"dir": args.record, "format": args.record_format},
         "web": args.web,
     }
+    lifeline: int | None = args.lifeline_fd
+    if lifeline is not None:
+        try:
+            os.set_blocking(lifeline, False)
+        except OSError:
+            raise ValueError(f"--lifeline-fd {lifeline} is not an open file descriptor") from None
     config = load(args.config, overrides=overrides)
     registry = Registry.discover()
     build_kernel(config, registry)  # an unknown env or transport fails here, before the loop
     transport = transport_for(config, registry)
     if not getattr(transport, "listens", True):
         raise ValueError(f"transport {config.transport!r} cannot serve: {transport.description}")
+
+    async def watch_lifeline(fd: int, scope: trio.CancelScope) -> None:
+        # The launcher holds the pipe's write end, so end of file means it is gone, however it
+        # died (kill -9 included), whichever of its threads started this process.
+        while True:
+            await trio.lowlevel.wait_readable(fd)
+            try:
+                if not os.read(fd, 512):
+                    break
+            except BlockingIOError:
+                pass
+        print(
+            "ecotone: lifeline closed (the launcher stopped or died), shutting down",
+            file=sys.stderr,
+            flush=True,
+        )
+        # Exit within 5 s even if an env call that cannot be cancelled holds the shutdown up.
+        hard_exit = threading.Timer(5.0, os._exit, (1,))
+        hard_exit.daemon = True
+        hard_exit.start()
+        scope.cancel()
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
@@ -126,6 +211,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                 await serve(config, registry=registry, task_status=task_status)
                 nursery.cancel_scope.cancel()  # the transport is done (stdio: stdin closed)
 
+            if lifeline is not None:
+                nursery.start_soon(watch_lifeline, lifeline, nursery.cancel_scope)
             url = await nursery.start(run)
             print(
                 f"ecotone: serving {config.env!r} over {config.transport} at {url}",
@@ -206,6 +293,103 @@ def _cmd_play(args: argparse.Namespace) -> int:
     return 0
 
 
+def _option(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ValueError(f"--option must be KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value  # a bare string: user=1000:1000
+
+
+def _cmd_launch(args: argparse.Namespace) -> int:
+    from ecotone.launch import make_spec, provider_for
+
+    config = load(args.config, overrides={"env": args.env})
+    if not config.env:
+        raise ValueError("launch: name an environment (ecotone launch ENV) or set `env`")
+    settings = config.launch
+    provider = provider_for(args.provider or settings.provider)
+    options = dict(settings.options)
+    options.update(_option(text) for text in args.option)
+    spec = make_spec(
+        config.env,
+        transport=args.transport or settings.transport,
+        image=args.image or settings.image,
+        resources=settings.resources,
+        ready_timeout=args.ready_timeout or settings.ready_timeout,
+        **options,
+    )
+
+    async def main() -> None:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            handle = await provider.start(spec)
+            try:
+                print(handle.url, flush=True)
+                print(
+                    f"ecotone: {config.env!r} running on {provider.name} ({handle.id}) at "
+                    f"{handle.url}; Ctrl-C stops it",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                async for signum in signals:
+                    print(
+                        f"ecotone: {signal.Signals(signum).name}, stopping",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    break
+            finally:
+                with trio.CancelScope(shield=True):
+                    await handle.stop()
+
+    trio.run(main)
+    return 0
+
+
+def _cmd_gc(args: argparse.Namespace) -> int:
+    from ecotone.kernel.provider import EngineUnavailable
+
+    providers = Registry.discover().providers()
+    names = args.provider or sorted(providers)
+    unknown = [name for name in names if name not in providers]
+    if unknown:
+        raise ValueError(f"unknown provider {unknown[0]!r}; installed: {', '.join(providers)}")
+
+    async def main() -> int:
+        removed = 0
+        for name in names:
+            try:
+                found = await providers[name].value.gc()
+            except EngineUnavailable as exc:
+                print(f"{name}: skipped ({exc})")
+                continue
+            for thing in found:
+                print(f"{name}: removed {thing}")
+            removed += len(found)
+        print(f"removed {removed} leftover{'s' if removed != 1 else ''}")
+        return 0
+
+    return trio.run(main)
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from ecotone.images import DEFAULT_BASE, build_image
+
+    tag = build_image(
+        args.env,
+        engine=args.engine,
+        base=args.base or DEFAULT_BASE,
+        tag=args.tag,
+        python_version=args.python,
+        extra_requirements=args.extra,
+        progress=lambda line: print(f"ecotone: {line}", file=sys.stderr, flush=True),
+    )
+    print(tag)
+    return 0
+
+
 def _cmd_init(args: argparse.Namespace) -> int:
     from ecotone.scaffold import scaffold
 
@@ -268,13 +452,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "play": _cmd_play,
         "validate": _cmd_validate,
         "init": _cmd_init,
+        "launch": _cmd_launch,
+        "gc": _cmd_gc,
+        "build": _cmd_build,
     }
     try:
         return commands[args.command](args)
     except (ConfigError, RegistryError, EnvDefinitionError, ValueError) as exc:
         print(f"ecotone: error: {exc}", file=sys.stderr)
         return 2
-    except ecotone.EcotoneError as exc:
+    except (ecotone.EcotoneError, ecotone.ProviderError) as exc:
         print(f"ecotone: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

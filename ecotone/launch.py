@@ -17,8 +17,8 @@ Composition only, like `ecotone.server`: the provider contract is `ecotone.kerne
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -27,6 +27,8 @@ from ecotone.client.aio import AsyncEnvClient, aconnect
 from ecotone.client.sync import EnvClient, connect
 from ecotone.kernel.provider import LaunchSpec, Provider, Resources, ServerHandle
 from ecotone.kernel.registry import Registry
+
+T = TypeVar("T")
 
 
 def provider_for(name: str, registry: Registry | None = None) -> Provider:
@@ -146,11 +148,18 @@ class LaunchedServer:
     def id(self) -> str:
         return self.handle.id
 
+    def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        if self._stopped:  # the portal is gone; what a stopped handle answers needs no loop
+            return anyio.run(fn, backend="trio")
+        return self._portal.call(fn)
+
     def logs(self, tail: int | None = 200) -> str:
-        return self._portal.call(lambda: self.handle.logs(tail))
+        """What the server printed, its last `tail` lines (also after `stop`, as far as the
+        provider kept them)."""
+        return self._call(lambda: self.handle.logs(tail))
 
     def alive(self) -> bool:
-        return self._portal.call(self.handle.alive)
+        return self._call(self.handle.alive)
 
     def connect(self, **kwargs: Any) -> EnvClient[Any, Any]:
         """Open a session on this server (`ecotone.connect(self.url, **kwargs)`)."""

@@ -21,6 +21,8 @@ from ecotone.kernel.config import ServerConfig
 from ecotone.server import BackgroundServer
 from tests import envs
 
+pytest_plugins = ["tests.engines"]  # the container engines' fixtures
+
 
 class SessionRecorder:
     """A plugin that records the lifecycle hooks a server fires (called from its thread)."""

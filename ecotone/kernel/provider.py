@@ -26,6 +26,8 @@ The contract, which every provider keeps:
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -63,6 +65,20 @@ class ReadinessTimeout(ProviderError):
         self.logs = logs
 
 
+def default_image(env: str) -> str:
+    """The image `ecotone build ENV` makes and the container providers run by default:
+    `localhost/ecotone-SLUG:latest`, SLUG being the env name in lower case with every run of
+    other characters than letters and digits made one `-` (`gymnasium:CartPole-v1` ->
+    `localhost/ecotone-gymnasium-cartpole-v1:latest`). The `localhost/` prefix makes podman
+    and docker read the name the same way (docker would otherwise mean Docker Hub)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", env.lower()).strip("-")
+    if not slug:
+        raise ValueError(f"env name {env!r} gives no image name: it has no letters or digits")
+    if len(slug) > 96:  # repository names stay well under the registries' 255 characters
+        slug = slug[:80].rstrip("-") + "-" + hashlib.sha256(env.encode()).hexdigest()[:12]
+    return f"localhost/ecotone-{slug}:latest"
+
+
 def _non_negative(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and value <= 0:
         raise ValueError(f"{attribute.name} must be > 0, got {value!r}")
@@ -94,8 +110,8 @@ class LaunchSpec:
     """How the client reaches the server: `websocket`, `http` or `tcp` on a loopback port the
     provider picks, or `unix`: a socket in a private folder, with no network at all."""
     image: str | None = None
-    """Container image (podman, docker). Default: `ecotone-ENV:latest`, as `ecotone build`
-    names it."""
+    """Container image (podman, docker). Default: `default_image(env)`, the name `ecotone
+    build` gives it (`localhost/ecotone-counter:latest`)."""
     resources: Resources = attrs.field(factory=Resources)
     environment: Mapping[str, str] = attrs.field(factory=dict)
     """Environment variables for the server."""
