@@ -36,8 +36,9 @@ The rules it keeps, beyond the provider contract (`ecotone.kernel.provider`):
   lifeline, waits `timeout`, then SIGKILLs what is left, the sandbox's whole pid namespace
   included.
 - `sandbox=True` runs the server under bubblewrap: `--ro-bind / /` (a read-only root),
-  `--dev /dev --proc /proc`, `--tmpfs /tmp` (its own, empty /tmp: the host's is hidden, so
-  Python and the env must not live under /tmp), `--unshare-all` (own pid, ipc, uts, cgroup,
+  `--dev /dev --proc /proc`, `--tmpfs /tmp` (its own, empty /tmp: the host's is hidden, except
+  that the interpreter, its import path and the working directory, where they live under
+  /tmp, are mounted back read-only), `--unshare-all` (own pid, ipc, uts, cgroup,
   user and network namespaces), `--new-session` (no terminal to inject input into). With
   the `unix` transport the network stays unshared (only its own `lo`) and only the socket's
   folder is mounted writable; the TCP transports (`websocket`, `http`, `tcp`) need
@@ -129,10 +130,31 @@ def serve_command(spec: LaunchSpec, host: str, lifeline_fd: int) -> list[str]:
     return [*command, "--", spec.env]
 
 
+def _needed_under_tmp() -> list[str]:
+    """What the server needs that the sandbox's own /tmp would hide: this interpreter, its
+    import path and the working directory, where they live under /tmp (a clone in /tmp with
+    its venv, as CI has it). The outermost of nested paths only."""
+    wanted = {sys.prefix, os.path.dirname(sys.executable), os.getcwd(), *sys.path}
+    under = sorted(
+        {os.path.realpath(p) for p in wanted if p and os.path.exists(p)}
+        | {p for p in wanted if p and os.path.exists(p)},
+    )
+    # /tmp itself (a script run from /tmp has it on sys.path) is not bound: the server needs
+    # its packages, not the launcher's scratch files, and keeps its own empty /tmp.
+    under = [p for p in under if p.startswith("/tmp/")]
+    kept: list[str] = []
+    for path in under:  # sorted: a parent comes before its children
+        if not any(path.startswith(parent + "/") for parent in kept):
+            kept.append(path)
+    return kept
+
+
 def sandbox_command(bwrap: str, transport: str, socket_dir: Path, info_fd: int) -> list[str]:
     """The bubblewrap prefix (see the module docstring for why each flag)."""
     command = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     command += ["--tmpfs", "/tmp"]  # before any bind below /tmp, which it would hide
+    for path in _needed_under_tmp():  # a venv or checkout under /tmp stays visible, read-only
+        command += ["--ro-bind", path, path]
     command += ["--unshare-all", "--new-session", "--info-fd", str(info_fd)]
     if transport == "unix":
         command += ["--bind", str(socket_dir), str(socket_dir)]
