@@ -49,6 +49,14 @@ def engine_client(engine: str) -> Any:
         raise  # not reached
 
 
+def require_base_image(engine: str) -> None:
+    """Skip (or fail, when CI requires the engine) unless `engine` has BASE_IMAGE."""
+    try:
+        engine_client(engine).images.get(BASE_IMAGE)
+    except Exception:
+        unavailable(engine, f"it has no base image {BASE_IMAGE} (run `make base-image`)")
+
+
 class ImageBuilder:
     """`env_image(engine, env)`: an image serving `env`, built at most once per engine."""
 
@@ -61,13 +69,7 @@ class ImageBuilder:
         command they run, so `env` only picks which plugin's distribution goes in."""
         with self._lock:
             if engine not in self._images:
-                client = engine_client(engine)
-                try:
-                    client.images.get(BASE_IMAGE)
-                except Exception:
-                    unavailable(
-                        engine, f"it has no base image {BASE_IMAGE} (run `make base-image`)"
-                    )
+                require_base_image(engine)
                 # The host-side cache (~/.cache/ecotone/build) makes this ~1 s after a first run.
                 self._images[engine] = build_image(
                     env, engine=engine, base=BASE_IMAGE, tag=TEST_IMAGE

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ecotone.scaffold import ScaffoldError, names, scaffold
+from tests.engines import require_base_image
 
 NAME = "scaffold-probe"
 PIP = (sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input")
@@ -91,3 +92,39 @@ with BackgroundServer(ServerConfig(env={NAME!r}, port=0)) as server:
         result = env.step({{"guess": target}})
         print(json.dumps([result.observation["hint"], result.done]))
 """
+
+
+BOXED = "scaffold-boxed"
+
+
+def test_a_scaffolded_env_builds_into_an_image_and_plays_in_a_container(
+    tmp_path: Path, engine: str
+) -> None:
+    """The path a plugin author takes to containers: `ecotone init`, pip install, `ecotone
+    build NAME --engine E`, then `ecotone.launch(NAME, provider=E)`. The image holds the
+    plugin's own distribution (repacked from this venv), found by its entry point."""
+    import ecotone
+    from ecotone.kernel.provider import default_image
+    from ecotone.providers.engines import client_for
+
+    require_base_image(engine)
+    run(sys.executable, "-m", "ecotone", "init", BOXED, "--dir", tmp_path / BOXED, cwd=tmp_path)
+    image = default_image(BOXED)
+    try:
+        run(*PIP, "install", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+            tmp_path / BOXED, cwd=tmp_path)  # fmt: skip
+        built = run(sys.executable, "-m", "ecotone", "build", BOXED, "--engine", engine,
+                    cwd=tmp_path)  # fmt: skip
+        assert built.stdout.strip() == image
+        with ecotone.launch(BOXED, provider=engine, transport="unix", timeout=30) as env:
+            env.reset(seed=3, low=1, high=6)
+            guess = {"guess": 1}
+            result = env.step(guess)
+            assert result.observation["hint"] in ("higher", "lower", "correct")
+    finally:
+        subprocess.run([*PIP, "uninstall", "-y", "-q", f"ecotone-{BOXED}"],
+                       capture_output=True, timeout=120)  # fmt: skip
+        try:
+            client_for(engine).images.remove(image, force=True)
+        except Exception:
+            pass
