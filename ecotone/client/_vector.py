@@ -6,12 +6,22 @@ sub-env it concerns, under the chosen autoreset mode and error policy. It owns n
 blocking and the async vector envs are two small loops that move the frames it queues
 (`take_outbox`) and hand back the answers (`on_response`), a dropped connection
 (`on_link_lost`) or a passed deadline (`expire`).
+
+A batched `step` is the hot path, so it is planned and answered per connection rather than per
+sub-env: the items of a `step_many` are encoded in one pass, and an answer whose items are all
+ordinary observations is taken in bulk (lists of observations and flags, no per-sub-env
+`Outcome`). A sub-env gets its own `Outcome` only when something needs one: it is reset
+instead of stepped, it failed, its episode ended under `same_step`, its request was lost or
+timed out, or a recorder is on. The result of the call is the bulk rows, with those outcomes
+laid over them.
 """
 
 from __future__ import annotations
 
 import collections
+import struct
 import time
+import typing
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, NamedTuple, Union
 
@@ -31,12 +41,11 @@ from ecotone.specs import (
     Open,
     Opened,
     Pong,
+    RequestId,
     Reset,
     Response,
     StateFrame,
     Step,
-    StepItem,
-    StepMany,
     ToolResult,
     Tools,
     Welcome,
@@ -195,9 +204,12 @@ class Outcome:
 
 
 class Request:
-    """A frame sent (or queued) on a link, and the sub-envs waiting for its answer."""
+    """A frame sent (or queued) on a link, and the sub-envs waiting for its answer.
 
-    __slots__ = ("deadline", "frame", "kind", "link", "started", "subs")
+    A batched step's `step_many` also keeps its `call` and the sub-envs' `actions` (in the
+    order of `subs`): its sub-envs have no `Outcome` until one is needed (`materialize`)."""
+
+    __slots__ = ("actions", "call", "deadline", "frame", "kind", "link", "started", "subs")
 
     def __init__(
         self, kind: str, frame: Any, link: Link, subs: list[Sub], deadline: float | None
@@ -208,16 +220,32 @@ class Request:
         self.subs = subs
         self.deadline = deadline
         self.started = time.perf_counter()
+        self.call: Call | None = None
+        self.actions: list[Any] | None = None  # set while the sub-envs have no outcome
+
+
+class Rows(NamedTuple):
+    """A `step_many` answered in bulk: per item (in the order of `subs`) the observation and
+    the reward (float64, None as 0.0) and flags it carries. `metadata` is each observation's
+    metadata, or None when none has any."""
+
+    subs: list[Sub]
+    observations: list[Any]
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    metadata: list[Any] | None
 
 
 class Call:
     """A blocking call (`step`, `reset`, `restart`, opening): done when every sub-env it
-    touches has its outcome."""
+    touches has its outcome (or, for a batched step, its place in `rows`)."""
 
-    __slots__ = ("open", "outcomes")
+    __slots__ = ("open", "outcomes", "rows")
 
     def __init__(self) -> None:
         self.outcomes: dict[int, Outcome] = {}
+        self.rows: list[Rows] = []  # step_many answers taken in bulk; `outcomes` win over them
         self.open = 0  # sub-envs still waiting
 
     @property
@@ -250,6 +278,51 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     return value
+
+
+def _plain_hook(value: Any) -> Any:
+    """`enc_hook` for actions: numpy scalars and arrays as plain values (what `_plain` makes of
+    them), anything else msgspec cannot encode is a TypeError as without the hook."""
+    if isinstance(value, np.generic | np.ndarray):
+        return value.tolist()
+    raise TypeError(f"Encoding objects of type {type(value).__qualname__} is unsupported")
+
+
+class WireStep(msgspec.Struct, gc=False):
+    """A `step_many` item as the vector env sends it: the action as a plain value, so every
+    item of a frame encodes in one pass. Encodes to the bytes of `StepItem`, whose action is
+    the same value pre-encoded (`msgspec.Raw`). Built positionally (cheaper than keywords)
+    and untracked by the garbage collector (it lives for one encode, in no cycle)."""
+
+    session: str
+    action: Any
+
+
+class WireStepMany(Frame, tag="step_many"):
+    """`StepMany` with its items already encoded (a JSON or MessagePack array of `WireStep`):
+    the connection's codec splices them in, so the frame's bytes are `StepMany`'s."""
+
+    id: RequestId
+    steps: msgspec.Raw
+
+
+def _rewards(rewards: list[Any]) -> np.ndarray:
+    """Rewards as a float64 array, a missing (None) reward as 0.0 (`reward or 0.0`)."""
+    # Packing floats into the array's buffer costs a third of `np.array(list)`; a None (or
+    # anything `struct` will not take as a float) takes numpy's way, as it always did.
+    array = np.empty(len(rewards), dtype=np.float64)
+    try:
+        struct.pack_into(f"{len(rewards)}d", array.data, 0, *rewards)
+    except (struct.error, TypeError):
+        return np.array([r or 0.0 for r in rewards], dtype=np.float64)
+    return array
+
+
+def _bools(flags: list[Any]) -> np.ndarray:
+    """Flags as a bool array (truthiness, as `np.array(flags, dtype=bool)` of bools)."""
+    array = np.empty(len(flags), dtype=np.bool_)
+    struct.pack_into(f"{len(flags)}?", array.data, 0, *flags)
+    return array
 
 
 def _metadata(result: StepResult[Any]) -> dict[str, Any]:
@@ -286,11 +359,14 @@ def add_info(infos: dict[str, Any], info: dict[str, Any], i: int, n: int) -> dic
     return infos
 
 
-def typed_decoder(codec: Any, observation: Any) -> Callable[[bytes | str], Response]:
+def typed_decoder(codec: Any, observation: Any) -> tuple[Callable[[bytes | str], Response], type]:
     """A frame decoder that decodes observations straight into `observation` (a type), in the
     same pass as the frame around them: one parse per answer instead of one per frame plus one
     per observation. Frames it cannot type (an observation that does not fit) fall back to the
-    generic decoder, whose raw observations `VectorCore.result` decodes (and so reports)."""
+    generic decoder, whose raw observations `VectorCore.result` decodes (and so reports).
+
+    Returns the decoder and its `step_many_result` type: an answer of that type holds typed
+    observations only."""
     module = msgspec.json if codec.name == "json" else msgspec.msgpack
     obs_frame = msgspec.defstruct(
         "VectorObservationFrame",
@@ -299,12 +375,25 @@ def typed_decoder(codec: Any, observation: Any) -> Callable[[bytes | str], Respo
         tag="observation",
         kw_only=True,
     )
+    # A step_many item is read for its observation only: its `id` and `session` (the request's
+    # and the sub-env's, known already) are skipped rather than built. Neither struct can be
+    # part of a reference cycle, so the garbage collector need not track them (one allocation
+    # fewer per item for it to walk).
+    item = msgspec.defstruct(
+        "VectorStepManyItem",
+        [("observation", observation)],
+        tag_field="op",
+        tag="observation",
+        kw_only=True,
+        gc=False,
+    )
     many = msgspec.defstruct(
         "VectorStepManyResult",
-        [("results", list[obs_frame | Error])],  # type: ignore[valid-type]
+        [("results", list[item | Error])],  # type: ignore[valid-type]
         bases=(Frame,),
         tag="step_many_result",
         kw_only=True,
+        gc=False,
     )
     frames: Any = Union[  # noqa: UP007 - built at run time
         (Welcome, Described, Opened, obs_frame, StateFrame, Closed, many, Tools, ToolResult,
@@ -319,7 +408,7 @@ def typed_decoder(codec: Any, observation: Any) -> Callable[[bytes | str], Respo
         except msgspec.ValidationError:
             return generic(data)
 
-    return decode
+    return decode, many
 
 
 def seeds_for(seed: int | Sequence[int | None] | None, n: int) -> list[int | None]:
@@ -386,8 +475,15 @@ class VectorCore:
         self._struct_flags = {"reward", "done", "truncated"} <= set(fields)
         """The observation type is a Struct with the flags (an ecotone.Observation): read them
         directly."""
+        self._dict_obs = (
+            typing.get_origin(self._observation_target) or self._observation_target
+        ) is dict
+        """Observations decode into dicts: read the flags with `get`."""
         self._codec: Any = None
         self._decode_frame: Callable[[bytes | str], Response] | None = None
+        self._typed_many: type | None = None  # the typed decoder's step_many_result
+        self._encode_action: Callable[[Any], bytes] | None = None
+        """Encodes actions (one, or a step_many's list of `WireStep`), numpy values as plain."""
         self.ready: collections.deque[Outcome] = collections.deque()
         """Outcomes of `send`-started work, in the order they completed, for `recv`."""
         self.recorder: ClientRecorder | None = None
@@ -500,6 +596,8 @@ class VectorCore:
         busy = [link for link in self.links if link.unanswered > 0]
         for link in busy:
             for request in link.inflight.values():
+                if request.call is call:
+                    return link
                 for sub in request.subs:
                     if sub.outcome is not None and sub.outcome.call is call:
                         return link
@@ -522,54 +620,144 @@ class VectorCore:
 
     def plan_step(self, actions: Sequence[Any], subs: Sequence[Sub], call: Call | None) -> None:
         """Queue one step (or autoreset) per sub-env: with a `call`, a `step_many` frame per
-        link; without (`send`), a `step` frame per sub-env so each answers on its own."""
-        batched = call is not None
-        items: dict[int, tuple[list[StepItem], list[Sub]]] = {}
-        healthy = {link.index: link.alive for link in self.links}
-        outcomes = call.outcomes if call is not None else None
-        if call is not None:
-            call.open += len(subs)  # each sub-env's outcome completes it once
-        for sub, action in zip(subs, actions, strict=True):
-            outcome = Outcome(sub.index, "step", call, sub.obs)
-            sub.outcome = outcome
-            if outcomes is not None:
-                outcomes[sub.index] = outcome
-            outcome.action = action
-            link = sub.link
-            session = sub.session
-            if (
-                session is None
-                or sub.lost is not None
-                or sub.conn is not link.conn
-                or not healthy[link.index]
-            ):
-                gone = self._session_gone(sub)
-                if gone is not None:
-                    self._fail(sub, gone)
+        link; without (`send`), a `step` frame per sub-env so each answers on its own.
+
+        An action that cannot be encoded raises TypeError before anything of a batched step
+        is queued."""
+        if len(actions) != len(subs):
+            raise ValueError(f"{len(actions)} actions given for {len(subs)} sub-envs")
+        if call is None:
+            for sub, action in zip(subs, actions, strict=True):
+                outcome = self._begin(sub, "step", None)
+                outcome.action = action
+                if self._step_later(sub, outcome):
                     continue
-                assert session is not None
-            if sub.needs_reset:  # next_step autoreset (or a failed episode): reset, not step
-                outcome.action = None
-                self._queue_reset(sub, None)
-                continue
-            codec = link.conn.core.codec
-            try:
-                raw = codec.raw(action)
-            except (TypeError, ValueError):  # msgspec cannot encode numpy values: make them plain
-                raw = codec.raw(_plain(action))
-            if batched:
-                entry = items.get(link.index)
-                if entry is None:
-                    entry = items[link.index] = ([], [])
-                entry[0].append(StepItem(session=session, action=raw))
-                entry[1].append(sub)
-            else:
-                step = Step(id=link.conn.core.next_id(), session=session, action=raw)
+                link = sub.link
+                assert sub.session is not None  # `_step_later` said it can be stepped
+                raw = msgspec.Raw(self._action_bytes(action))
+                step = Step(id=link.conn.core.next_id(), session=sub.session, action=raw)
                 self._queue("step", step, link, [sub])
-        for link_index, (step_items, step_subs) in items.items():
-            link = self.links[link_index]
-            frame = StepMany(id=link.conn.core.next_id(), steps=step_items)
-            self._queue("step_many", frame, link, step_subs)
+            return
+        self._plan_batch(actions, subs, call)
+
+    def _action_bytes(self, action: Any) -> bytes:
+        encode = self._encode_action
+        assert encode is not None  # attach() came first: there is no session before it
+        return encode(action)
+
+    def _ready_to_step(self, sub: Sub, alive: list[bool]) -> bool:
+        """The sub-env's session is open on its link's live connection and its episode runs:
+        it can go into a step_many as it is."""
+        link = sub.link
+        return not (
+            sub.needs_reset
+            or sub.lost is not None
+            or sub.session is None
+            or sub.conn is not link.conn
+            or not alive[link.index]
+        )
+
+    def _step_later(self, sub: Sub, outcome: Outcome) -> bool:
+        """For a sub-env that cannot be stepped as it is: fail it (its session is gone) or
+        queue its reset instead (next_step autoreset, or an episode that was lost). Returns
+        False when it can be stepped after all."""
+        link = sub.link
+        if (
+            sub.session is None
+            or sub.lost is not None
+            or sub.conn is not link.conn
+            or not link.alive
+        ):
+            gone = self._session_gone(sub)
+            if gone is not None:
+                self._fail(sub, gone)
+                return True
+        if sub.needs_reset:  # next_step autoreset (or a failed episode): reset, not step
+            outcome.action = None
+            self._queue_reset(sub, None)
+            return True
+        return False
+
+    def _plan_batch(self, actions: Sequence[Any], subs: Sequence[Sub], call: Call) -> None:
+        """`plan_step` with a call: the sub-envs ready to step go into one `step_many` per
+        link, without outcomes (`Request.actions` keeps their actions); the others get theirs
+        now (a reset instead, or a failure)."""
+        links = self.links
+        alive = [link.alive for link in links]
+        groups: dict[int, tuple[list[Sub], list[Any]]] = {}
+        later: list[tuple[Sub, Any]] = []
+        conn = links[0].conn
+        if (
+            len(links) == 1
+            and alive[0]
+            and not [  # `_ready_to_step` inline: this runs for every sub-env of every step
+                s
+                for s in subs
+                if s.needs_reset or s.lost is not None or s.session is None or s.conn is not conn
+            ]
+        ):
+            groups[0] = (list(subs), list(actions))  # the common case: one step_many of all
+        else:
+            for sub, action in zip(subs, actions, strict=True):
+                if not self._ready_to_step(sub, alive):
+                    later.append((sub, action))
+                    continue
+                group = groups.get(sub.link.index)
+                if group is None:
+                    group = groups[sub.link.index] = ([], [])
+                group[0].append(sub)
+                group[1].append(action)
+        # Encode first: an action that cannot be encoded raises with nothing queued.
+        encoded = [
+            (
+                index,
+                group_subs,
+                group_actions,
+                msgspec.Raw(
+                    self._action_bytes(
+                        [
+                            WireStep(sub.session, action)  # type: ignore[arg-type]
+                            for sub, action in zip(group_subs, group_actions, strict=True)
+                        ]
+                    )
+                ),
+            )
+            for index, (group_subs, group_actions) in groups.items()
+        ]
+        call.open += len(subs)  # each sub-env's outcome (or bulk row) completes it once
+        for sub, action in later:
+            outcome = Outcome(sub.index, "step", call, sub.obs)
+            outcome.action = action
+            sub.outcome = outcome
+            call.outcomes[sub.index] = outcome
+            handled = self._step_later(sub, outcome)
+            assert handled, f"sub-env {sub.index} is neither ready to step nor to reset"
+        for index, group_subs, group_actions, steps in encoded:
+            link = links[index]
+            frame = WireStepMany(id=link.conn.core.next_id(), steps=steps)
+            request = self._queue("step_many", frame, link, group_subs)
+            request.call = call
+            request.actions = group_actions
+
+    def _adopt(self, sub: Sub, action: Any, call: Call | None) -> Outcome:
+        """The outcome of a sub-env stepped in a bulk `step_many`, made when it needs one."""
+        outcome = Outcome(sub.index, "step", call, sub.obs)
+        outcome.action = action
+        sub.outcome = outcome
+        if call is not None:
+            call.outcomes[sub.index] = outcome
+        return outcome
+
+    def materialize(self, request: Request) -> None:
+        """Give the sub-envs of a bulk `step_many` still waiting for it their outcomes (before
+        they fail, or take the per-sub-env path for its answer)."""
+        actions = request.actions
+        if actions is None:
+            return
+        request.actions = None
+        for sub, action in zip(request.subs, actions, strict=True):
+            if sub.busy is request and sub.outcome is None:
+                self._adopt(sub, action, request.call)
 
     def take_outbox(self, link: Link) -> list[Any]:
         """Frames to send on `link` now (HTTP links: one at a time)."""
@@ -638,6 +826,9 @@ class VectorCore:
             self._opened(request.subs[0], response)
 
     def _on_step_many(self, request: Request, response: Response) -> None:
+        if request.actions is not None and self._take_in_bulk(request, response):
+            return
+        self.materialize(request)
         if isinstance(response, Error):
             failure = Failure.from_server(ServerError.from_frame(response))
             for sub in request.subs:
@@ -665,6 +856,66 @@ class VectorCore:
                     self.ready.append(outcome)
             else:
                 self._stepped(sub, result, request.started)
+
+    def _flags(
+        self, observations: list[Any]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Any]] | None:
+        """(rewards, terminated, truncated, metadata) of typed observations, as `result` would
+        read them one by one, or None when their type has no flags to read in bulk."""
+        if self._struct_flags:
+            rewards = [o.reward for o in observations]
+            terminated = [o.done for o in observations]
+            truncated = [o.truncated for o in observations]
+            metadata = [o.metadata for o in observations]
+        elif self._dict_obs:
+            rewards = [o.get("reward") for o in observations]
+            terminated = [o.get("done", False) for o in observations]
+            truncated = [o.get("truncated", False) for o in observations]
+            metadata = [o.get("metadata") for o in observations]
+        else:
+            return None
+        return _rewards(rewards), _bools(terminated), _bools(truncated), metadata
+
+    def _take_in_bulk(self, request: Request, response: Response) -> bool:
+        """Take a bulk `step_many`'s answer as `Rows` of the call, if it is the usual one:
+        typed observations only, no recorder. Sub-envs whose episode ended are marked for
+        reset; under `same_step` they get outcomes and are reset within the call. Returns
+        False, having changed nothing, when the answer needs the per-sub-env path."""
+        if self.recorder is not None or type(response) is not self._typed_many:
+            return False
+        subs = request.subs
+        results: list[Any] = response.results  # type: ignore[union-attr]
+        if len(results) != len(subs):
+            return False  # a broken answer: the per-sub-env path reports it
+        try:
+            observations = [item.observation for item in results]
+        except AttributeError:  # an error frame among the items
+            return False
+        flags = self._flags(observations)
+        if flags is None:
+            return False
+        rewards, terminated, truncated, metadata = flags
+        call, actions = request.call, request.actions
+        assert call is not None and actions is not None
+        ended: list[int] = []
+        if terminated.any() or truncated.any():
+            ended = np.flatnonzero(terminated | truncated).tolist()
+            if self.autoreset_mode == "same_step":
+                for j in ended:  # before their observation changes: it is the outcome's `before`
+                    self._adopt(subs[j], actions[j], call)
+            else:
+                for j in ended:
+                    subs[j].needs_reset = True
+                ended = []
+        for sub, obs in zip(subs, observations, strict=True):
+            sub.obs = obs
+            sub.busy = None
+        meta = metadata if any(metadata) else None
+        call.rows.append(Rows(subs, observations, rewards, terminated, truncated, meta))
+        call.open -= len(subs) - len(ended)
+        for j in ended:  # same_step: these finish once their reset is answered
+            self._stepped(subs[j], self.result(observations[j]), request.started)
+        return True
 
     def _stepped(self, sub: Sub, result: StepResult[Any], started: float) -> None:
         outcome = sub.outcome
@@ -763,6 +1014,7 @@ class VectorCore:
             if sub.link is link and sub.conn is dead and sub.lost is None:
                 sub.lost = failure
         for request in requests:
+            self.materialize(request)
             for sub in request.subs:
                 if sub.busy is request:
                     self._fail(sub, failure)
@@ -775,8 +1027,9 @@ class VectorCore:
         cancelled (only its requests go; their sub-envs' episodes are lost)."""
 
         def due(request: Request) -> bool:
-            if call is not None and any(
-                s.outcome is not None and s.outcome.call is call for s in request.subs
+            if call is not None and (
+                request.call is call
+                or any(s.outcome is not None and s.outcome.call is call for s in request.subs)
             ):
                 return True
             return not cancelled and request.deadline is not None and request.deadline <= now
@@ -790,6 +1043,7 @@ class VectorCore:
             except ValueError:
                 abandoned.append(rid)  # sent: its late answer must be dropped
                 link.unanswered -= 1
+            self.materialize(request)
             for sub in request.subs:
                 if sub.busy is not request:
                     continue
@@ -824,7 +1078,9 @@ class VectorCore:
         codec = conn.core.codec
         if self._codec is None:
             self._codec = codec
-            self._decode_frame = typed_decoder(codec, self._observation_target)
+            self._decode_frame, self._typed_many = typed_decoder(codec, self._observation_target)
+            module = msgspec.json if codec.name == "json" else msgspec.msgpack
+            self._encode_action = module.Encoder(enc_hook=_plain_hook).encode
         conn.decode = self._decode_frame
         old = link.conn
         link.conn = conn
@@ -908,6 +1164,57 @@ class VectorCore:
             np.array(truncated, dtype=np.bool_),
             infos,
         )
+
+    def step_all_result(
+        self, call: Call
+    ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """The result of a batched step of every sub-env (`plan_step(actions, self.subs,
+        call)`), the error policy applied: the bulk rows, with the outcomes laid over them
+        (an outcome's row is `_row` and its info `_info`, as in `step_result`)."""
+        n = self.num_envs
+        outcomes = call.outcomes
+        rows = call.rows
+        if len(rows) == 1 and not outcomes and rows[0].subs == self.subs:
+            # the hot path: one step_many of every sub-env, in order, all ordinary steps
+            row = rows[0]
+            infos: dict[str, Any] = {}
+            if row.metadata is not None:
+                for j, meta in enumerate(row.metadata):
+                    if meta:
+                        add_info(infos, dict(meta), j, n)
+            return row.observations, row.rewards, row.terminated, row.truncated, infos
+        observations: list[Any] = [None] * n
+        rewards = np.zeros(n, dtype=np.float64)
+        terminated = np.zeros(n, dtype=np.bool_)
+        truncated = np.zeros(n, dtype=np.bool_)
+        info_of: dict[int, dict[str, Any]] = {}
+        for row in rows:
+            where = [sub.index for sub in row.subs]
+            for i, obs in zip(where, row.observations, strict=True):
+                observations[i] = obs
+            rewards[where] = row.rewards
+            terminated[where] = row.terminated
+            truncated[where] = row.truncated
+            if row.metadata is not None:
+                for i, meta in zip(where, row.metadata, strict=True):
+                    if meta:
+                        info_of[i] = dict(meta)
+        for i, outcome in outcomes.items():
+            obs, reward, term, trunc = self._row(outcome)
+            observations[i] = obs
+            rewards[i] = reward
+            terminated[i] = term
+            truncated[i] = trunc
+            info = self._info(outcome)
+            if info:
+                info_of[i] = info
+            else:
+                info_of.pop(i, None)
+        infos = {}
+        for i in sorted(info_of):  # in sub-env order: the first value of a key sets its dtype
+            add_info(infos, info_of[i], i, n)
+        result = (observations, rewards, terminated, truncated, infos)
+        return self.check(outcomes.values(), result)
 
     def reset_result(self, call: Call, n: int) -> tuple[list[Any], dict[str, Any]]:
         observations = [sub.obs for sub in self.subs[:n]]

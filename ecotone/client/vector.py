@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import select
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -95,6 +95,11 @@ class VectorEnv:
     failed sub-env and its cause (`EpisodeLost`, a subclass, when an episode was lost); its
     `.result` is what `errors="info"` would have returned (the others did step).
 
+    `replace_server(index, url) -> new_url`, when given, is called by `restart` for a server
+    that cannot be reconnected (its process or container is gone): it starts a replacement
+    (through its provider; `ecotone.launch_vector` passes one) and returns its URL, and the
+    restarted sub-envs open their sessions there. Sub-envs on other servers never notice.
+
     **Asynchronous stepping**, EnvPool style: `send(actions, env_ids)` then `recv(min_ready=k)`
     returns the first k (or more) sub-envs to answer, in the order they answered, so a slow
     sub-env never holds back the fast ones (each is its own `step` frame here).
@@ -118,6 +123,7 @@ class VectorEnv:
         connect_timeout: float = 10.0,
         record_to: Any = None,
         record_format: str = "jsonl",
+        replace_server: Callable[[int, str], str] | None = None,
     ) -> None:
         self._core = VectorCore(
             urls,
@@ -132,6 +138,7 @@ class VectorEnv:
             record_format=record_format,
         )
         self._codec = codec
+        self._replace_server = replace_server
         self._connect_timeout = connect_timeout
         self._closed = False
         self._started = False
@@ -223,14 +230,12 @@ class VectorEnv:
         core = self._core
         if not self._started:
             raise RuntimeError("VectorEnv.step before reset(): reset the sub-envs first")
-        n = core.num_envs
-        actions = split_actions(actions, n)
+        actions = split_actions(actions, core.num_envs)
         core.check_steppable(core.subs)
         call = Call()
         core.plan_step(actions, core.subs, call)
         self._run(call, self._deadline())
-        outcomes = [call.outcomes[i] for i in range(n)]
-        return core.check(outcomes, core.step_result(outcomes, n))
+        return core.step_all_result(call)
 
     def restart(
         self,
@@ -253,6 +258,13 @@ class VectorEnv:
                     core.attach(link, self._connect(link))
                 except (EcotoneError, OSError) as exc:
                     link.down = exc if isinstance(exc, ConnectionLost) else ConnectionLost(str(exc))
+                    if self._replace_server is not None:
+                        try:  # the server itself is gone: a new one from its provider
+                            link.url = self._replace_server(link.index, link.url)
+                            core.attach(link, self._connect(link))
+                            link.down = None
+                        except (EcotoneError, OSError, RuntimeError) as again:
+                            link.down = ConnectionLost(f"{link.url}: replacing it failed: {again}")
         all_seeds = seeds_for(seed, core.num_envs)
         merged = {**core.reset_options, **(options or {})}
         call = Call()

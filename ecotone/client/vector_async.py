@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -65,6 +65,7 @@ class AsyncVectorEnv:
         connect_timeout: float = 10.0,
         record_to: Any = None,
         record_format: str = "jsonl",
+        replace_server: Callable[[int, str], Awaitable[str]] | None = None,
     ) -> None:
         self._core = VectorCore(
             urls,
@@ -79,6 +80,7 @@ class AsyncVectorEnv:
             record_format=record_format,
         )
         self._codec = codec
+        self._replace_server = replace_server
         self._connect_timeout = connect_timeout
         self._opened = False
         self._closed = False
@@ -181,14 +183,12 @@ class AsyncVectorEnv:
         core = self._core
         if not self._started:
             raise RuntimeError("AsyncVectorEnv.step before reset(): reset the sub-envs first")
-        n = core.num_envs
-        actions = split_actions(actions, n)
+        actions = split_actions(actions, core.num_envs)
         core.check_steppable(core.subs)
         call = Call()
         core.plan_step(actions, core.subs, call)
         await self._run(call, self._deadline())
-        outcomes = [call.outcomes[i] for i in range(n)]
-        return core.check(outcomes, core.step_result(outcomes, n))
+        return core.step_all_result(call)
 
     async def restart(
         self,
@@ -208,6 +208,13 @@ class AsyncVectorEnv:
                     core.attach(link, await self._connect(link))
                 except (EcotoneError, OSError) as exc:
                     link.down = exc if isinstance(exc, ConnectionLost) else ConnectionLost(str(exc))
+                    if self._replace_server is not None:
+                        try:  # the server itself is gone: a new one from its provider
+                            link.url = await self._replace_server(link.index, link.url)
+                            core.attach(link, await self._connect(link))
+                            link.down = None
+                        except (EcotoneError, OSError, RuntimeError) as again:
+                            link.down = ConnectionLost(f"{link.url}: replacing it failed: {again}")
         all_seeds = seeds_for(seed, core.num_envs)
         merged = {**core.reset_options, **(options or {})}
         call = Call()

@@ -51,6 +51,7 @@ from ecotone.specs import (
     Response,
     StateFrame,
     Step,
+    StepItem,
     StepMany,
     StepManyResult,
     ToolInfo,
@@ -58,7 +59,7 @@ from ecotone.specs import (
     Tools,
     Welcome,
 )
-from ecotone.specs.frames import REQUEST_OPS, RequestId
+from ecotone.specs.frames import REQUEST_OPS, Frame, RequestId
 
 log = logging.getLogger("ecotone.kernel")
 
@@ -67,6 +68,23 @@ Offload = Callable[..., Awaitable[Any]]
 
 SERVER_NAME: Final = "ecotone"
 _ALWAYS_INLINE: Final = frozenset({Hello, Ping, Describe})
+
+
+class _Observed(msgspec.Struct, tag_field="op", tag="observation", gc=False):
+    """An `observation` frame holding the env's observation itself rather than its encoding:
+    a batch of them encodes in one pass, to the bytes of `ObservationFrame`s (the same tag and
+    fields in the same order; `id` is a request's, never None). Built positionally, and
+    untracked by the garbage collector (it is in no reference cycle): it is made per item."""
+
+    id: RequestId
+    session: str
+    observation: Any
+
+
+class _StepManyAnswer(Frame, tag="step_many_result", gc=False):
+    """`StepManyResult` whose items are `_Observed` or `Error` frames; the same bytes."""
+
+    results: list[Any]
 
 
 async def _anyio_offload(fn: Callable[..., Any], *args: Any) -> Any:
@@ -324,14 +342,17 @@ class Kernel:
     def _lookup(self, conn: KernelConnection, session_id: str, rid: RequestId) -> Session | Error:
         session = self.sessions.get(session_id, conn.owner)
         if session is None:
-            return _error(
-                ErrorCode.UNKNOWN_SESSION,
-                f"no open session {session_id!r} on this connection "
-                "(never opened, already closed, or closed after being idle)",
-                rid,
-                session_id,
-            )
+            return self._unknown_session(session_id, rid)
         return session
+
+    def _unknown_session(self, session_id: str, rid: RequestId) -> Error:
+        return _error(
+            ErrorCode.UNKNOWN_SESSION,
+            f"no open session {session_id!r} on this connection "
+            "(never opened, already closed, or closed after being idle)",
+            rid,
+            session_id,
+        )
 
     async def _hello(self, conn: KernelConnection, req: Hello) -> Response:
         if req.version != PROTOCOL_VERSION:
@@ -468,6 +489,75 @@ class Kernel:
         """One `step_many` item, without building a Step frame for it (the batch hot path)."""
         return await self._step_one(conn, session_id, action, rid)
 
+    def step_batch(
+        self, conn: KernelConnection, items: list[StepItem], rid: RequestId
+    ) -> bytes | None:
+        """A whole `step_many` answered synchronously, when every item can be: its session is
+        unknown or not running (an error), or its env steps inline and sync; and no
+        `ecotone_step_completed` hook wants per-step timings. The items must name distinct
+        sessions (the router checks). Returns the encoded `step_many_result`, the same bytes
+        as `step_item` per item and one encode would give; or None, having done nothing.
+
+        The hot path of a vector env: no coroutine per item, and the observations are encoded
+        with the frame around them in one pass (per item only when one cannot be encoded, so
+        that it alone becomes an `env_error` as with `step_item`)."""
+        if self._on_step is not None:
+            return None
+        sessions = self.sessions.get_many([item.session for item in items], conn.owner)
+        for session in sessions:
+            if session is not None and session.phase is Phase.RUNNING:
+                spec = session.spec
+                if not spec.inline or spec.async_step:
+                    return None
+        results: list[Any] = []
+        append = results.append
+        clock = self.clock
+        decode = conn.codec.decode_as
+        running, ended = Phase.RUNNING, Phase.ENDED
+        for item, session in zip(items, sessions, strict=True):
+            session_id = item.session
+            if session is None:
+                append(self._unknown_session(session_id, rid))
+                continue
+            if session.phase is not running:
+                append(self._refuse_step(session, rid))
+                continue
+            spec = session.spec
+            try:
+                action = decode(item.action, spec.action_type)
+            except msgspec.DecodeError:  # the invalid_action error, built as `step_item` does
+                append(self._decode_action(conn, spec, item.action, rid, session_id))
+                continue
+            session.busy += 1  # as `_call` does for an inline env
+            try:
+                obs = session.env.step(action)
+            except InvalidAction as exc:
+                append(_rejected(exc, spec.name, rid, session_id))
+                continue
+            except Exception as exc:
+                append(_env_error(exc, rid, session_id, "step"))
+                continue
+            finally:
+                session.busy -= 1
+                session.last_used = clock()
+            # As `_observation` does once the observation is encoded (undone below if not).
+            if getattr(obs, "done", False) or getattr(obs, "truncated", False):
+                session.phase = ended
+            append(_Observed(rid, session_id, obs))
+        try:
+            return conn.encode(_StepManyAnswer(id=rid, results=results))  # type: ignore[arg-type]
+        except (TypeError, msgspec.EncodeError):
+            pass
+        # Some observation cannot be encoded: each on its own, as `step_item` would have, so
+        # that it alone becomes an env_error and its episode goes on.
+        for position, frame in enumerate(results):
+            if type(frame) is _Observed:
+                stepped = sessions[position]
+                assert stepped is not None
+                stepped.phase = running
+                results[position] = self._observation(conn, stepped, rid, frame.observation)
+        return conn.encode(StepManyResult(id=rid, results=results))
+
     def step_runs_inline(self, conn: KernelConnection, session_id: str) -> bool:
         """`runs_inline` for a step of `session_id`, without a Step frame."""
         session = self.sessions.get(session_id, conn.owner)
@@ -482,39 +572,13 @@ class Kernel:
         session = self._lookup(conn, session_id, rid)
         if isinstance(session, Error):
             return session
-        if session.phase is not Phase.RUNNING:
-            if session.phase is Phase.FRESH:
-                return _error(
-                    ErrorCode.RESET_REQUIRED,
-                    "step before reset: call reset to start an episode",
-                    rid,
-                    session_id,
-                )
-            return _error(
-                ErrorCode.EPISODE_DONE,
-                "the episode is over (done or truncated); call reset to start the next one",
-                rid,
-                session_id,
-            )
+        refused = self._refuse_step(session, rid)
+        if refused is not None:
+            return refused
         spec = session.spec
-        try:
-            action = conn.codec.decode_as(raw_action, spec.action_type)
-        except msgspec.ValidationError as exc:
-            details = describe_validation_error(exc)
-            return _error(
-                ErrorCode.INVALID_ACTION,
-                f"invalid action for env {spec.name!r}: {details['reason']} "
-                f"(field `{details['field']}`)"
-                if details["field"]
-                else f"invalid action for env {spec.name!r}: {details['reason']}",
-                rid,
-                session_id,
-                **details,
-            )
-        except msgspec.DecodeError as exc:  # pragma: no cover - the frame already parsed
-            return _error(
-                ErrorCode.INVALID_ACTION, f"action is not decodable: {exc}", rid, session_id
-            )
+        action = self._decode_action(conn, spec, raw_action, rid, session_id)
+        if isinstance(action, Error):
+            return action
         started = time.perf_counter() if self._on_step is not None else 0.0
         try:
             obs = await self._call(session, spec.async_step, session.env.step, action)
@@ -532,6 +596,54 @@ class Kernel:
                 duration_s=time.perf_counter() - started,
             )
         return response
+
+    def _refuse_step(self, session: Session, rid: RequestId) -> Error | None:
+        """Why a step of `session` cannot run now (no episode running), or None."""
+        phase = session.phase
+        if phase is Phase.RUNNING:
+            return None
+        if phase is Phase.FRESH:
+            return _error(
+                ErrorCode.RESET_REQUIRED,
+                "step before reset: call reset to start an episode",
+                rid,
+                session.id,
+            )
+        return _error(
+            ErrorCode.EPISODE_DONE,
+            "the episode is over (done or truncated); call reset to start the next one",
+            rid,
+            session.id,
+        )
+
+    def _decode_action(
+        self,
+        conn: KernelConnection,
+        spec: EnvSpec,
+        raw_action: msgspec.Raw,
+        rid: RequestId,
+        session_id: str,
+    ) -> Any:
+        """The action decoded into the env's Action type, or the `invalid_action` Error (an
+        action is never an Error frame, so the caller tells them apart by type)."""
+        try:
+            return conn.codec.decode_as(raw_action, spec.action_type)
+        except msgspec.ValidationError as exc:
+            details = describe_validation_error(exc)
+            return _error(
+                ErrorCode.INVALID_ACTION,
+                f"invalid action for env {spec.name!r}: {details['reason']} "
+                f"(field `{details['field']}`)"
+                if details["field"]
+                else f"invalid action for env {spec.name!r}: {details['reason']}",
+                rid,
+                session_id,
+                **details,
+            )
+        except msgspec.DecodeError as exc:  # pragma: no cover - the frame already parsed
+            return _error(
+                ErrorCode.INVALID_ACTION, f"action is not decodable: {exc}", rid, session_id
+            )
 
     async def _step_many(self, conn: KernelConnection, req: StepMany) -> Response:
         """Sequential fallback; transports route the items through per-session lanes."""

@@ -100,6 +100,12 @@ class SessionTable:
             return None
         return session
 
+    def get_many(self, session_ids: list[str], owner: object) -> list[Session | None]:
+        """`get` for each id, in order (one call for a whole `step_many`)."""
+        sessions = self._sessions
+        found = [sessions.get(session_id) for session_id in session_ids]
+        return [s if s is not None and s.owner is owner else None for s in found]
+
     def remove(self, session: Session) -> None:
         session.closed = True
         self._sessions.pop(session.id, None)

@@ -124,13 +124,17 @@ class Router:
             await self._send(conn.encode(error))
             return
         lanes = self._lanes
-        if all(
-            (s not in lanes or lanes[s].pending == 0) and kernel.step_runs_inline(conn, s)
-            for s in sessions
-        ):
-            results = [await kernel.step_item(conn, i.session, i.action, rid) for i in items_in]
-            await self._send(conn.encode(StepManyResult(id=rid, results=results)))
-            return
+        busy = [key for key, lane in lanes.items() if lane.pending]  # lanes with work queued
+        if not busy or set(busy).isdisjoint(sessions):
+            # Nothing of these sessions is queued: the batch may be answered right here.
+            data = kernel.step_batch(conn, items_in, rid)  # the hot path, all in one go
+            if data is not None:
+                await self._send(data)
+                return
+            if all(kernel.step_runs_inline(conn, s) for s in sessions):
+                results = [await kernel.step_item(conn, i.session, i.action, rid) for i in items_in]
+                await self._send(conn.encode(StepManyResult(id=rid, results=results)))
+                return
         steps = [Step(id=rid, session=i.session, action=i.action) for i in items_in]
         # Queue every item in its session's lane; each lane holds until the whole batch is
         # answered, so nothing later in any of these sessions overtakes the batch's answer.

@@ -1,0 +1,357 @@
+"""The batched hot paths of `step_many`, held to the per-item paths they shortcut.
+
+* Server: `Kernel.step_batch` answers a whole `step_many` in one go; its bytes and the sessions'
+  phases afterwards must be what `step_item` per item and one encode give, for every kind of
+  item (ordinary, ending, refused, invalid, raising, unencodable, unknown session).
+* Client, sending: a vector env encodes a `step_many`'s items in one pass (`WireStepMany`); the
+  bytes must be `StepMany`'s with each action pre-encoded, numpy values made plain.
+* Client, answering: `VectorCore` takes an ordinary answer in bulk (no per-sub-env outcome);
+  its results must be what the per-sub-env path gives for the same answers, in every autoreset
+  mode, with typed and dict observations, metadata, episode ends and several links.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import msgspec
+import numpy as np
+import pytest
+
+import ecotone
+from ecotone.client._core import ClientCore, EnvTypes
+from ecotone.client._vector import Call, VectorCore, WireStepMany
+from ecotone.kernel import EnvSpec, Kernel
+from ecotone.kernel.sessions import Phase
+from ecotone.plugins.counter import CounterAction, CounterObservation
+from ecotone.specs import (
+    Error,
+    Open,
+    Opened,
+    Reset,
+    StepItem,
+    StepMany,
+    StepManyResult,
+    codec_for,
+)
+
+# --- server: Kernel.step_batch against step_item -----------------------------------------------
+
+
+class ProbeAction(ecotone.Action, kw_only=True, forbid_unknown_fields=True):
+    do: str = "ok"
+
+
+class ProbeObservation(ecotone.Observation, kw_only=True):
+    steps: int = 0
+    extra: Any = None
+
+
+class ProbeEnv(ecotone.Environment[ProbeAction, ProbeObservation, ecotone.State]):
+    """Each action says what the step does: go on, end or truncate the episode, raise, refuse
+    the action, or return an observation no codec can encode."""
+
+    name = "probe"
+    inline = True
+
+    def __init__(self) -> None:
+        self._state = ecotone.State()
+
+    def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> ProbeObservation:
+        self._state = ecotone.State(episode_id=episode_id)
+        return ProbeObservation()
+
+    def step(self, action: ProbeAction) -> ProbeObservation:
+        self._state.step_count += 1
+        steps = self._state.step_count
+        if action.do == "raise":
+            raise RuntimeError("probe exploded")
+        if action.do == "reject":
+            raise ecotone.InvalidAction("not now", field="do", wanted="later")
+        if action.do == "unencodable":  # its episode goes on: the step is an env_error
+            return ProbeObservation(steps=steps, reward=1.0, done=True, extra=object())
+        return ProbeObservation(
+            steps=steps,
+            reward=0.5,
+            done=action.do == "end",
+            truncated=action.do == "truncate",
+            metadata={"did": action.do},
+        )
+
+    @property
+    def state(self) -> ecotone.State:
+        return self._state
+
+
+ITEMS = [  # (which session, action) of one step_many
+    ("ok", {"do": "ok"}),
+    ("fresh", {"do": "ok"}),  # never reset: reset_required
+    ("ended", {"do": "ok"}),  # its episode ended: episode_done
+    ("unknown", {"do": "ok"}),
+    ("end", {"do": "end"}),
+    ("truncate", {"do": "truncate"}),
+    ("invalid", {"do": 3}),
+    ("unexpected", {"nope": 1}),
+    ("raise", {"do": "raise"}),
+    ("reject", {"do": "reject"}),
+    ("unencodable", {"do": "unencodable"}),
+    ("ok2", {"do": "ok"}),
+]
+
+
+async def _probe_kernel(codec: str) -> tuple[Kernel, Any, dict[str, str]]:
+    """A kernel with one probe session per item name but `unknown`, each in the phase its
+    name says, and its session ids by name."""
+    kernel = Kernel(EnvSpec.from_class(ProbeEnv))
+    conn = kernel.connect(codec_for(codec))
+    ids = itertools.count(1)
+    sessions: dict[str, str] = {"unknown": "0123456789abcdef"}
+    for name, _ in ITEMS:
+        if name == "unknown":
+            continue
+        opened = await kernel.dispatch(conn, Open(id=next(ids)))
+        assert isinstance(opened, Opened)
+        sessions[name] = opened.session
+        if name != "fresh":
+            await kernel.dispatch(conn, Reset(id=next(ids), session=opened.session))
+    ended = kernel.sessions.get(sessions["ended"], conn.owner)
+    assert ended is not None
+    ended.phase = Phase.ENDED
+    return kernel, conn, sessions
+
+
+@pytest.mark.parametrize("codec", ["json", "msgpack"])
+async def test_step_batch_answers_byte_for_byte_as_step_item_per_item(codec: str) -> None:
+    batch_kernel, batch_conn, batch_ids = await _probe_kernel(codec)
+    item_kernel, item_conn, item_ids = await _probe_kernel(codec)
+    enc = codec_for(codec)
+
+    def items(ids: dict[str, str]) -> list[StepItem]:
+        return [StepItem(session=ids[name], action=enc.raw(action)) for name, action in ITEMS]
+
+    batched = batch_kernel.step_batch(batch_conn, items(batch_ids), 7)
+    assert batched is not None
+    one_by_one = [
+        await item_kernel.step_item(item_conn, i.session, i.action, 7) for i in items(item_ids)
+    ]
+    expected = item_conn.encode(StepManyResult(id=7, results=one_by_one))
+    renamed = batched
+    for name, session in batch_ids.items():  # session ids are random: compare under one naming
+        renamed = renamed.replace(session.encode(), item_ids[name].encode())
+    assert renamed == expected
+
+    answer = enc.decode_response(batched)
+    assert isinstance(answer, StepManyResult)
+    kinds = [r.code if isinstance(r, Error) else "observation" for r in answer.results]
+    assert kinds == [
+        "observation", "reset_required", "episode_done", "unknown_session", "observation",
+        "observation", "invalid_action", "invalid_action", "env_error", "invalid_action",
+        "env_error", "observation",
+    ]  # fmt: skip
+    for name, _ in ITEMS:  # the episodes go on, or end, alike
+        if name == "unknown":
+            continue
+        batch_session = batch_kernel.sessions.get(batch_ids[name], batch_conn.owner)
+        item_session = item_kernel.sessions.get(item_ids[name], item_conn.owner)
+        assert batch_session is not None and item_session is not None
+        assert batch_session.phase is item_session.phase, name
+        assert batch_session.busy == item_session.busy == 0
+    assert batch_kernel.sessions.get(batch_ids["end"], batch_conn.owner).phase is Phase.ENDED  # type: ignore[union-attr]
+    unencodable = batch_kernel.sessions.get(batch_ids["unencodable"], batch_conn.owner)
+    assert unencodable is not None and unencodable.phase is Phase.RUNNING
+
+
+async def test_step_batch_leaves_a_batch_with_a_threaded_env_to_the_lanes() -> None:
+    from tests.envs import SlowEnv
+
+    kernel = Kernel({"slow": EnvSpec.from_class(SlowEnv, "slow")})
+    conn = kernel.connect(codec_for("json"))
+    opened = await kernel.dispatch(conn, Open(id=1))
+    assert isinstance(opened, Opened)
+    await kernel.dispatch(conn, Reset(id=2, session=opened.session))
+    raw = msgspec.Raw(b"{}")
+    assert kernel.step_batch(conn, [StepItem(session=opened.session, action=raw)], 3) is None
+
+
+# --- client, sending: WireStepMany against StepMany --------------------------------------------
+
+
+class FakeConn:
+    """What `VectorCore` needs of a connection: a client core (ids, codec) and liveness."""
+
+    def __init__(self, codec: str = "json") -> None:
+        self.core = ClientCore(codec)
+        self.closed = False
+        self.decode: Any = None
+
+
+def _core(
+    n: int,
+    *,
+    urls: int = 1,
+    observation_type: Any = CounterObservation,
+    autoreset_mode: str = "next_step",
+    codec: str = "json",
+) -> tuple[VectorCore, list[FakeConn]]:
+    """A vector core of `n` sub-envs over `urls` fake connections, every session open and its
+    episode running."""
+    core = VectorCore(
+        [f"ws://host{i}:1" for i in range(urls)],
+        n,
+        env=None,
+        types=EnvTypes(observation_type),
+        autoreset_mode=autoreset_mode,
+        errors="info",
+        reset_options=None,
+        step_timeout=60.0,
+    )
+    conns = [FakeConn(codec) for _ in core.links]
+    for link, conn in zip(core.links, conns, strict=True):
+        core.attach(link, conn)
+    for sub in core.subs:
+        sub.session = f"{sub.index:016x}"
+        sub.conn = sub.link.conn
+        sub.needs_reset = False
+    return core, conns
+
+
+@pytest.mark.parametrize("codec", ["json", "msgpack"])
+def test_a_vector_step_many_encodes_to_the_bytes_of_step_many(codec: str) -> None:
+    actions: list[Any] = [
+        {"delta": 1},
+        {"delta": np.int64(2)},
+        CounterAction(delta=3),
+        {"move": np.arange(3), "nested": {"x": np.float32(0.5), "t": (np.bool_(True), 1)}},
+        [np.float64(0.25), None, "text"],
+    ]
+    core, (conn,) = _core(len(actions), codec=codec)
+    call = Call()
+    core.plan_step(actions, core.subs, call)
+    (frame,) = core.take_outbox(core.links[0])
+    assert isinstance(frame, WireStepMany)
+    plain = codec_for(codec)
+
+    def raw(action: Any) -> msgspec.Raw:
+        try:
+            return plain.raw(action)
+        except TypeError:  # numpy values: what the vector env always sent for them
+            return plain.raw(msgspec.to_builtins(action, enc_hook=lambda v: v.tolist()))
+
+    reference = StepMany(
+        id=frame.id,
+        steps=[
+            StepItem(session=s.session or "", action=raw(a))
+            for s, a in zip(core.subs, actions, strict=True)
+        ],
+    )
+    assert conn.core.encode(frame) == plain.encode(reference)
+
+
+def test_an_action_that_cannot_be_encoded_raises_before_anything_is_queued() -> None:
+    core, _ = _core(3)
+    core.subs[1].needs_reset = True  # would be reset instead: nothing of it may be queued either
+    call = Call()
+    with pytest.raises(TypeError, match="unsupported"):
+        core.plan_step([{"delta": 1}, {"delta": 1}, {"delta": object()}], core.subs, call)
+    assert call.open == 0 and not call.outcomes
+    assert not core.links[0].outbox and not core.links[0].inflight
+    assert all(sub.busy is None and sub.outcome is None for sub in core.subs)
+
+
+# --- client, answering: the bulk path against the per-sub-env path ----------------------------
+
+
+def _observation(count: int, *, done: bool, truncated: bool, meta: bool) -> dict[str, Any]:
+    obs: dict[str, Any] = {"count": count, "reward": None if count == 3 else float(count)}
+    if done:
+        obs["done"] = True
+    if truncated:
+        obs["truncated"] = True
+    if meta and count % 2:
+        obs["metadata"] = {"odd": count, "half": count / 2}
+    return obs
+
+
+def _answer(core: VectorCore, conns: list[FakeConn], ends: set[int], meta: bool) -> None:
+    """Answer every frame the core queued, as a counter server would: a step_many's items get
+    observations (ending the episodes of `ends`), resets a fresh one."""
+    while any(link.outbox for link in core.links):
+        for link, conn in zip(core.links, conns, strict=True):
+            for frame in core.take_outbox(link):
+                if isinstance(frame, WireStepMany):
+                    steps = msgspec.json.decode(frame.steps)
+                    results = []
+                    for step in steps:
+                        index = int(step["session"], 16)
+                        obs = _observation(
+                            10 + index,
+                            done=index in ends and index % 2 == 0,
+                            truncated=index in ends and index % 2 == 1,
+                            meta=meta,
+                        )
+                        results.append(
+                            {"op": "observation", "id": frame.id, "session": step["session"],
+                             "observation": obs}
+                        )  # fmt: skip
+                    data: dict[str, Any] = {
+                        "op": "step_many_result",
+                        "id": frame.id,
+                        "results": results,
+                    }
+                else:
+                    assert isinstance(frame, Reset), frame
+                    obs = {"count": 0, "metadata": {"fresh": True}}
+                    data = {
+                        "op": "observation",
+                        "id": frame.id,
+                        "session": frame.session,
+                        "observation": obs,
+                    }
+                core.on_response(link, conn.decode(msgspec.json.encode(data)))
+
+
+def _step(
+    bulk: bool, mode: str, observation_type: Any, urls: int, ends: set[int], meta: bool
+) -> Any:
+    """Three steps of 8 sub-envs (the episodes of `ends` end at the first; under `disabled`,
+    which would refuse to step them again, only that one), every result and the sub-envs'
+    state after; `bulk=False` forces the per-sub-env path."""
+    core, conns = _core(8, urls=urls, observation_type=observation_type, autoreset_mode=mode)
+    if not bulk:
+        core._take_in_bulk = lambda request, response: False  # type: ignore[method-assign]
+    results = []
+    for step in range(1 if mode == "disabled" and ends else 3):
+        call = Call()
+        core.check_steppable(core.subs)
+        core.plan_step([{"delta": 1}] * 8, core.subs, call)
+        _answer(core, conns, ends if step == 0 else set(), meta)
+        assert call.complete
+        if step == 0 and not ends:  # every answer was ordinary: no sub-env needed an outcome
+            assert bool(call.rows) is bulk and bool(call.outcomes) is not bulk
+        results.append(core.step_all_result(call))
+    return results, [sub.obs for sub in core.subs], [sub.needs_reset for sub in core.subs]
+
+
+def _comparable(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, _comparable(value.tolist()))
+    if isinstance(value, dict):
+        return {k: _comparable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_comparable(v) for v in value]
+    if isinstance(value, msgspec.Struct):
+        return (type(value).__name__, msgspec.to_builtins(value))
+    return value
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
+@pytest.mark.parametrize("observation_type", [CounterObservation, None])
+@pytest.mark.parametrize("urls", [1, 3])
+@pytest.mark.parametrize(("ends", "meta"), [(set(), False), ({1, 2, 5}, True)])
+def test_an_answer_taken_in_bulk_gives_what_the_per_sub_env_path_gives(
+    mode: str, observation_type: Any, urls: int, ends: set[int], meta: bool
+) -> None:
+    bulk = _step(True, mode, observation_type, urls, ends, meta)
+    per_sub = _step(False, mode, observation_type, urls, ends, meta)
+    assert _comparable(bulk) == _comparable(per_sub)
