@@ -40,6 +40,7 @@ from ecotone.specs import ErrorCode, ToolInfo
 if TYPE_CHECKING:
     from ecotone.client.vector import EpisodeLost, StepBatch, SubEnvError, VectorEnv
     from ecotone.client.vector_async import AsyncVectorEnv
+    from ecotone.launched_vector import launch_vector
 
 __version__ = "0.1.0"
 
@@ -50,6 +51,7 @@ _LAZY = {
     "StepBatch": "ecotone.client.vector",
     "SubEnvError": "ecotone.client.vector",
     "VectorEnv": "ecotone.client.vector",
+    "launch_vector": "ecotone.launched_vector",
 }
 
 
@@ -108,5 +110,6 @@ __all__ = [
     "connect",
     "hookimpl",
     "launch",
+    "launch_vector",
     "start_server",
 ]
