@@ -29,7 +29,7 @@ import anyio.to_thread
 
 import ecotone
 from ecotone.kernel.provider import ProviderError
-from ecotone.launch import astart_server, provider_for
+from ecotone.launcher import astart_server, provider_for
 
 
 @dataclass

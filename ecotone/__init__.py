@@ -34,7 +34,7 @@ from ecotone.kernel.provider import (
     Resources,
     StartFailed,
 )
-from ecotone.launch import LaunchedServer, alaunch, astart_server, launch, start_server
+from ecotone.launcher import LaunchedServer, alaunch, astart_server, launch, start_server
 from ecotone.specs import ErrorCode, ToolInfo
 
 if TYPE_CHECKING:

@@ -304,7 +304,7 @@ def _option(text: str) -> tuple[str, Any]:
 
 
 def _cmd_launch(args: argparse.Namespace) -> int:
-    from ecotone.launch import make_spec, provider_for
+    from ecotone.launcher import make_spec, provider_for
 
     config = load(args.config, overrides={"env": args.env})
     if not config.env:
@@ -322,30 +322,56 @@ def _cmd_launch(args: argparse.Namespace) -> int:
         **options,
     )
 
-    async def main() -> None:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            handle = await provider.start(spec)
-            try:
-                print(handle.url, flush=True)
-                print(
-                    f"ecotone: {config.env!r} running on {provider.name} ({handle.id}) at "
-                    f"{handle.url}; Ctrl-C stops it",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                async for signum in signals:
-                    print(
-                        f"ecotone: {signal.Signals(signum).name}, stopping",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    break
-            finally:
-                with trio.CancelScope(shield=True):
-                    await handle.stop()
+    async def main() -> int:
+        # Signals are watched from the start on: Ctrl-C (or SIGTERM, or SIGHUP when the
+        # terminal goes) during a slow start cancels it, and the provider removes what it made.
+        stopping = trio.Event()
+        starting = trio.CancelScope()
 
-    trio.run(main)
-    return 0
+        async def watch(signals: Any) -> None:
+            async for signum in signals:
+                print(
+                    f"ecotone: {signal.Signals(signum).name}, stopping", file=sys.stderr, flush=True
+                )
+                starting.cancel()
+                stopping.set()
+                return
+
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(watch, signals)
+                handle = None
+                failed: Exception | None = None
+                with starting:
+                    try:
+                        handle = await provider.start(spec)
+                    except Exception as exc:  # raised below, outside the nursery's group
+                        failed = exc
+                if handle is None:  # failed, or interrupted
+                    nursery.cancel_scope.cancel()
+                    return_code = 130
+                else:
+                    return_code = 0
+                    try:
+                        print(handle.url, flush=True)
+                        print(
+                            f"ecotone: {config.env!r} running on {provider.name} ({handle.id}) "
+                            f"at {handle.url}; Ctrl-C stops it",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                        await stopping.wait()
+                    finally:
+                        with trio.CancelScope(shield=True):
+                            await handle.stop()
+                        nursery.cancel_scope.cancel()
+        if failed is not None:
+            raise failed
+        if return_code == 130:
+            print("ecotone: start interrupted; nothing left running", file=sys.stderr)
+        return return_code
+
+    return trio.run(main)
 
 
 def _cmd_gc(args: argparse.Namespace) -> int:

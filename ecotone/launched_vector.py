@@ -18,7 +18,7 @@ from typing import Any
 from ecotone.client.vector import VectorEnv
 from ecotone.kernel.provider import LaunchSpec, Provider
 from ecotone.kernel.registry import Registry
-from ecotone.launch import LaunchedServer, start_server
+from ecotone.launcher import LaunchedServer, start_server
 
 
 def start_servers(

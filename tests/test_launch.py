@@ -114,7 +114,7 @@ def test_cli_gc_removes_what_a_killed_launcher_left(tmp_path: Path) -> None:
     proc.wait()
     (folder,) = _folders(tmp_path)
     # The server notices its launcher is gone and exits; its folder stays for gc.
-    wait_until(lambda: _server_gone(url), timeout=10)
+    assert wait_until(lambda: _server_gone(url), timeout=10)
     out = subprocess.run(
         [sys.executable, "-m", "ecotone", "gc", "--provider", "process"],
         env=_env(tmp_path),
@@ -155,3 +155,74 @@ def test_launch_table_errors_name_the_key(tmp_path: Path, toml: str, message: st
     path.write_text(toml)
     with pytest.raises(ConfigError, match=re.escape(message)):
         load(path, environ={})
+
+
+SLOW_START = """
+import os, time
+# Only in the server (`ecotone serve ... --lifeline-fd`), not in the launcher that starts it.
+with open("/proc/self/cmdline", "rb") as f:
+    if b"--lifeline-fd" in f.read():
+        time.sleep(float(os.environ.get("SLOW_START_S", "30")))
+"""
+
+LAUNCH_AND_WAIT = """
+import ecotone, sys
+print("starting", flush=True)
+ecotone.start_server("counter", provider="process")
+print("started", flush=True)
+"""
+
+
+def _slow_env(tmp_path: Path) -> dict[str, str]:
+    """An environment in which `ecotone serve` sleeps 30 s before it starts serving (a
+    sitecustomize module on PYTHONPATH): a start that is still waiting when we interrupt it."""
+    site = tmp_path / "slow-site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SLOW_START)
+    env = _env(tmp_path)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
+    return env
+
+
+def _server_processes(tmp_path: Path) -> list[int]:
+    """Pids of `ecotone serve` processes whose private folder is under tmp_path."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if (
+            b"--lifeline-fd" in cmdline
+            and str(tmp_path).encode() in (entry / "environ").read_bytes()
+        ):
+            pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.parametrize("how", ["api", "cli"])
+def test_ctrl_c_during_a_start_cancels_it_and_leaves_nothing(tmp_path: Path, how: str) -> None:
+    args = ["-c", LAUNCH_AND_WAIT] if how == "api" else ["-m", "ecotone", "launch", "counter"]
+    proc = subprocess.Popen(
+        [sys.executable, *args],
+        cwd=tmp_path,
+        env=_slow_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert wait_until(lambda: len(_folders(tmp_path)) == 1, timeout=20)
+        assert wait_until(lambda: bool(_server_processes(tmp_path)), timeout=10)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=15)  # not the 30 s the server would take
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "started" not in out
+    assert proc.returncode in (-signal.SIGINT, 130), (out, err)
+    assert wait_until(lambda: not _server_processes(tmp_path), timeout=10)
+    assert _folders(tmp_path) == []

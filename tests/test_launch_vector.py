@@ -39,7 +39,7 @@ def test_a_killed_server_is_replaced_through_its_provider_and_only_its_envs_rest
         others = [i for i in range(6) if i not in on_victim]
         assert on_victim and others
         os.kill(pid, signal.SIGKILL)
-        wait_until(lambda: not _running(pid), timeout=10)
+        assert wait_until(lambda: not _running(pid), timeout=10)
 
         obs, _, terminated, truncated, infos = envs.step([{"delta": 1}] * 6)
         assert not terminated.any()
@@ -56,7 +56,7 @@ def test_a_killed_server_is_replaced_through_its_provider_and_only_its_envs_rest
         assert [obs[i]["count"] for i in others] == [5] * len(others)  # never noticed
         pids = [s.handle.pid for s in envs.servers]  # type: ignore[attr-defined]
     # Closing the vector env stopped both servers, the replacement included.
-    wait_until(lambda: not any(_running(p) for p in pids), timeout=10)
+    assert wait_until(lambda: not any(_running(p) for p in pids), timeout=10)
 
 
 def test_a_failed_start_leaves_no_server_running(tmp_path: object) -> None:

@@ -19,7 +19,7 @@ import anyio.to_thread
 import pytest
 
 import ecotone
-from ecotone.launch import astart_server, provider_for
+from ecotone.launcher import astart_server, provider_for
 from ecotone.providers import _container, engines
 from ecotone.providers._container import server_command
 from ecotone.providers._entry import load_secrets

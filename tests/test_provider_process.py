@@ -33,7 +33,7 @@ from ecotone.kernel.provider import (
     ServerHandle,
     StartFailed,
 )
-from ecotone.launch import make_spec, provider_for
+from ecotone.launcher import make_spec, provider_for
 from ecotone.providers.owner import owner_label
 from ecotone.providers.process import FOLDER_PREFIX, ProcessProvider, ProcessServer
 from tests.conftest import wait_until

@@ -22,7 +22,7 @@ command-line flags. Structured with cattrs, so a wrong key or type is an error n
     [launch]               # how `ecotone launch` starts a server (ecotone.kernel.provider)
     provider = "process"   # or "podman", "docker", or a plugin's
     transport = "websocket"
-    image = "ecotone-counter:latest"   # containers; default ecotone-ENV:latest
+    image = "localhost/ecotone-counter:latest"   # containers; default: what `ecotone build` names
     ready_timeout = 60.0
     [launch.resources]
     memory_mb = 1024
@@ -85,8 +85,8 @@ def _launch_transport(_: object, attribute: attrs.Attribute[str], value: str) ->
 
 @attrs.frozen(slots=True, kw_only=True)
 class LaunchConfig:
-    """How `ecotone launch` (and `ecotone.launch` when asked to read the config) starts a
-    server: which provider, and the LaunchSpec fields that are settings rather than code."""
+    """How `ecotone launch` starts a server: which provider, and the LaunchSpec fields that
+    are settings rather than code (`ecotone.launch` in Python takes them as arguments)."""
 
     provider: str = "process"
     transport: str = attrs.field(default="websocket", validator=_launch_transport)

@@ -17,6 +17,7 @@ Composition only, like `ecotone.server`: the provider contract is `ecotone.kerne
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -85,7 +86,15 @@ async def astart_server(
     """Start a server for `env` (an env name, with LaunchSpec fields as keywords, or a
     LaunchSpec) and return its handle once it answers. The caller stops it."""
     chosen = provider_for(provider, registry) if isinstance(provider, str) else provider
-    launch_spec = env if isinstance(env, LaunchSpec) else make_spec(env, **spec)
+    if isinstance(env, LaunchSpec):
+        if spec:
+            raise TypeError(
+                f"a LaunchSpec was given, so {', '.join(sorted(spec))} would be ignored: "
+                "put them in the LaunchSpec (attrs.evolve(spec, ...))"
+            )
+        launch_spec = env
+    else:
+        launch_spec = make_spec(env, **spec)
     return await chosen.start(launch_spec)
 
 
@@ -136,7 +145,10 @@ class LaunchedServer:
                 lambda: astart_server(env, provider=provider, registry=registry, **spec)
             )
         except BaseException:
-            self._portal_cm.__exit__(None, None, None)
+            # With the exception (KeyboardInterrupt: Ctrl-C during a start), the portal
+            # cancels the start instead of waiting it out, and the provider's own cleanup
+            # removes what it had made; (None, None, None) would let it finish, then leak it.
+            self._portal_cm.__exit__(*sys.exc_info())
             raise
         self._stopped = False
 
