@@ -21,6 +21,7 @@ from ecotone.conformance import run as run_conformance
 from ecotone.kernel import Registry, RegistryError
 from ecotone.kernel.config import ConfigError, ServerConfig, load
 from ecotone.kernel.envspec import EnvDefinitionError
+from ecotone.providers.engines import ENGINES
 from ecotone.server import BackgroundServer, build_kernel, serve, transport_for, web_url
 
 
@@ -133,7 +134,7 @@ def _parser() -> argparse.ArgumentParser:
         "build", help="build a container image that serves an env (installed offline)"
     )
     p.add_argument("env", help="environment name (`counter`, `gymnasium:CartPole-v1`)")
-    p.add_argument("--engine", required=True, choices=["podman", "docker"])
+    p.add_argument("--engine", required=True, choices=ENGINES)
     p.add_argument(
         "--base", help="image to build on, already in the engine (localhost/ecotone-base:bookworm)"
     )

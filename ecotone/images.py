@@ -25,6 +25,9 @@ The contract:
 - Host-side work is cached under `$XDG_CACHE_HOME/ecotone/build` (wheels by source fingerprint,
   the installed folder by everything that goes into it), so a second build of the same thing
   skips pip and only sends the context to the engine, whose own layer cache does the rest.
+- Builds of one tag in one engine take turns (a lock file in the cache's `locks/`), so each
+  sees the image the one before it made and removes it once it is replaced: concurrent
+  builds would each tag their own image, and leave the others behind untagged.
 
 Errors: an unknown env is a ValueError naming the installed ones; a missing base image is
 `ImageNotFound` saying how to make one; an engine that cannot be reached is
@@ -37,6 +40,7 @@ below it imports it.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import importlib.metadata
 import io
@@ -66,7 +70,8 @@ from ecotone.kernel.provider import (
     default_image,
 )
 from ecotone.kernel.registry import Registry
-from ecotone.providers.engines import client_for
+from ecotone.providers.engines import check_engine, client_for, find_image, is_unreachable
+from ecotone.providers.owner import LABEL_ENV, LABEL_MANAGED
 
 DEFAULT_BASE: Final = "localhost/ecotone-base:bookworm"
 """What `make base-image` makes: Debian bookworm (minbase) with its python3, from nothing."""
@@ -80,7 +85,8 @@ TARGET_GLIBC: Final = (2, 36)
 newer). Bases with an older glibc, or musl (Alpine), are not supported."""
 KEEP_CACHED: Final = 8
 """Cache entries kept per kind (wheels, sites); the least recently used go first."""
-ENGINES: Final = ("podman", "docker")
+LABEL_VERSION: Final = "ecotone.version"
+LABEL_DISTRIBUTION: Final = "ecotone.distribution"
 
 Progress = Callable[[str], None]
 
@@ -427,9 +433,7 @@ class _Engine:
     """The few image calls a build needs, over podman-py or the Docker SDK."""
 
     def __init__(self, name: str) -> None:
-        if name not in ENGINES:
-            raise ValueError(f"unknown container engine {name!r}: podman or docker")
-        self.name = name
+        self.name = check_engine(name)
         self.client = client_for(name)
         if name == "podman":
             import podman.errors as errors
@@ -439,34 +443,35 @@ class _Engine:
 
     @contextlib.contextmanager
     def calls(self, what: str) -> Iterator[None]:
-        """Engine errors as ecotone's: unreachable -> EngineUnavailable, else BuildFailed."""
-        import requests
-
+        """Engine errors as ecotone's: unreachable -> EngineUnavailable (podman-py wraps a
+        failed connection in its APIError: `is_unreachable` looks through), else
+        BuildFailed."""
         try:
             yield
         except ProviderError:
             raise
-        except requests.exceptions.ConnectionError as exc:
-            raise EngineUnavailable(f"{self.name} stopped answering while {what}: {exc}") from None
-        except self.errors.BuildError as exc:
-            log = "".join(
-                str(line.get("stream") or line.get("error") or "")
-                if isinstance(line, dict)
-                else (line.decode(errors="replace") if isinstance(line, bytes) else str(line))
-                for line in (getattr(exc, "build_log", None) or [])
-            )
-            tail = "\n".join(log.strip().splitlines()[-20:])
-            raise BuildFailed(
-                f"{self.name} could not build the image: {exc}\n{tail}".rstrip()
-            ) from None
-        except self.errors.APIError as exc:
-            raise BuildFailed(f"{self.name} failed while {what}: {exc}") from None
+        except Exception as exc:
+            if is_unreachable(exc):
+                raise EngineUnavailable(
+                    f"{self.name} stopped answering while {what}: {exc}"
+                ) from None
+            if isinstance(exc, self.errors.BuildError):
+                log = "".join(
+                    str(line.get("stream") or line.get("error") or "")
+                    if isinstance(line, dict)
+                    else (line.decode(errors="replace") if isinstance(line, bytes) else str(line))
+                    for line in (getattr(exc, "build_log", None) or [])
+                )
+                tail = "\n".join(log.strip().splitlines()[-20:])
+                raise BuildFailed(
+                    f"{self.name} could not build the image: {exc}\n{tail}".rstrip()
+                ) from None
+            if isinstance(exc, self.errors.APIError):
+                raise BuildFailed(f"{self.name} failed while {what}: {exc}") from None
+            raise
 
     def image(self, name: str) -> Any | None:
-        try:
-            return self.client.images.get(name)
-        except (self.errors.ImageNotFound, self.errors.NotFound):
-            return None
+        return find_image(self.name, self.client, name)
 
     def build(self, context: IO[bytes], tag: str, labels: dict[str, str]) -> Any:
         kwargs: dict[str, Any] = dict(
@@ -491,6 +496,18 @@ class _Engine:
             old = self.client.images.get(image_id)
             if not old.tags:
                 self.client.images.remove(image_id)
+
+
+@contextlib.contextmanager
+def _tag_lock(cache: Path, engine: str, tag: str) -> Iterator[None]:
+    """Hold the lock of `tag` in `engine` (a lock file in `cache/locks`, across processes of
+    the users of this cache): builds of one tag take turns (see the module docstring)."""
+    folder = cache / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    key = hashlib.sha256(f"{engine}\0{tag}".encode()).hexdigest()[:24]
+    with open(folder / f"{key}.lock", "ab") as f:  # "a": created if missing, never truncated
+        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file is closed
+        yield
 
 
 def build_image(
@@ -540,10 +557,10 @@ def build_image(
     )
 
     labels = {
-        "ecotone.managed": "true",
-        "ecotone.env": env,
-        "ecotone.version": ecotone.__version__,
-        "ecotone.distribution": (
+        LABEL_MANAGED: "true",
+        LABEL_ENV: env,
+        LABEL_VERSION: ecotone.__version__,
+        LABEL_DISTRIBUTION: (
             f"{source.distribution} {importlib.metadata.version(source.distribution)}"
         ),
     }
@@ -551,10 +568,11 @@ def build_image(
     with tempfile.TemporaryFile(prefix="ecotone-context-") as context:
         _context(site, containerfile(env, base), context)
         context.seek(0)
-        with eng.calls("building the image"):
-            previous = eng.image(tag)
-            image = eng.build(context, tag, labels)
-    if previous is not None and previous.id != image.id:
-        eng.remove_if_dangling(previous.id)
+        with _tag_lock(cache, engine, tag):
+            with eng.calls("building the image"):
+                previous = eng.image(tag)
+                image = eng.build(context, tag, labels)
+            if previous is not None and previous.id != image.id:
+                eng.remove_if_dangling(previous.id)
     _note(progress, f"built {tag} ({image.id.removeprefix('sha256:')[:12]})")
     return tag

@@ -8,9 +8,14 @@ names it (CI). They need the base image `make base-image` makes.
 from __future__ import annotations
 
 import contextlib
+import io
+import secrets
+import tarfile
+import tempfile
 import time
 import zipfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +34,7 @@ from ecotone.images import (
 )
 from ecotone.kernel.provider import EngineUnavailable, ImageNotFound, default_image
 from ecotone.providers import engines
-from tests.engines import BASE_IMAGE, engine_client, unavailable
+from tests.engines import BASE_IMAGE, EngineProxy, engine_client, unavailable
 
 TEST_TAG = "localhost/ecotone-test-build-counter:latest"
 CLI_TAG = "localhost/ecotone-test-build-cli:latest"
@@ -199,7 +204,7 @@ def running(engine: str, image: str) -> Iterator[int]:
         detach=True,
         init=True,
         ports={"8000/tcp": ("127.0.0.1", any_port)},
-        labels={"ecotone.test": "test_build"},
+        labels={"test.ecotone": "test_build"},
     )
     try:
         container.reload()
@@ -275,3 +280,65 @@ def test_a_missing_base_image_says_how_to_make_one(
     err = capsys.readouterr().err
     assert err.startswith("ecotone: error: base image") and "make base-image" in err
     assert DEFAULT_BASE in err
+
+
+def test_an_engine_that_stops_answering_during_a_build_is_engine_unavailable(
+    engine: str, built: tuple[str, list[str]], xdg_cache: Path, engine_proxy: EngineProxy
+) -> None:
+    """Not BuildFailed: podman-py wraps a failed connection in its APIError."""
+
+    def progress(line: str) -> None:
+        if line.startswith("building "):  # host-side work done: the engine's part comes
+            engine_proxy.cut()
+
+    with pytest.raises(EngineUnavailable, match=f"{engine} stopped answering while building"):
+        build_image(
+            "counter",
+            engine=engine,
+            base=BASE_IMAGE,
+            tag=TEST_TAG,
+            cache_dir=xdg_cache / "ecotone" / "build",
+            progress=progress,
+        )
+
+
+def test_concurrent_builds_of_one_tag_leave_no_untagged_image(
+    engine: str, built: tuple[str, list[str]], xdg_cache: Path
+) -> None:
+    client = engine_client(engine)
+    token = secrets.token_hex(4)
+    label = {"test.ecotone": token}
+    base = f"localhost/ecotone-test-base:{token}"
+    tag = f"localhost/ecotone-test-concurrent:{token}"
+    # A base of this test's own (the shared one plus a label), so that both builds miss the
+    # engine's layer cache and each makes an image of its own, as first builds do.
+    with tempfile.TemporaryFile() as context:
+        with tarfile.open(fileobj=context, mode="w") as tar:
+            text = f"FROM {BASE_IMAGE}\n".encode()
+            info = tarfile.TarInfo("Containerfile")
+            info.size = len(text)
+            tar.addfile(info, io.BytesIO(text))
+        context.seek(0)
+        images._Engine(engine).build(context, base, label)
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            builds = [
+                pool.submit(
+                    build_image,
+                    "counter",
+                    engine=engine,
+                    base=base,
+                    tag=tag,
+                    cache_dir=xdg_cache / "ecotone" / "build",
+                )
+                for _ in range(2)
+            ]
+            assert [build.result() for build in builds] == [tag, tag]
+        ours = client.images.list(filters={"label": f"test.ecotone={token}"})
+        assert sorted(tuple(image.tags) for image in ours) == [(base,), (tag,)]
+        dangling = client.images.list(filters={"label": f"test.ecotone={token}", "dangling": True})
+        assert dangling == []
+    finally:
+        for image in client.images.list(all=True, filters={"label": f"test.ecotone={token}"}):
+            with contextlib.suppress(Exception):
+                client.images.remove(image.id, force=True)

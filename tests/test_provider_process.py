@@ -34,7 +34,14 @@ from ecotone.kernel.provider import (
     StartFailed,
 )
 from ecotone.launcher import make_spec, provider_for
-from ecotone.providers.owner import owner_label
+from ecotone.providers.owner import (
+    boot_id,
+    machine_id,
+    owner_alive,
+    owner_label,
+    pid_namespace,
+    running_here,
+)
 from ecotone.providers.process import FOLDER_PREFIX, ProcessProvider, ProcessServer
 from tests.conftest import wait_until
 
@@ -326,6 +333,26 @@ def test_unknown_options_and_images_are_refused_before_anything_starts() -> None
     assert our_folders() == set()
 
 
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"labels": {"ecotone.owner": "someone"}}, "label 'ecotone.owner' is reserved"),
+        ({"environment": {"A": 1}}, "environment variable 'A' must be a str"),
+        ({"environment": {"A=B": "x"}}, "environment name 'A=B' is not an environment"),
+        ({"secrets": {"TOKEN": "\udcff"}}, "secret 'TOKEN' cannot be encoded as UTF-8"),
+        ({"secrets": {"A": "x"}, "environment": {"A": "y"}}, "both in environment and in secrets"),
+    ],
+)
+def test_specs_no_provider_can_honour_are_refused_before_anything_starts(
+    spec: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message) as caught:
+        ecotone.start_server("echo", provider="process", **spec)
+    assert "\udcff" not in str(caught.value)
+    assert our_servers() == set()
+    assert our_folders() == set()
+
+
 def test_sandbox_without_bubblewrap_is_engine_unavailable(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -551,6 +578,143 @@ def test_gc_removes_what_dead_owners_left_and_only_that(private_tmp: Path) -> No
             leftover.wait()
         shutil.rmtree(dead, ignore_errors=True)
         shutil.rmtree(alive, ignore_errors=True)
+
+
+HELPER_SITE = """
+import os, subprocess
+
+pidfile = os.environ.pop("ECOTONE_TEST_HELPER_PIDFILE", None)
+if pidfile:  # in the server: start a helper, as an env with a subprocess of its own would
+    helper = subprocess.Popen(["sleep", "600"], env=dict(os.environ))
+    with open(pidfile, "w") as f:
+        f.write(str(helper.pid))
+"""
+
+HELPER_LAUNCHER = """
+import json, sys
+import ecotone
+
+server = ecotone.start_server("echo", provider="process", transport="unix",
+                              environment={"PYTHONPATH": sys.argv[1],
+                                           "ECOTONE_TEST_HELPER_PIDFILE": sys.argv[2]})
+print(json.dumps({"pid": server.handle.pid, "folder": str(server.handle.folder)}), flush=True)
+sys.stdin.read()  # until killed
+"""
+
+
+def test_gc_kills_the_helpers_a_server_left_after_its_launcher_died(
+    private_tmp: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "sitecustomize.py").write_text(HELPER_SITE)
+    pidfile = tmp_path / "helper.pid"
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", HELPER_LAUNCHER, str(tmp_path), str(pidfile)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(private_tmp)},
+    )
+    helper = 0
+    try:
+        assert launcher.stdout is not None
+        started = json.loads(launcher.stdout.readline())
+        helper = int(pidfile.read_text())
+        assert running(helper) and helper in descendants(started["pid"])
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait()
+        # The server ends on its lifeline; its helper does not.
+        assert wait_until(lambda: not running(started["pid"]), timeout=10)
+        time.sleep(0.2)
+        assert running(helper)
+        removed = anyio.run(provider_for("process").gc)
+        (line,) = [line for line in removed if started["folder"] in line]
+        assert f"killed pid {helper}" in line
+        assert wait_until(lambda: not running(helper), timeout=5)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+        for stream in (launcher.stdin, launcher.stdout):
+            if stream is not None:
+                stream.close()
+        if helper and running(helper):
+            os.kill(helper, signal.SIGKILL)
+
+
+def test_gc_kills_no_process_that_only_shares_a_recorded_group_id(private_tmp: Path) -> None:
+    """A group id recorded by a dead owner may name someone else's group by now: without
+    the server's token in its environment, no process of it is touched."""
+    stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=private_tmp))
+    try:
+        with dead_owner_label() as label:
+            (folder / "owner").write_text(label + "\n")
+        (folder / "group").write_text(f"{stranger.pid} {'0' * 32}\n")
+        removed = anyio.run(provider_for("process").gc)
+        assert any(str(folder) in line and "killed" not in line for line in removed)
+        assert stranger.poll() is None
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_owner_labels_name_machine_boot_pid_namespace_pid_and_start_time() -> None:
+    label = owner_label()
+    machine, boot, namespace, pid, _ = label.split("/")
+    assert (machine, boot, namespace) == (machine_id(), boot_id(), pid_namespace())
+    assert int(pid) == os.getpid() and namespace.isdigit()
+    assert owner_alive(label) and running_here(label)
+
+
+def test_gc_counts_as_alive_what_it_cannot_judge_from_here() -> None:
+    with dead_owner_label() as dead:
+        machine, boot, namespace, pid, started = dead.split("/")
+    other_namespace = str(int(namespace) + 1)
+    assert not owner_alive(dead)
+    # Another host that shares the engine, or one whose machine id is unknown: alive.
+    assert owner_alive(f"0123456789abcdef0123456789abcdef/{boot}/{namespace}/{pid}/{started}")
+    assert owner_alive(f"unknown/{boot}/{namespace}/{pid}/{started}")
+    # This machine, an earlier boot: dead, whatever the pid.
+    assert not owner_alive(f"{machine}/an-earlier-boot/{namespace}/{os.getpid()}/{started}")
+    # This boot, another pid namespace (a container, `unshare --pid`): alive.
+    assert owner_alive(f"{machine}/{boot}/{other_namespace}/{pid}/{started}")
+    # None of those may be signalled from here.
+    me = owner_label().split("/")
+    for where in ("0123456789abcdef0123456789abcdef", "unknown"):
+        assert not running_here("/".join([where, *me[1:]]))
+    assert not running_here("/".join([*me[:2], other_namespace, *me[3:]]))
+    # The older BOOT_ID/PID/START_TIME labels are read as before; nonsense is alive.
+    assert owner_alive(f"{boot}/{os.getpid()}/{me[-1]}")
+    assert not owner_alive(f"{boot}/{pid}/{started}")
+    assert owner_alive("not a label") and not running_here("not a label")
+
+
+def unshare_works() -> bool:
+    try:
+        done = subprocess.run(
+            ["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True
+        )
+    except OSError:
+        return False
+    return done.returncode == 0
+
+
+@pytest.mark.skipif(
+    not unshare_works(), reason="cannot make a pid namespace (`unshare --pid`, needs root)"
+)
+def test_gc_from_another_pid_namespace_leaves_a_running_server_alone() -> None:
+    with ecotone.start_server("echo", provider="process", transport="unix") as server:
+        folder = process_server(server.handle).folder
+        done = subprocess.run(
+            ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "ecotone", "gc"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert folder.exists() and server.alive(), done.stdout
+        with server.connect() as env:
+            play(env, "echo")
 
 
 def test_gc_leaves_a_running_server_alone() -> None:

@@ -7,9 +7,12 @@ subprocess, optionally in a bubblewrap sandbox), `podman` and `docker`.
 
 The contract, which every provider keeps:
 
-- `start(spec)` returns only once the server answers on `handle.url`, or raises. The whole
-  start, pulling nothing and building nothing, fits in `spec.ready_timeout` seconds; past it,
-  `ReadinessTimeout`, and whatever was started is removed first.
+- `start(spec)` first calls `check_spec(spec)`, then returns only once the server answers
+  on `handle.url`, or raises. The whole start, pulling nothing and building nothing, fits in
+  `spec.ready_timeout` seconds; past it, `ReadinessTimeout`, and whatever was started is
+  removed first. (A step that cannot be interrupted, such as a container engine call in
+  progress, is finished and undone before the error: a start may overrun the deadline by
+  that one step.)
 - A start that fails raises one of the `ProviderError`s below and leaves nothing behind: no
   process, container, port, socket or temporary file.
 - `handle.stop()` removes everything the start created, may be called more than once, and
@@ -17,9 +20,10 @@ The contract, which every provider keeps:
 - Secrets (`spec.secrets`) never appear on a command line or in an engine's container
   configuration; inside the server they are environment variables.
 - Everything a provider creates outside the process (containers, sockets, folders) carries the
-  labels `ecotone.owner` (boot id, pid and start time of the process that started it: see
-  `ecotone.providers.owner`) and `ecotone.env`, so that `gc()` can remove what an
-  orchestrator that crashed left behind, and only that.
+  labels `ecotone.owner` (machine, boot, pid namespace, pid and start time of the process
+  that started it: see `ecotone.providers.owner`) and `ecotone.env`, so that `gc()` can
+  remove what an orchestrator that crashed left behind, and only that. Labels starting
+  `ecotone.` are ecotone's own: `spec.labels` cannot set them.
 - Providers run under trio and asyncio alike: they use anyio, and do blocking engine calls in
   worker threads.
 """
@@ -120,11 +124,13 @@ class LaunchSpec:
     ready_timeout: float = attrs.field(default=60.0, validator=_non_negative)
     """Seconds for the whole start, until the server answers."""
     labels: Mapping[str, str] = attrs.field(factory=dict)
-    """Extra labels on what the provider creates (containers), beside ecotone's own."""
+    """Extra labels on what the provider creates (containers), beside ecotone's own; keys
+    under `ecotone.` are refused (`check_spec`)."""
     max_sessions: int | None = None
     """The server's session limit (None: the server's default)."""
     options: Mapping[str, Any] = attrs.field(factory=dict)
-    """Provider-specific settings (process: `sandbox`; containers: `user`, `read_only`)."""
+    """Provider-specific settings (process: `sandbox`; containers: `user`, `read_only`,
+    `tmpfs_mb`)."""
 
     @transport.validator
     def _transport(self, _: attrs.Attribute[str], value: str) -> None:
@@ -132,6 +138,68 @@ class LaunchSpec:
             raise ValueError(
                 f"transport must be one of {', '.join(SERVER_TRANSPORTS)}, got {value!r}"
             )
+
+
+RESERVED_LABEL_PREFIX = "ecotone."
+"""Labels under this prefix are ecotone's own (`ecotone.owner` decides what `gc` removes)."""
+
+
+def _text(what: str, value: object) -> str:
+    """`value` if it is a str that UTF-8 can encode (no lone surrogate such as '\\udcff')
+    and that holds no NUL; else a ValueError naming `what`."""
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be a str, got {type(value).__name__} {value!r}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{what} cannot be encoded as UTF-8 ({exc.reason})") from None
+    if "\0" in value:
+        raise ValueError(f"{what} holds a NUL character")
+    return value
+
+
+def check_spec(spec: LaunchSpec) -> None:
+    """Refuse what no provider can start faithfully, with a ValueError that names it. Every
+    provider calls this first in `start`, before it creates anything:
+
+    - `environment` and `secrets`: names and values are str, UTF-8 encodable, without NUL;
+      names are not empty and hold no `=`; no name is in both.
+    - `labels`: keys and values are str, UTF-8 encodable, without NUL; no key starts with
+      `ecotone.` (ecotone's own labels cannot be overwritten).
+
+    A secret's value is never quoted in the message."""
+    for kind, mapping in (("environment", spec.environment), ("secrets", spec.secrets)):
+        for name, value in mapping.items():
+            _text(f"{kind} name {name!r}", name)
+            if not name or "=" in name:
+                raise ValueError(f"{kind} name {name!r} is not an environment variable name")
+            if kind == "secrets":
+                if not isinstance(value, str):
+                    raise ValueError(f"secret {name!r} must be a str, got {type(value).__name__}")
+                _text(f"secret {name!r}", value)
+            else:
+                _text(f"environment variable {name!r}", value)
+    both = sorted(set(spec.secrets) & set(spec.environment))
+    if both:
+        raise ValueError(f"{both[0]!r} is both in environment and in secrets")
+    for key, value in spec.labels.items():
+        _text(f"label key {key!r}", key)
+        if key.startswith(RESERVED_LABEL_PREFIX):
+            raise ValueError(
+                f"label {key!r} is reserved: labels starting {RESERVED_LABEL_PREFIX!r} are "
+                "ecotone's own"
+            )
+        _text(f"label {key!r}", value)
+
+
+def last_lines(text: str, tail: int | None) -> str:
+    """What `ServerHandle.logs(tail)` returns of the output `text`: its last `tail` lines
+    (None: all of it; 0 or less: nothing)."""
+    if tail is None:
+        return text
+    if tail <= 0:
+        return ""
+    return "".join(text.splitlines(keepends=True)[-tail:])
 
 
 @runtime_checkable

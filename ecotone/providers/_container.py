@@ -17,24 +17,34 @@ What every container gets, and why:
   no network at all (`--network none`, only `lo` inside); the server's socket is in a private
   host folder bind-mounted at /run/ecotone, and the URL is `unix:///HOSTFOLDER/server.sock`.
 - Hardened defaults: read-only root filesystem with a size-limited tmpfs at /tmp, no new
-  privileges, every capability dropped, memory / CPU / pids limits from `spec.resources`, the
-  unprivileged user `65534:65534` (nobody), and both `nofile` and `nproc` ulimits (an API
-  client that gives any ulimit replaces the engine's whole default list; podman's default
-  nofile is out of reach without CAP_SYS_RESOURCE, see docs/containers.md).
+  privileges, every capability dropped, memory / CPU / pids limits from `spec.resources`, an
+  unprivileged user (`default_user()`), and both `nofile` and `nproc` ulimits (an API client
+  that gives any ulimit replaces the engine's whole default list; podman's default nofile is
+  out of reach without CAP_SYS_RESOURCE, see docs/containers.md).
+- The user: `65534:65534` (nobody) when this process is root; otherwise this process's own
+  uid:gid, so that the unix socket the server creates (mode 0755 under the usual umask:
+  connecting needs write permission) and the secret files belong to the host user who has to
+  use them. Rootless podman maps container uids to sub-uids, which this does not undo.
 - Labels `ecotone.managed`, `ecotone.owner`, `ecotone.env` (`labels_for`) and
   `ecotone.provider` on the container; a host folder, when there is one, holds the same
   labels in `owner.json`. `gc()` removes what carries a dead owner's labels, and only that.
 - Secrets: one file per secret (0400, owned by the container's user) in the private host
   folder, bind-mounted read-only at /run/secrets; `ecotone.providers._entry` reads them into
   the environment and execs the server. Neither the engine's configuration nor any command
-  line holds a secret's value.
+  line holds a secret's value. Once the server answers (so it has read them), the files are
+  deleted: a launcher that crashes leaves no secret on disk.
 
-Options (`spec.options`): `user` (default `65534:65534`; None: the image's user), `read_only`
-(default True), `tmpfs_mb` (size of /tmp, default 64).
+Options (`spec.options`): `user` (a str such as `"1000:1000"`; default `default_user()`;
+None: the image's user), `read_only` (a bool, default True), `tmpfs_mb` (a positive int, the
+size of /tmp in MiB, default 64). A wrong type is a ValueError naming the option.
+
+Start. `spec.ready_timeout` is checked before and after each engine call and bounds the
+readiness probing; an engine call in progress is not abandoned (its thread cannot be
+stopped, and a container it creates must be removed before start raises), so a start may
+overrun the deadline by one engine call.
 
 Bind mounts (the `unix` transport, secrets) need the engine on this machine, as the default
-sockets are. The folder's permissions assume a rootful engine, or one whose container users
-map to host users that can use them.
+sockets are.
 """
 
 from __future__ import annotations
@@ -60,8 +70,11 @@ from ecotone.kernel.provider import (
     LaunchSpec,
     ReadinessTimeout,
     StartFailed,
+    check_spec,
     default_image,
+    last_lines,
 )
+from ecotone.providers.engines import find_image, is_unreachable, not_found_errors
 from ecotone.providers.owner import LABEL_ENV, LABEL_MANAGED, LABEL_OWNER, labels_for, owner_alive
 from ecotone.providers.ready import wait_ready
 
@@ -70,6 +83,10 @@ CONTAINER_PORT = 8000
 SOCKET_DIR = "/run/ecotone"
 SOCKET_NAME = "server.sock"
 SECRETS_DIR = "/run/secrets"
+RUN_FOLDER = "run"
+"""In the host folder: bind-mounted at SOCKET_DIR (the `unix` transport)."""
+SECRETS_FOLDER = "secrets"
+"""In the host folder: bind-mounted read-only at SECRETS_DIR, emptied once the server answers."""
 DEFAULT_USER = "65534:65534"
 DEFAULT_TMPFS_MB = 64
 ULIMITS = {"nofile": (16384, 16384), "nproc": (16384, 16384)}
@@ -117,15 +134,15 @@ class ContainerConfig:
 
 
 class Engine(Protocol):
-    """What differs between podman-py and the Docker SDK. Every method blocks."""
+    """What differs between podman-py and the Docker SDK (what they share, such as their
+    errors, is in `ecotone.providers.engines`). Every method blocks."""
 
     name: str
+    """`podman` or `docker`."""
 
     def client(self) -> Any:
         """A connected client; EngineUnavailable when the engine cannot be reached."""
         ...
-
-    def image_exists(self, client: Any, image: str) -> bool: ...
 
     def create_kwargs(self, config: ContainerConfig) -> dict[str, Any]:
         """Keyword arguments for `client.containers.create(config.image, **kwargs)`."""
@@ -135,19 +152,34 @@ class Engine(Protocol):
         """Containers, in any state, that carry all of `labels`."""
         ...
 
-    def not_found(self) -> tuple[type[BaseException], ...]:
-        """The SDK's 'no such container / image' errors."""
-        ...
-
-    def is_unreachable(self, exc: BaseException) -> bool:
-        """Whether `exc` says the engine stopped answering (rather than refusing a request)."""
-        ...
-
     def stop(self, container: Any, timeout: int) -> None:
         """SIGTERM, SIGKILL after `timeout` s; no error for a container already stopped."""
         ...
 
-    def logs(self, container: Any, tail: int | None) -> str: ...
+    def logs(self, container: Any, tail: int | None) -> str:
+        """The container's output, its last `tail` lines (`last_lines`)."""
+        ...
+
+    def sweep(self) -> list[str]:
+        """Remove what the adapter itself left on this host for owners that are gone (podman:
+        private API services); a description of each thing removed."""
+        ...
+
+
+@attrs.frozen(slots=True)
+class ContainerOptions:
+    """`spec.options`, checked (see the module docstring)."""
+
+    user: str | None
+    read_only: bool
+    tmpfs_mb: int
+
+
+def default_user() -> str:
+    """The container's user when the spec names none: nobody (`65534:65534`) for a root
+    launcher, else the launcher's own uid:gid (see the module docstring)."""
+    uid = os.geteuid()
+    return DEFAULT_USER if uid == 0 else f"{uid}:{os.getegid()}"
 
 
 def _numeric_ids(user: str | None) -> tuple[int, int] | None:
@@ -162,7 +194,8 @@ def _numeric_ids(user: str | None) -> tuple[int, int] | None:
 
 def _give(path: str, ids: tuple[int, int] | None, private_mode: int, open_mode: int) -> None:
     """Make `path` usable by the container's user: theirs with `private_mode` when we can
-    chown (root), else `open_mode` (the private parent folder still keeps others out)."""
+    chown it to them (root; or they are this process's uid:gid), else `open_mode` (the
+    private parent folder still keeps others out)."""
     if ids is not None:
         try:
             os.chown(path, *ids)
@@ -173,7 +206,11 @@ def _give(path: str, ids: tuple[int, int] | None, private_mode: int, open_mode: 
     os.chmod(path, open_mode)
 
 
-def _check_options(spec: LaunchSpec) -> None:
+def check_container_spec(spec: LaunchSpec) -> ContainerOptions:
+    """`check_spec`, and what the container providers add: known options of the right types,
+    and secret names that make file names (`[A-Za-z_][A-Za-z0-9_]*`). ValueError otherwise,
+    naming what is wrong."""
+    check_spec(spec)
     unknown = sorted(set(spec.options) - set(OPTIONS))
     if unknown:
         raise ValueError(
@@ -182,12 +219,19 @@ def _check_options(spec: LaunchSpec) -> None:
     for name in spec.secrets:
         if not _ENV_NAME.match(name):
             raise ValueError(f"secret name {name!r} is not an environment variable name")
-    for name in spec.environment:
-        if not name or "=" in name or "\0" in name:
-            raise ValueError(f"environment variable name {name!r} is not valid")
-    both = sorted(set(spec.secrets) & set(spec.environment))
-    if both:
-        raise ValueError(f"{both[0]!r} is both in environment and in secrets")
+    user = spec.options.get("user", default_user())
+    if user is not None and not isinstance(user, str):
+        raise ValueError(
+            f"option 'user' must be a str such as '1000:1000' (or None: the image's user), "
+            f"got {type(user).__name__} {user!r}"
+        )
+    read_only = spec.options.get("read_only", True)
+    if not isinstance(read_only, bool):
+        raise ValueError(f"option 'read_only' must be true or false, got {read_only!r}")
+    tmpfs_mb = spec.options.get("tmpfs_mb", DEFAULT_TMPFS_MB)
+    if isinstance(tmpfs_mb, bool) or not isinstance(tmpfs_mb, int) or tmpfs_mb <= 0:
+        raise ValueError(f"option 'tmpfs_mb' must be a positive int (MiB), got {tmpfs_mb!r}")
+    return ContainerOptions(user=user or None, read_only=read_only, tmpfs_mb=tmpfs_mb)
 
 
 def server_command(spec: LaunchSpec) -> list[str]:
@@ -208,7 +252,7 @@ def server_command(spec: LaunchSpec) -> list[str]:
 def _url(transport: str, host_port: int | None, folder: str | None) -> str:
     if transport == "unix":
         assert folder is not None
-        return f"unix://{folder}/run/{SOCKET_NAME}"
+        return f"unix://{folder}/{RUN_FOLDER}/{SOCKET_NAME}"
     scheme = {"websocket": "ws", "http": "http", "tcp": "tcp"}[transport]
     return f"{scheme}://127.0.0.1:{host_port}"
 
@@ -248,8 +292,7 @@ class ContainerHandle:
     async def logs(self, tail: int | None = 200) -> str:
         """What the server printed; after `stop()`, the tail kept from before removal."""
         if self._stopped:
-            lines = self._last_logs.splitlines(keepends=True)
-            return "".join(lines if tail is None else lines[-tail:] if tail > 0 else [])
+            return last_lines(self._last_logs, tail)
         return await self._owner._logs(self._container, tail)
 
     async def alive(self) -> bool:
@@ -258,19 +301,33 @@ class ContainerHandle:
         return await self._owner._running(self._container)
 
     async def stop(self, timeout: float = 10.0) -> None:
+        """Stop and remove the container, then the host folder. Once it succeeded, calling
+        it again does nothing; when it failed (EngineUnavailable: the engine stopped
+        answering), calling it again tries again. Concurrent calls run one after the other."""
         with anyio.CancelScope(shield=True):
             async with self._lock:
                 if self._stopped:
                     return
-                try:
-                    self._last_logs = await self._owner._remove(self._container, timeout)
-                finally:
-                    self._stopped = True
-                    _remove_folder(self._folder)
+                self._last_logs = await self._owner._remove(self._container, timeout)
+                # Only once the container is gone: the folder holds its socket, and a stop
+                # that failed must stay retryable.
+                self._stopped = True
+                _remove_folder(self._folder)
+
+
+def _forget_secrets(folder: str) -> None:
+    """Delete the secret files of `folder`. Done as soon as the server answers (`_entry`
+    read them before it exec'd the server): a launcher that crashes must not leave them on
+    disk until gc."""
+    box = os.path.join(folder, SECRETS_FOLDER)
+    with contextlib.suppress(OSError):
+        os.chmod(box, 0o700)  # 0500 / 0555: a non-root owner could not unlink its entries
+    shutil.rmtree(box, ignore_errors=True)
 
 
 def _remove_folder(folder: str | None) -> None:
     if folder is not None:
+        _forget_secrets(folder)
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -290,20 +347,22 @@ class ContainerProvider:
         becomes EngineUnavailable."""
         try:
             return await anyio.to_thread.run_sync(fn)
+        except EngineUnavailable:
+            raise
         except Exception as exc:
-            if self.engine.is_unreachable(exc):
+            if is_unreachable(exc):
                 raise EngineUnavailable(f"{self.name} stopped answering: {exc}") from exc
             raise
 
     # -- start ---------------------------------------------------------------------------
 
     async def start(self, spec: LaunchSpec) -> ContainerHandle:
-        _check_options(spec)
+        options = check_container_spec(spec)
         deadline = anyio.current_time() + spec.ready_timeout
         engine = self.engine
         client = await anyio.to_thread.run_sync(engine.client)
         image = spec.image or default_image(spec.env)
-        if not await self._call(lambda: engine.image_exists(client, image)):
+        if await self._call(lambda: find_image(self.name, client, image)) is None:
             raise ImageNotFound(
                 f"{self.name} has no image {image!r} (nothing is pulled: build it with "
                 f"`ecotone build {spec.env} --engine {self.name}`, or name another with image=)"
@@ -314,26 +373,38 @@ class ContainerProvider:
         name += secrets_module.token_hex(4)
         folder: str | None = None
         container: Any = None
+
+        def check_deadline(stage: str) -> None:
+            if anyio.current_time() >= deadline:
+                raise ReadinessTimeout(
+                    f"{self.name} container for {spec.env!r} did not answer within "
+                    f"{spec.ready_timeout}s ({stage}); it has been removed"
+                )
+
         try:
-            folder, mounts = self._prepare_folder(spec, labels)
-            config = self._config(spec, image, name, labels, mounts)
+            # In this thread: a worker thread's result would be lost to a cancellation.
+            folder = self._prepare_folder(spec, options, labels)
+            mounts = self._mounts(spec, folder)
+            config = self._config(spec, options, image, name, labels, mounts)
             kwargs = engine.create_kwargs(config)
             try:
                 container = await self._call(
                     lambda: client.containers.create(image, command=config.command, **kwargs)
                 )
-            except engine.not_found() as exc:
+            except not_found_errors(self.name) as exc:
                 raise ImageNotFound(f"{self.name} has no image {image!r}: {exc}") from None
             except (EngineUnavailable, ImageNotFound):
                 raise
             except Exception as exc:
                 raise StartFailed(f"{self.name} could not create the container: {exc}") from exc
+            check_deadline("the engine was still creating the container")
             try:
                 await self._call(container.start)
             except EngineUnavailable:
                 raise
             except Exception as exc:
                 raise StartFailed(f"{self.name} could not start the container: {exc}") from exc
+            check_deadline("the engine was still starting the container")
             await self._call(container.reload)
             host_port = None
             if config.publish is not None:
@@ -352,7 +423,7 @@ class ContainerProvider:
                     logs = await self._logs_quietly(container, LOG_TAIL_ON_FAILURE)
                     raise ReadinessTimeout(
                         f"{self.name} container for {spec.env!r} did not answer within "
-                        f"{spec.ready_timeout}s ({exc})",
+                        f"{spec.ready_timeout}s ({exc}); it has been removed",
                         logs,
                     ) from None
             if not ready:
@@ -365,6 +436,8 @@ class ContainerProvider:
                     logs,
                     exit_code,
                 )
+            if spec.secrets and folder is not None:
+                _forget_secrets(folder)
             return ContainerHandle(
                 url=url,
                 id=container.id,
@@ -382,43 +455,63 @@ class ContainerProvider:
             raise
 
     def _prepare_folder(
-        self, spec: LaunchSpec, labels: Mapping[str, str]
-    ) -> tuple[str | None, list[Mount]]:
-        """The private host folder (unix socket, secrets), or None when none is needed."""
+        self, spec: LaunchSpec, options: ContainerOptions, labels: Mapping[str, str]
+    ) -> str | None:
+        """The private host folder (unix socket, secrets), or None when none is needed. On
+        any failure, whatever it made so far (secret files included) is removed."""
         if spec.transport != "unix" and not spec.secrets:
-            return None, []
+            return None
         folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{self.name}-")  # 0700
-        with open(os.path.join(folder, OWNER_FILE), "w") as f:
-            json.dump(dict(labels), f)
-        ids = _numeric_ids(spec.options.get("user", DEFAULT_USER))
+        try:
+            with open(os.path.join(folder, OWNER_FILE), "w") as f:
+                json.dump(dict(labels), f)
+            ids = _numeric_ids(options.user)
+            if spec.transport == "unix":
+                run = os.path.join(folder, RUN_FOLDER)
+                if len(os.fsencode(os.path.join(run, SOCKET_NAME))) > MAX_SOCKET_PATH:
+                    raise StartFailed(
+                        f"the socket path under {folder} is too long for a unix socket: "
+                        "set TMPDIR to a shorter folder"
+                    )
+                os.mkdir(run)
+                _give(run, ids, 0o700, 0o777)
+            if spec.secrets:
+                box = os.path.join(folder, SECRETS_FOLDER)
+                os.mkdir(box, 0o700)
+                for key, value in spec.secrets.items():
+                    path = os.path.join(box, key)
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    with os.fdopen(fd, "w", encoding="utf-8") as f:
+                        f.write(value)
+                    _give(path, ids, 0o400, 0o444)
+                _give(box, ids, 0o500, 0o555)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return folder
+
+    @staticmethod
+    def _mounts(spec: LaunchSpec, folder: str | None) -> list[Mount]:
+        """The bind mounts of the folder `_prepare_folder` made."""
+        if folder is None:
+            return []
         mounts = []
         if spec.transport == "unix":
-            run = os.path.join(folder, "run")
-            if len(os.fsencode(os.path.join(run, SOCKET_NAME))) > MAX_SOCKET_PATH:
-                shutil.rmtree(folder, ignore_errors=True)
-                raise StartFailed(
-                    f"the socket path under {folder} is too long for a unix socket: "
-                    "set TMPDIR to a shorter folder"
-                )
-            os.mkdir(run)
-            _give(run, ids, 0o700, 0o777)
-            mounts.append(Mount(source=run, target=SOCKET_DIR, read_only=False))
+            mounts.append(
+                Mount(source=os.path.join(folder, RUN_FOLDER), target=SOCKET_DIR, read_only=False)
+            )
         if spec.secrets:
-            box = os.path.join(folder, "secrets")
-            os.mkdir(box, 0o700)
-            for key, value in spec.secrets.items():
-                path = os.path.join(box, key)
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    f.write(value)
-                _give(path, ids, 0o400, 0o444)
-            _give(box, ids, 0o500, 0o555)
-            mounts.append(Mount(source=box, target=SECRETS_DIR, read_only=True))
-        return folder, mounts
+            mounts.append(
+                Mount(
+                    source=os.path.join(folder, SECRETS_FOLDER), target=SECRETS_DIR, read_only=True
+                )
+            )
+        return mounts
 
     def _config(
         self,
         spec: LaunchSpec,
+        options: ContainerOptions,
         image: str,
         name: str,
         labels: dict[str, str],
@@ -431,9 +524,9 @@ class ContainerProvider:
             command=server_command(spec),
             labels=labels,
             environment=dict(spec.environment),
-            user=spec.options.get("user", DEFAULT_USER) or None,
-            read_only=bool(spec.options.get("read_only", True)),
-            tmpfs_mb=int(spec.options.get("tmpfs_mb", DEFAULT_TMPFS_MB)),
+            user=options.user,
+            read_only=options.read_only,
+            tmpfs_mb=options.tmpfs_mb,
             memory_bytes=None if resources.memory_mb is None else resources.memory_mb << 20,
             cpus=resources.cpus,
             pids=resources.pids,
@@ -447,7 +540,7 @@ class ContainerProvider:
         def check() -> bool:
             try:
                 container.reload()
-            except self.engine.not_found():
+            except not_found_errors(self.name):
                 return False
             return (container.attrs.get("State") or {}).get("Status") == "running"
 
@@ -457,7 +550,7 @@ class ContainerProvider:
         def read() -> str:
             try:
                 return self.engine.logs(container, tail)
-            except self.engine.not_found():
+            except not_found_errors(self.name):
                 return ""
 
         return await self._call(read)
@@ -470,7 +563,7 @@ class ContainerProvider:
 
     async def _remove(self, container: Any, timeout: float) -> str:
         """Stop and remove `container`; return the tail of its output (read in between)."""
-        not_found = self.engine.not_found()
+        not_found = not_found_errors(self.name)
 
         def remove() -> str:
             try:
@@ -478,13 +571,13 @@ class ContainerProvider:
             except not_found:
                 return ""
             except Exception as exc:
-                if self.engine.is_unreachable(exc):
+                if is_unreachable(exc):
                     raise
                 # Stopping failed (already stopping, exited): removal decides.
             try:
                 output = self.engine.logs(container, KEEP_LOGS)
             except Exception as exc:
-                if self.engine.is_unreachable(exc):
+                if is_unreachable(exc):
                     raise
                 output = ""
             try:
@@ -492,7 +585,7 @@ class ContainerProvider:
             except not_found:
                 pass
             except Exception as exc:
-                if self.engine.is_unreachable(exc):
+                if is_unreachable(exc):
                     raise
                 # Already being removed (docker 409), or gone meanwhile: fine if it is gone.
                 try:
@@ -505,7 +598,7 @@ class ContainerProvider:
         return await self._call(remove)
 
     async def _remove_by_name(self, client: Any, name: str) -> None:
-        not_found = self.engine.not_found()
+        not_found = not_found_errors(self.name)
 
         def remove() -> None:
             try:
@@ -518,10 +611,11 @@ class ContainerProvider:
     # -- gc --------------------------------------------------------------------------------
 
     async def gc(self) -> list[str]:
-        """Remove containers (of this engine) and host folders whose owner is gone."""
+        """Remove containers (of this engine), host folders and what the engine adapter left
+        (podman: private API services) whose owner is gone."""
+        removed: list[str] = await anyio.to_thread.run_sync(self.engine.sweep)
         client = await anyio.to_thread.run_sync(self.engine.client)
-        removed: list[str] = []
-        not_found = self.engine.not_found()
+        not_found = not_found_errors(self.name)
 
         def sweep_containers() -> None:
             found = self.engine.find(client, {LABEL_MANAGED: "true", LABEL_PROVIDER: self.name})
@@ -562,6 +656,6 @@ class ContainerProvider:
             owner = str(owner_labels.get(LABEL_OWNER, ""))
             if owner_alive(owner):
                 continue
-            shutil.rmtree(path, ignore_errors=True)
+            _remove_folder(path)
             removed.append(f"folder {path}, owner {owner} gone")
         return removed

@@ -1,8 +1,8 @@
 """The `docker` provider: env servers in Docker containers, through the Docker SDK
 (`$DOCKER_HOST`, else /var/run/docker.sock; see `ecotone.providers.engines`).
 
-The shared logic is `ecotone.providers._container`; this module only says how the Docker SDK
-spells each setting.
+The shared logic is `ecotone.providers._container`, and what any engine user shares is in
+`ecotone.providers.engines`; this module only says how the Docker SDK spells each setting.
 """
 
 from __future__ import annotations
@@ -20,15 +20,6 @@ class DockerEngine:
 
     def client(self) -> Any:
         return engines.client_for("docker")
-
-    def image_exists(self, client: Any, image: str) -> bool:
-        import docker.errors
-
-        try:
-            client.images.get(image)
-        except docker.errors.ImageNotFound:
-            return False
-        return True
 
     def create_kwargs(self, config: ContainerConfig) -> dict[str, Any]:
         import docker.types
@@ -69,24 +60,17 @@ class DockerEngine:
         filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
         return list(client.containers.list(all=True, filters=filters))
 
-    def not_found(self) -> tuple[type[BaseException], ...]:
-        import docker.errors
-
-        return (docker.errors.NotFound,)
-
-    def is_unreachable(self, exc: BaseException) -> bool:
-        import requests
-
-        return isinstance(exc, requests.exceptions.ConnectionError | ConnectionError) or (
-            isinstance(exc.__cause__, requests.exceptions.ConnectionError)
-        )
-
     def stop(self, container: Any, timeout: int) -> None:
         container.stop(timeout=timeout)
 
     def logs(self, container: Any, tail: int | None) -> str:
+        if tail is not None and tail <= 0:
+            return ""  # docker reads tail=0 as "all"
         data = container.logs(stdout=True, stderr=True, tail=tail if tail is not None else "all")
         return bytes(data).decode(errors="replace")
+
+    def sweep(self) -> list[str]:
+        return []  # nothing of docker's runs on this host on ecotone's behalf
 
 
 PROVIDER = ContainerProvider(DockerEngine(), "env servers in Docker containers (the Docker SDK)")

@@ -1,10 +1,11 @@
 """The `podman` provider: env servers in Podman containers, through podman-py and the Podman
 API socket (`ecotone.providers.engines` finds it, or starts `podman system service`).
 
-The shared logic is `ecotone.providers._container`; this module only says how podman-py
-spells each setting. podman-py ignores `nano_cpus` and `tmpfs`, and maps `security_opt` to
-SELinux options, so CPU goes in as a CFS quota, /tmp as a tmpfs mount and no-new-privileges
-as podman's own flag. Logs are cut to their tail here (see `logs`).
+The shared logic is `ecotone.providers._container`, and what any engine user shares is in
+`ecotone.providers.engines`; this module only says how podman-py spells each setting.
+podman-py ignores `nano_cpus` and `tmpfs`, and maps `security_opt` to SELinux options, so CPU
+goes in as a CFS quota, /tmp as a tmpfs mount and no-new-privileges as podman's own flag.
+Logs are cut to their tail here (see `logs`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ecotone.kernel.hookspecs import hookimpl
+from ecotone.kernel.provider import last_lines
 from ecotone.providers import engines
 from ecotone.providers._container import ContainerConfig, ContainerProvider
 
@@ -24,9 +26,6 @@ class PodmanEngine:
 
     def client(self) -> Any:
         return engines.client_for("podman")
-
-    def image_exists(self, client: Any, image: str) -> bool:
-        return bool(client.images.exists(image))
 
     def create_kwargs(self, config: ContainerConfig) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -80,19 +79,6 @@ class PodmanEngine:
         filters = [f"label={key}={value}" for key, value in labels.items()]
         return list(client.containers.list(all=True, filters=filters))
 
-    def not_found(self) -> tuple[type[BaseException], ...]:
-        import podman.errors
-
-        return (podman.errors.NotFound,)
-
-    def is_unreachable(self, exc: BaseException) -> bool:
-        import podman.errors
-
-        # podman-py wraps a failed connection (an OSError) in APIError.
-        return isinstance(exc, ConnectionError) or (
-            isinstance(exc, podman.errors.APIError) and isinstance(exc.__cause__, OSError)
-        )
-
     def stop(self, container: Any, timeout: int) -> None:
         container.stop(timeout=timeout, ignore=True)
 
@@ -102,10 +88,10 @@ class PodmanEngine:
         # newline of a `print` to an unbuffered stderr: read everything, cut here.
         frames = container.logs(stdout=True, stderr=True)
         data = frames if isinstance(frames, bytes) else b"".join(frames)
-        text = data.decode(errors="replace")
-        if tail is None:
-            return text
-        return "".join(text.splitlines(keepends=True)[-tail:]) if tail > 0 else ""
+        return last_lines(data.decode(errors="replace"), tail)
+
+    def sweep(self) -> list[str]:
+        return engines.sweep_podman_services()
 
 
 PROVIDER = ContainerProvider(

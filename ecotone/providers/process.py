@@ -8,10 +8,16 @@ The rules it keeps, beyond the provider contract (`ecotone.kernel.provider`):
 
 - Each server gets a private folder, `$TMPDIR/ecotone-process-XXXXXXXX/`, that holds its
   output (`server.log`: stdout and stderr in one file, so no pipe can fill and block the
-  server), its unix socket (`sock/server.sock`), and the labels `gc()` reads: `owner` (the
-  owner label of the launching process), `labels.json`, and `processes` (the owner labels of
-  the processes started, so `gc` kills only those very processes, never a reused pid).
-  `stop()` removes the folder; the log's tail stays readable through `logs()` afterwards.
+  server), its unix socket (`sock/server.sock`), and what `gc()` reads: `owner` (the owner
+  label of the launching process), `labels.json`, `processes` (the owner labels of the
+  processes started, so `gc` kills only those very processes, never a reused pid) and
+  `group` (the server's process group id and a random token, see below). `stop()` removes
+  the folder; the log's tail stays readable through `logs()` afterwards.
+- Helpers an env starts (in the server's process group, since the server runs in a session
+  of its own) outlive a server that ends on its lifeline. So the server's environment holds
+  `ECOTONE_SERVER_TOKEN`, a random token its helpers inherit, and `gc()` kills, for an owner
+  that is gone, the processes of that group (or session) that carry that very token: never
+  a process that merely got a reused group id.
 - The command is `python -m ecotone serve --transport T --host H --port 0 ... -- ENV`, run
   with this process's Python and working directory (so `./ecotone.toml` and local modules
   are seen as `ecotone serve` run here would see them), and this process's environment plus
@@ -46,7 +52,7 @@ The rules it keeps, beyond the provider contract (`ecotone.kernel.provider`):
   the server has the host's network. Everything the server starts dies with it (the pid
   namespace ends with its first process). No bubblewrap: `EngineUnavailable`.
 - Options: `sandbox` (bool, default False). Any other option, or an `image`, is a ValueError
-  that names it.
+  that names it, as is what `check_spec` refuses.
 - Resources are not enforced: `memory_mb`, `cpus` and `pids` need cgroups, which only the
   container providers set up. The rlimits at hand do not fit: RLIMIT_AS counts address space
   that Python, numpy and thread stacks reserve but never use, so a 1 GiB cap breaks healthy
@@ -61,6 +67,7 @@ import json
 import logging
 import os
 import re
+import secrets as secrets_module
 import shutil
 import signal
 import subprocess
@@ -82,8 +89,10 @@ from ecotone.kernel.provider import (
     ReadinessTimeout,
     Resources,
     StartFailed,
+    check_spec,
+    last_lines,
 )
-from ecotone.providers.owner import labels_for, owner_alive, owner_label
+from ecotone.providers.owner import label_pid, labels_for, owner_alive, owner_label, running_here
 from ecotone.providers.ready import wait_ready
 
 log = logging.getLogger("ecotone.providers.process")
@@ -99,12 +108,16 @@ FAILURE_TAIL = 40
 """Lines of output quoted by StartFailed and ReadinessTimeout."""
 KEPT_LOG_BYTES = 1 << 20
 """How much of the log `logs()` still returns once `stop()` removed the folder."""
+TOKEN_VARIABLE = "ECOTONE_SERVER_TOKEN"
+"""In the server's environment, inherited by its helpers: what `gc` recognises them by."""
 
 _SERVING = re.compile(r"^ecotone: serving .* over (\S+) at (\S+)$")
 
 
 def _options(spec: LaunchSpec) -> bool:
-    """The `sandbox` flag; any other option is a ValueError naming it."""
+    """The `sandbox` flag; any other option is a ValueError naming it, as is what
+    `check_spec` refuses."""
+    check_spec(spec)
     unknown = sorted(set(spec.options) - set(OPTIONS))
     if unknown:
         raise ValueError(
@@ -163,11 +176,12 @@ def sandbox_command(bwrap: str, transport: str, socket_dir: Path, info_fd: int) 
     return [*command, "--"]
 
 
-def _server_environment(spec: LaunchSpec) -> dict[str, str]:
+def _server_environment(spec: LaunchSpec, token: str) -> dict[str, str]:
     environment = dict(os.environ)
     environment["PYTHONUNBUFFERED"] = "1"  # so logs() shows what the env printed, when it did
     environment.update(spec.environment)
     environment.update(spec.secrets)
+    environment[TOKEN_VARIABLE] = token
     return environment
 
 
@@ -183,26 +197,6 @@ def _read_tail(path: Path, max_bytes: int) -> str:
     if size > max_bytes:
         data = data.split(b"\n", 1)[-1]  # drop the partial first line
     return data.decode("utf-8", "replace")
-
-
-def _last_lines(text: str, tail: int | None) -> str:
-    if tail is None:
-        return text
-    if tail <= 0:
-        return ""
-    return "".join(text.splitlines(keepends=True)[-tail:])
-
-
-def _running(label: str) -> bool:
-    """Whether the process an owner label names still runs (a zombie does not)."""
-    if not owner_alive(label):
-        return False
-    try:
-        with open(f"/proc/{label.split('/')[1]}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] not in "ZX"
 
 
 def _signal_group(pgid: int, signum: int) -> None:
@@ -262,10 +256,10 @@ class ProcessServer:
         """What the server printed (stdout and stderr), its last `tail` lines (None: all of
         it; after `stop()`, of its last MiB)."""
         if self._stopped:
-            return _last_lines(self._kept_log, tail)
+            return last_lines(self._kept_log, tail)
         window = 1 << 62 if tail is None else max(KEPT_LOG_BYTES, tail * 1024)
         text = await anyio.to_thread.run_sync(_read_tail, self._log_path, window)
-        return _last_lines(text, tail)
+        return last_lines(text, tail)
 
     async def alive(self) -> bool:
         """Whether the server is still running."""
@@ -355,7 +349,7 @@ class ProcessServer:
         bubblewrap's init (which ignores it: the server exits, and init and bubblewrap follow);
         SIGKILL also goes to init itself, which takes the whole pid namespace down."""
         if self._sandbox_pid is not None and self._sandbox_label is not None:
-            if owner_alive(self._sandbox_label):  # still that process, not a reused pid
+            if running_here(self._sandbox_label):  # still that process, not a reused pid
                 _signal_group(self._sandbox_pid, signum)
                 if signum == signal.SIGKILL:
                     with contextlib.suppress(ProcessLookupError):
@@ -386,7 +380,7 @@ class ProcessServer:
             # bubblewrap leaves as soon as its init reports the server's exit; init follows
             # once its last child is gone. SIGKILL to init ends what is left in the sandbox.
             while self._sandbox_pid is not None and self._sandbox_label is not None:
-                if not _running(self._sandbox_label):
+                if not running_here(self._sandbox_label):
                     break
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(self._sandbox_pid, signal.SIGKILL)
@@ -480,6 +474,7 @@ class ProcessProvider:
             socket_dir.mkdir(mode=0o700)
         host = str(socket_dir / SOCKET_NAME) if spec.transport == "unix" else "127.0.0.1"
 
+        token = secrets_module.token_hex(16)
         lifeline_read, lifeline_write = os.pipe()
         info_read = info_write = None
         log_fd = os.open(folder / LOG_NAME, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -496,7 +491,7 @@ class ProcessProvider:
                     stdin=subprocess.DEVNULL,
                     stdout=log_fd,
                     stderr=subprocess.STDOUT,
-                    env=_server_environment(spec),
+                    env=_server_environment(spec, token),
                     start_new_session=True,
                     pass_fds=pass_fds,
                 )
@@ -513,6 +508,8 @@ class ProcessProvider:
             if info_write is not None:
                 os.close(info_write)
 
+        # Its own session: its process group's id is its pid.
+        _write(folder / "group", f"{process.pid} {token}\n")
         server = ProcessServer(
             env=spec.env,
             process=process,
@@ -541,6 +538,30 @@ class ProcessProvider:
         return await anyio.to_thread.run_sync(collect_garbage)
 
 
+def _helpers(group: int, token: str) -> list[int]:
+    """The processes of process group (or session) `group` whose environment holds `token`
+    (as TOKEN_VARIABLE): what a server started, even after the server itself is gone. A
+    process that only got a reused group id lacks the token."""
+    wanted = f"{TOKEN_VARIABLE}={token}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if group not in (int(fields[2]), int(fields[3])):  # pgrp, session
+                continue
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = f.read().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+        if wanted in environ:
+            found.append(int(entry))
+    return found
+
+
 def collect_garbage(root: str | None = None) -> list[str]:
     """`gc()` without the event loop: `root` is where to look (default: the temp folder)."""
     removed = []
@@ -559,13 +580,21 @@ def collect_garbage(root: str | None = None) -> list[str]:
         except OSError:
             labels = []
         for label in labels:
-            if owner_alive(label):  # that very process still runs (not a reused pid)
-                pid = int(label.split("/")[1])
-                try:
+            if running_here(label):  # that very process still runs (not a reused pid)
+                pid = label_pid(label) or 0
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
                     killed.append(pid)
-                except ProcessLookupError:
-                    pass
+        try:
+            group, token = (folder / "group").read_text().split()
+            valid = int(group) > 0 and len(token) >= 32
+            helpers = _helpers(int(group), token) if valid else []
+        except (OSError, ValueError):
+            helpers = []
+        for pid in sorted(set(helpers) - set(killed)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
         try:
             env = json.loads((folder / "labels.json").read_text()).get("ecotone.env", "?")
         except (OSError, ValueError, AttributeError):
