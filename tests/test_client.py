@@ -384,3 +384,31 @@ def test_inproc_async_client_under_asyncio() -> None:
 def test_inproc_names_an_env_that_is_not_installed() -> None:
     with pytest.raises(RegistryError, match="nosuchenv"):
         ecotone.connect("inproc://nosuchenv")
+
+
+@pytest.mark.parametrize("how", ["reset", "close"])
+def test_a_server_that_drops_the_handshake_gives_connection_lost(how: str) -> None:
+    """A server going away just as a client connects (reset, or closed before answering the
+    WebSocket handshake) is `ConnectionLost`, never a bare socket error."""
+    import struct
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def drop_one() -> None:
+        conn, _ = listener.accept()
+        if how == "reset":  # SO_LINGER 0: close sends RST
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        else:
+            conn.recv(4096)  # read the handshake, then close without answering it
+        conn.close()
+
+    dropper = threading.Thread(target=drop_one)
+    dropper.start()
+    try:
+        with pytest.raises(ecotone.ConnectionLost):
+            ecotone.connect(f"ws://127.0.0.1:{port}", connect_timeout=5)
+    finally:
+        dropper.join(5)
+        listener.close()

@@ -59,18 +59,24 @@ class WsSyncChannel:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._receiver = DeadlineReceiver(self.sock)
         self._early: list[bytes | str] = []
-        self.sock.sendall(self.proto.opening())
         deadline = time.monotonic() + connect_timeout
         pending: list[bytes | str] = []
-        while not self.proto.accepted:
-            try:
+        try:
+            self.sock.sendall(self.proto.opening())
+            while not self.proto.accepted:
                 pending += self.receive(deadline)
-            except TimeoutError:
-                self.sock.close()
-                raise EcotoneError(
-                    f"ws://{host}:{port}{path} did not complete the WebSocket handshake "
-                    f"within {connect_timeout}s"
-                ) from None
+        except TimeoutError:
+            self.sock.close()
+            raise EcotoneError(
+                f"ws://{host}:{port}{path} did not complete the WebSocket handshake "
+                f"within {connect_timeout}s"
+            ) from None
+        except OSError as exc:  # reset or closed while shaking hands (a server going away)
+            self.sock.close()
+            raise ConnectionLost(f"ws://{host}:{port}{path} dropped the handshake: {exc}") from exc
+        except BaseException:
+            self.sock.close()
+            raise
         self._early = pending
 
     def send(self, data: bytes) -> None:

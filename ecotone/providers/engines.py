@@ -156,13 +156,33 @@ def _end_group(leader: int, label: str) -> bool:
         return False
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(leader, signal.SIGTERM)
+    # The whole group, not only its leader: the service itself may outlive the supervisor.
     deadline = time.monotonic() + SERVICE_STOP_WAIT
-    while running_here(label) and time.monotonic() < deadline:
+    while _group_running(leader) and time.monotonic() < deadline:
         time.sleep(0.02)
-    if running_here(label):
+    if _group_running(leader):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(leader, signal.SIGKILL)
+        deadline = time.monotonic() + SERVICE_STOP_WAIT
+        while _group_running(leader) and time.monotonic() < deadline:
+            time.sleep(0.02)
     return True
+
+
+def _group_running(pgid: int) -> bool:
+    """Whether process group `pgid` has a member that is not a zombie (from /proc)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
+            return True
+    return False
 
 
 class PodmanService:
