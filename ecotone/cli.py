@@ -240,6 +240,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     registry = Registry.discover()
     for title, entries in (
         ("environments", registry.environments()),
+        ("environment name patterns", registry.environment_patterns()),
         ("transports", registry.transports()),
         ("providers", registry.providers()),
     ):
@@ -247,7 +248,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
         if not entries:
             print("  (none installed)")
         for name, entry in sorted(entries.items()):
-            doc = getattr(entry.value, "description", "") or (entry.value.__doc__ or "")
+            value = entry.value
+            doc = value if isinstance(value, str) else getattr(value, "description", "")
+            doc = doc or (value.__doc__ or "")
             doc = doc.strip().splitlines()[0] if doc.strip() else ""
             print(f"  {name:<12} from {entry.distribution:<16} {doc}")
     return 0

@@ -40,11 +40,13 @@ def test_list_shows_the_bundled_plugins_and_their_distribution(
     done = ecotone_cli("list", cwd=tmp_path, env=cli_env)
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    for section in ("environments:", "transports:", "providers:"):
+    for section in ("environments:", "environment name patterns:", "transports:", "providers:"):
         assert section in out
-    for name in ("counter", "echo", "websocket", "inproc"):
+    for name in ("counter", "echo", "websocket", "inproc", "process", "podman", "docker"):
         assert re.search(rf"^  {name}\s+from ecotone\s", out, re.M), out
     assert "Adds each action's delta to a count" in out
+    # Names resolved by pattern cannot be listed one by one: their pattern is.
+    assert re.search(r"^  gymnasium:ID\[\?kw=\.\.\.\] from ecotone\s+any registered", out, re.M)
 
 
 def test_version_flag_prints_the_version(tmp_path: Path, cli_env: dict[str, str]) -> None:

@@ -34,6 +34,13 @@ def ecotone_resolve_environment(name: str) -> type | None:
 
 
 @hookspec
+def ecotone_environment_patterns() -> Mapping[str, str]:  # type: ignore[empty-body]
+    """The name patterns this plugin's `ecotone_resolve_environment` answers, each with a
+    line saying what it gives (`{"gymnasium:ID[?kw=...]": "any registered Gymnasium env"}`):
+    what `ecotone list` shows, since such names cannot be listed one by one."""
+
+
+@hookspec
 def ecotone_transports() -> Mapping[str, Any]:  # type: ignore[empty-body]
     """Transports this plugin contributes, by name. Each value is a `Transport`."""
 

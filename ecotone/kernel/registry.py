@@ -81,6 +81,10 @@ class Registry:
     def environments(self) -> dict[str, Entry]:
         return self._collect("environments")
 
+    def environment_patterns(self) -> dict[str, Entry]:
+        """Name patterns resolved by `ecotone_resolve_environment` (values: descriptions)."""
+        return self._collect("environment_patterns")
+
     def transports(self) -> dict[str, Entry]:
         return self._collect("transports")
 

@@ -357,6 +357,14 @@ def env_class(name: str) -> type[GymnasiumEnv]:
 
 
 @ecotone.hookimpl
+def ecotone_environment_patterns() -> dict[str, str]:
+    return {
+        f"{PREFIX}ID[?kw=...]": "any registered Gymnasium env, e.g. gymnasium:CartPole-v1 "
+        "(needs gymnasium)"
+    }
+
+
+@ecotone.hookimpl
 def ecotone_resolve_environment(name: str) -> type | None:
     if not name.startswith(PREFIX):
         return None
