@@ -40,7 +40,7 @@ from ecotone.specs import ErrorCode, ToolInfo
 if TYPE_CHECKING:
     from ecotone.client.vector import EpisodeLost, StepBatch, SubEnvError, VectorEnv
     from ecotone.client.vector_async import AsyncVectorEnv
-    from ecotone.launched_vector import launch_vector
+    from ecotone.launched_vector import alaunch_vector, launch_vector
 
 __version__ = "0.1.0"
 
@@ -51,6 +51,7 @@ _LAZY = {
     "StepBatch": "ecotone.client.vector",
     "SubEnvError": "ecotone.client.vector",
     "VectorEnv": "ecotone.client.vector",
+    "alaunch_vector": "ecotone.launched_vector",
     "launch_vector": "ecotone.launched_vector",
 }
 
@@ -106,6 +107,7 @@ __all__ = [
     "__version__",
     "aconnect",
     "alaunch",
+    "alaunch_vector",
     "astart_server",
     "connect",
     "hookimpl",

@@ -4,21 +4,29 @@
         obs, infos = envs.reset(seed=0)
         obs, rewards, terminated, truncated, infos = envs.step(actions)
 
-A `VectorEnv` (numpy needed) whose servers it started and stops on close. When a server dies,
-its sub-envs report `episode_lost`; `envs.restart(ids)` then starts a replacement through the
-same provider and reopens just those sub-envs there. Composition, like `ecotone.launch`.
+    async with ecotone.alaunch_vector("counter", 64, servers=2, provider="podman") as envs:
+        obs, infos = await envs.reset(seed=0)       # trio or asyncio
+
+A `VectorEnv` (numpy needed) whose servers it started and stops on close (`alaunch_vector`:
+an `AsyncVectorEnv`). When a server dies, its sub-envs report `episode_lost`;
+`envs.restart(ids)` then starts a replacement through the same provider and reopens just
+those sub-envs there. Composition, like `ecotone.launch`.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Mapping
+import contextlib
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import anyio
+
 from ecotone.client.vector import VectorEnv
-from ecotone.kernel.provider import LaunchSpec, Provider
+from ecotone.client.vector_async import AsyncVectorEnv
+from ecotone.kernel.provider import LaunchSpec, Provider, ServerHandle
 from ecotone.kernel.registry import Registry
-from ecotone.launcher import LaunchedServer, start_server
+from ecotone.launcher import LaunchedServer, astart_server, start_server
 
 
 def start_servers(
@@ -128,3 +136,106 @@ def launch_vector(
         spec=spec,
         **vector,
     )
+
+
+async def astart_servers(
+    env: str | LaunchSpec,
+    count: int,
+    *,
+    provider: str | Provider = "process",
+    registry: Registry | None = None,
+    **spec: Any,
+) -> list[ServerHandle]:
+    """`count` servers started concurrently; all of them, or none and the first error."""
+    handles: list[ServerHandle | None] = [None] * count
+    errors: list[BaseException] = []
+
+    async def one(index: int) -> None:
+        try:
+            handles[index] = await astart_server(env, provider=provider, registry=registry, **spec)
+        except Exception as exc:  # collected: the others still finish, then are stopped
+            errors.append(exc)
+
+    async with anyio.create_task_group() as group:
+        for index in range(count):
+            group.start_soon(one, index)
+    started = [handle for handle in handles if handle is not None]
+    if errors:
+        with anyio.CancelScope(shield=True):
+            for handle in started:
+                await handle.stop()
+        raise errors[0]
+    return started
+
+
+@contextlib.asynccontextmanager
+async def alaunch_vector(
+    env: str | LaunchSpec,
+    num_envs: int,
+    *,
+    servers: int = 1,
+    provider: str | Provider = "process",
+    registry: Registry | None = None,
+    spec: Mapping[str, Any] | None = None,
+    **vector: Any,
+) -> AsyncIterator[LaunchedAsyncVectorEnv]:
+    """As `launch_vector`, asynchronously (trio or asyncio): an `AsyncVectorEnv` over servers
+    `provider` starts, a dead one replaced on `restart`, all stopped on the way out. The
+    handles are `envs.servers` (in the order of `envs.urls`)."""
+    if servers < 1:
+        raise ValueError(f"servers must be >= 1, got {servers}")
+    fields = dict(spec or {})
+    handles = await astart_servers(env, servers, provider=provider, registry=registry, **fields)
+
+    try:
+        envs = LaunchedAsyncVectorEnv(handles, env, provider, registry, fields, num_envs, vector)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            for handle in handles:
+                await handle.stop()
+        raise
+    try:
+        async with envs:
+            yield envs
+    finally:
+        await envs.aclose()  # also when opening the sessions failed
+
+
+class LaunchedAsyncVectorEnv(AsyncVectorEnv):
+    """An AsyncVectorEnv over servers it started: `servers` (their handles, in the order of
+    `urls`); `aclose()` stops them too. Made by `alaunch_vector`."""
+
+    def __init__(
+        self,
+        servers: list[ServerHandle],
+        env: str | LaunchSpec,
+        provider: str | Provider,
+        registry: Registry | None,
+        spec: dict[str, Any],
+        num_envs: int,
+        vector: Mapping[str, Any],
+    ) -> None:
+        self.servers = servers
+        self._launch = (env, provider, registry, spec)
+        super().__init__(
+            [handle.url for handle in servers],
+            num_envs,
+            replace_server=self._replace,
+            **vector,
+        )
+
+    async def _replace(self, index: int, url: str) -> str:
+        """A dead server's stand-in, from the same provider and spec."""
+        env, provider, registry, spec = self._launch
+        with anyio.CancelScope(shield=True):
+            await self.servers[index].stop()
+        self.servers[index] = await astart_server(env, provider=provider, registry=registry, **spec)
+        return self.servers[index].url
+
+    async def aclose(self) -> None:
+        try:
+            await super().aclose()
+        finally:
+            with anyio.CancelScope(shield=True):
+                for handle in self.servers:
+                    await handle.stop()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 
+import anyio
 import numpy as np
 import pytest
 
@@ -62,3 +63,31 @@ def test_a_killed_server_is_replaced_through_its_provider_and_only_its_envs_rest
 def test_a_failed_start_leaves_no_server_running(tmp_path: object) -> None:
     with pytest.raises(ecotone.StartFailed, match="no-such-env"):
         ecotone.launch_vector("no-such-env", 4, servers=3, provider="process")
+
+
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
+def test_alaunch_vector_replaces_a_killed_server_under_trio_and_asyncio(backend: str) -> None:
+    async def main() -> list[int]:
+        async with ecotone.alaunch_vector(
+            "counter", 4, servers=2, provider="process", errors="info", step_timeout=10
+        ) as envs:
+            await envs.reset(seed=0)
+            obs, *_ = await envs.step([{"delta": 2}] * 4)
+            assert [o["count"] for o in obs] == [2] * 4
+            victim = envs.servers[0]
+            old_url, pid = victim.url, victim.pid  # type: ignore[attr-defined]
+            on_victim = [i for i, url in enumerate(envs.env_urls) if url == old_url]
+            os.kill(pid, signal.SIGKILL)
+            assert wait_until(lambda: not _running(pid), timeout=10)
+            _, _, _, truncated, infos = await envs.step([{"delta": 2}] * 4)
+            assert truncated[on_victim].all()
+            assert np.asarray(infos["episode_lost"])[on_victim].all()
+            await envs.restart(on_victim)
+            assert envs.servers[0].url != old_url
+            obs, *_ = await envs.step([{"delta": 2}] * 4)
+            assert [obs[i]["count"] for i in on_victim] == [2] * len(on_victim)
+            assert all(obs[i]["count"] == 6 for i in range(4) if i not in on_victim)
+            return [s.pid for s in envs.servers]  # type: ignore[attr-defined]
+
+    pids = anyio.run(main, backend=backend)
+    assert wait_until(lambda: not any(_running(p) for p in pids), timeout=10)
