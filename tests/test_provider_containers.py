@@ -704,9 +704,14 @@ import json, os, signal, sys, time
 from ecotone.providers import engines
 
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # a launcher that outlives a Ctrl-C
+# Descriptors held open, as pytest's capture and any real program hold some: the service's
+# pipes then get numbers above 9, which a shell's redirections cannot name (a bug once).
+held = [os.open(os.devnull, os.O_RDONLY) for _ in range(12)]
 engines.PODMAN_SOCKETS = ()  # none answers: the private service starts
 first = engines.podman_client()
 service = engines._service
+time.sleep(0.3)  # the supervisor is still there once the service answers
+assert service.running(), "the supervisor exited: podman runs unsupervised"
 print(json.dumps({"folder": service.folder, "leader": service._process.pid}), flush=True)
 for line in sys.stdin:
     if line.strip() == "ping":

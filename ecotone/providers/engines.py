@@ -138,14 +138,14 @@ def _podman_candidates() -> list[str]:
     return urls
 
 
-def _supervisor(lifeline_fd: int) -> str:
-    """The script `/bin/sh -c SCRIPT PODMAN URL` runs as the leader of a new session: podman
-    serves until the lifeline reaches end of file (this process closed it, or died) or until
-    podman exits by itself; either way the whole process group goes (`kill 0`)."""
-    return (
-        f'{{ "$0" system service --time=0 "$1"; kill -TERM 0; }} & '
-        f"read -r _ <&{lifeline_fd}; kill -TERM 0"
-    )
+SUPERVISOR = (
+    '{ "$0" system service --time=0 "$1"; kill -TERM 0; } </dev/null & read -r _; kill -TERM 0'
+)
+"""The script `/bin/sh -c SCRIPT PODMAN URL` runs as the leader of a new session, with the
+lifeline as its stdin: podman serves until the lifeline reaches end of file (this process
+closed it, or died) or until podman exits by itself; either way the whole process group goes
+(`kill 0`). The lifeline is stdin, not a higher descriptor: dash reads only 0-9 in
+redirections, and `<&12` made the script fail at once, leaving podman unsupervised."""
 
 
 def _end_group(leader: int, label: str) -> bool:
@@ -208,15 +208,14 @@ class PodmanService:
         socket_path = os.path.join(self.folder, SERVICE_SOCKET)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(socket_path)  # an earlier run's, which would make this one fail
-        lifeline_read, lifeline_write = os.pipe()  # neither inheritable: passed by number
+        lifeline_read, lifeline_write = os.pipe()  # the write end stays here, not inherited
         log = open(os.path.join(self.folder, SERVICE_LOG), "ab")
         try:
             self._process = subprocess.Popen(
-                ["/bin/sh", "-c", _supervisor(lifeline_read), self.podman_bin, self.url],
-                stdin=subprocess.DEVNULL,
+                ["/bin/sh", "-c", SUPERVISOR, self.podman_bin, self.url],
+                stdin=lifeline_read,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                pass_fds=(lifeline_read,),
                 start_new_session=True,
             )
         except OSError as exc:
@@ -248,15 +247,17 @@ class PodmanService:
         process, self._process = self._process, None
         if process is None:
             return
-        if process.poll() is None:
+        # The group, even if its leader is gone: podman may outlive the supervisor. Its id
+        # cannot have been reused while any member of the group is left.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)  # ...but do not wait for it to notice
+        deadline = time.monotonic() + SERVICE_STOP_WAIT
+        while _group_running(process.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if _group_running(process.pid):
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)  # ...but do not wait for it to notice
-            try:
-                process.wait(SERVICE_STOP_WAIT)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+                os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
     def close(self) -> None:
         """Stop the service and remove its folder (at exit of the process that made it)."""
