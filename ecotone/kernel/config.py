@@ -54,7 +54,7 @@ import cattrs
 from cattrs.v import format_exception
 
 from ecotone.kernel.limits import Limits
-from ecotone.kernel.provider import SERVER_TRANSPORTS, Resources
+from ecotone.kernel.provider import Resources, server_transport
 
 ENV_PREFIX = "ECOTONE_"
 
@@ -78,18 +78,13 @@ class RecordingConfig:
     """`jsonl` (JSON Lines) or `msgpack`."""
 
 
-def _launch_transport(_: object, attribute: attrs.Attribute[str], value: str) -> None:
-    if value not in SERVER_TRANSPORTS:
-        raise ValueError(f"{attribute.name} must be one of {', '.join(SERVER_TRANSPORTS)}")
-
-
 @attrs.frozen(slots=True, kw_only=True)
 class LaunchConfig:
     """How `ecotone launch` starts a server: which provider, and the LaunchSpec fields that
     are settings rather than code (`ecotone.launch` in Python takes them as arguments)."""
 
     provider: str = "process"
-    transport: str = attrs.field(default="websocket", validator=_launch_transport)
+    transport: str = attrs.field(default="websocket", validator=server_transport)
     image: str | None = None
     ready_timeout: float = 60.0
     resources: Resources = attrs.field(factory=Resources)

@@ -103,6 +103,14 @@ class Resources:
 SERVER_TRANSPORTS = ("websocket", "http", "tcp", "unix")
 
 
+def server_transport(_: object, attribute: attrs.Attribute[str], value: str) -> None:
+    """attrs validator: one of SERVER_TRANSPORTS (LaunchSpec, and `[launch]` in the config)."""
+    if value not in SERVER_TRANSPORTS:
+        raise ValueError(
+            f"{attribute.name} must be one of {', '.join(SERVER_TRANSPORTS)}, got {value!r}"
+        )
+
+
 @attrs.frozen(slots=True, kw_only=True)
 class LaunchSpec:
     """What to start. Providers ignore nothing silently: an option they do not support is a
@@ -110,7 +118,7 @@ class LaunchSpec:
 
     env: str
     """Env name as `ecotone serve` takes it (`counter`, `gymnasium:CartPole-v1`)."""
-    transport: str = attrs.field(default="websocket")
+    transport: str = attrs.field(default="websocket", validator=server_transport)
     """How the client reaches the server: `websocket`, `http` or `tcp` on a loopback port the
     provider picks, or `unix`: a socket in a private folder, with no network at all."""
     image: str | None = None
@@ -131,13 +139,6 @@ class LaunchSpec:
     options: Mapping[str, Any] = attrs.field(factory=dict)
     """Provider-specific settings (process: `sandbox`; containers: `user`, `read_only`,
     `tmpfs_mb`)."""
-
-    @transport.validator
-    def _transport(self, _: attrs.Attribute[str], value: str) -> None:
-        if value not in SERVER_TRANSPORTS:
-            raise ValueError(
-                f"transport must be one of {', '.join(SERVER_TRANSPORTS)}, got {value!r}"
-            )
 
 
 RESERVED_LABEL_PREFIX = "ecotone."
