@@ -25,7 +25,7 @@ The private podman service:
   that sits idle longer than N would find its engine gone;
 - is restarted on the same socket by `podman_client()` when it has exited, so clients
   (and container objects) made for the earlier one work again;
-- keeps its socket and log in `$TMPDIR/ecotone-podman-XXXXXXXX/`, with `owner` (the owner
+- keeps its socket and log in `$TMPDIR/ecotone-podman-*/`, with `owner` (the owner
   label of this process) and `service` (the label of the supervisor, the leader of the
   service's process group). `sweep_podman_services()`, which the podman provider's `gc()`
   runs, removes the folders of owners that are gone and ends a service still running there

@@ -6,7 +6,7 @@ sandbox.
 
 The rules it keeps, beyond the provider contract (`ecotone.kernel.provider`):
 
-- Each server gets a private folder, `$TMPDIR/ecotone-process-XXXXXXXX/`, that holds its
+- Each server gets a private folder, `$TMPDIR/ecotone-process-*/`, that holds its
   output (`server.log`: stdout and stderr in one file, so no pipe can fill and block the
   server), its unix socket (`sock/server.sock`), and what `gc()` reads: `owner` (the owner
   label of the launching process), `labels.json`, `processes` (the owner labels of the
