@@ -17,12 +17,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/ecotone play echo --steps 10
 
-## make test: lint, format check, type check, protocol doc freshness, and the test suite
+## make test: lint, format check, dependency rule (import-linter), type check, the test suite
 test: $(STAMP) lint typecheck pytest
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ecotone tests bench
 	$(VENV)/bin/ruff format --check ecotone tests bench
+	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
@@ -37,9 +38,9 @@ $(OPENENV_VENV)/.installed: bench/requirements-openenv.txt
 pytest: $(STAMP) $(OPENENV_VENV)/.installed
 	OPENENV_PYTHON=$(CURDIR)/$(OPENENV_VENV)/bin/python $(PY) -m pytest -q
 
-## make docs: regenerate docs/protocol.md from ecotone/specs
+## make docs: regenerate docs/protocol.md from ecotone/wire
 docs: $(STAMP)
-	$(PY) -m ecotone.specs.docgen > docs/protocol.md
+	$(PY) -m ecotone.wire.docgen > docs/protocol.md
 
 ## make bench: ecotone vs OpenEnv vs the raw transport floor, medians into docs/benchmarks.md
 bench: $(STAMP) $(OPENENV_VENV)/.installed

@@ -28,8 +28,8 @@ import anyio
 import anyio.to_thread
 
 import ecotone
-from ecotone.kernel.provider import ProviderError
-from ecotone.launcher import astart_server, provider_for
+from ecotone.launcher.compose import astart_server, provider_for
+from ecotone.launcher.contract import ProviderError
 
 
 @dataclass

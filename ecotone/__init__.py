@@ -25,7 +25,8 @@ from ecotone.kernel.contract import (
     StepResult,
 )
 from ecotone.kernel.hookspecs import hookimpl
-from ecotone.kernel.provider import (
+from ecotone.launcher.compose import LaunchedServer, alaunch, astart_server, launch, start_server
+from ecotone.launcher.contract import (
     EngineUnavailable,
     ImageNotFound,
     LaunchSpec,
@@ -34,13 +35,12 @@ from ecotone.kernel.provider import (
     Resources,
     StartFailed,
 )
-from ecotone.launcher import LaunchedServer, alaunch, astart_server, launch, start_server
-from ecotone.specs import ErrorCode, ToolInfo
+from ecotone.wire import ErrorCode, ToolInfo
 
 if TYPE_CHECKING:
     from ecotone.client.vector import EpisodeLost, StepBatch, SubEnvError, VectorEnv
     from ecotone.client.vector_async import AsyncVectorEnv
-    from ecotone.launched_vector import alaunch_vector, launch_vector
+    from ecotone.launcher.vector import alaunch_vector, launch_vector
 
 __version__ = "0.1.0"
 
@@ -51,8 +51,8 @@ _LAZY = {
     "StepBatch": "ecotone.client.vector",
     "SubEnvError": "ecotone.client.vector",
     "VectorEnv": "ecotone.client.vector",
-    "alaunch_vector": "ecotone.launched_vector",
-    "launch_vector": "ecotone.launched_vector",
+    "alaunch_vector": "ecotone.launcher.vector",
+    "launch_vector": "ecotone.launcher.vector",
 }
 
 

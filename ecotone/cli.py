@@ -21,7 +21,7 @@ from ecotone.conformance import run as run_conformance
 from ecotone.kernel import Registry, RegistryError
 from ecotone.kernel.config import ConfigError, ServerConfig, load
 from ecotone.kernel.envspec import EnvDefinitionError
-from ecotone.providers.engines import ENGINES
+from ecotone.launcher.providers.engines import ENGINES
 from ecotone.server import BackgroundServer, build_kernel, serve, transport_for, web_url
 
 
@@ -308,12 +308,13 @@ def _option(text: str) -> tuple[str, Any]:
 
 
 def _cmd_launch(args: argparse.Namespace) -> int:
-    from ecotone.launcher import make_spec, provider_for
+    from ecotone.launcher.compose import make_spec, provider_for
+    from ecotone.launcher.config import launch_config
 
     config = load(args.config, overrides={"env": args.env})
     if not config.env:
         raise ValueError("launch: name an environment (ecotone launch ENV) or set `env`")
-    settings = config.launch
+    settings = launch_config(config.launch)
     provider = provider_for(args.provider or settings.provider)
     options = dict(settings.options)
     options.update(_option(text) for text in args.option)
@@ -379,7 +380,7 @@ def _cmd_launch(args: argparse.Namespace) -> int:
 
 
 def _cmd_gc(args: argparse.Namespace) -> int:
-    from ecotone.kernel.provider import EngineUnavailable
+    from ecotone.launcher.contract import EngineUnavailable
 
     providers = Registry.discover().providers()
     names = args.provider or sorted(providers)
@@ -405,7 +406,7 @@ def _cmd_gc(args: argparse.Namespace) -> int:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from ecotone.images import DEFAULT_BASE, build_image
+    from ecotone.launcher.images import DEFAULT_BASE, build_image
 
     tag = build_image(
         args.env,

@@ -9,8 +9,8 @@ rules). Fixtures, not calls in the test body: a skip raised inside an async test
 its reason.
 
 `env_image(engine, env)` returns an image that serves `env` (built once per session and
-engine by `ecotone.images.build_image`, as `ecotone build` does: this checkout's ecotone and
-its dependencies, installed on the host, on the base image `ECOTONE_BASE_IMAGE`, default
+engine by `ecotone.launcher.images.build_image`, as `ecotone build` does: this checkout's
+ecotone and its dependencies, installed on the host, on the base image `ECOTONE_BASE_IMAGE`, default
 `localhost/ecotone-base:bookworm`, Debian with python3 and nothing else; `make base-image`).
 
 `EngineProxy` puts a unix socket that a test can cut and restore in front of an engine: a
@@ -29,9 +29,9 @@ from typing import Any
 
 import pytest
 
-from ecotone.images import build_image
-from ecotone.kernel.provider import EngineUnavailable
-from ecotone.providers import engines
+from ecotone.launcher.contract import EngineUnavailable
+from ecotone.launcher.images import build_image
+from ecotone.launcher.providers import engines
 
 ENGINES = ("podman", "docker")
 REQUIRE_VAR = "ECOTONE_REQUIRE_ENGINES"

@@ -22,8 +22,10 @@ from typing import Any
 import pytest
 
 import ecotone
-from ecotone import cli, images
-from ecotone.images import (
+from ecotone import cli
+from ecotone.launcher import images
+from ecotone.launcher.contract import EngineUnavailable, ImageNotFound, default_image
+from ecotone.launcher.images import (
     DEFAULT_BASE,
     EnvSource,
     build_image,
@@ -32,8 +34,7 @@ from ecotone.images import (
     local_wheel,
     platform_tags,
 )
-from ecotone.kernel.provider import EngineUnavailable, ImageNotFound, default_image
-from ecotone.providers import engines
+from ecotone.launcher.providers import engines
 from tests.engines import BASE_IMAGE, EngineProxy, engine_client, unavailable
 
 TEST_TAG = "localhost/ecotone-test-build-counter:latest"

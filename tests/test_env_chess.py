@@ -15,7 +15,7 @@ import pytest
 import ecotone
 from ecotone.kernel import EnvSpec, Kernel
 from ecotone.plugins.chess import ChessAction, ChessEnv, ChessObservation, ChessState
-from ecotone.specs import Error, ObservationFrame, StepManyResult, codec_for
+from ecotone.wire import Error, ObservationFrame, StepManyResult, codec_for
 from tests.conftest import run_server
 
 START_MOVES = sorted(

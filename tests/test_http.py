@@ -18,12 +18,12 @@ from wsproto.events import AcceptConnection, Request, TextMessage
 from wsproto.frame_protocol import FrameProtocol
 
 import ecotone
-import ecotone.transports.http
+import ecotone.server.transports.http
 from ecotone.kernel import Limits
 from ecotone.kernel.config import ServerConfig
 from ecotone.server import build_kernel
-from ecotone.transports._httpmsg import HttpRequest
-from ecotone.transports.http import HttpServer
+from ecotone.server.transports.http import HttpServer
+from ecotone.wire.http import HttpRequest
 from tests.conftest import RunningServer, make_registry, run_server, wait_until
 from tests.httpraw import JSON, MSGPACK, Http, raw_exchange
 from tests.wsraw import HandshakeRefused, RawWebSocket
@@ -312,7 +312,7 @@ def test_a_wrong_method_is_405_with_an_allow_header(client: Http) -> None:
 def test_a_client_stalling_inside_its_request_head_gets_408_and_is_dropped(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(ecotone.transports.http, "REQUEST_TIMEOUT", 0.5)
+    monkeypatch.setattr(ecotone.server.transports.http, "REQUEST_TIMEOUT", 0.5)
     with run_server("counter", transport="http") as server:
         sid = started_episode(server.port)
         received, closed = raw_exchange(server.port, b"POST /v1/sessions HTTP/1.1\r\nHost: t\r\n")
@@ -323,7 +323,7 @@ def test_a_client_stalling_inside_its_request_head_gets_408_and_is_dropped(
 
 
 def test_a_client_stalling_inside_its_body_gets_408(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ecotone.transports.http, "REQUEST_TIMEOUT", 0.5)
+    monkeypatch.setattr(ecotone.server.transports.http, "REQUEST_TIMEOUT", 0.5)
     with run_server("counter", transport="http") as server:
         head = b"POST /v1/frames HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{"
         received, closed = raw_exchange(server.port, head)
@@ -472,7 +472,7 @@ async def test_requests_naming_dead_sessions_leave_no_per_session_state() -> Non
 
 
 def test_no_error_disturbs_a_session_opened_before(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ecotone.transports.http, "REQUEST_TIMEOUT", 0.5)
+    monkeypatch.setattr(ecotone.server.transports.http, "REQUEST_TIMEOUT", 0.5)
     limits = Limits(max_sessions=2, max_frame_bytes=1000)
     with run_server("counter", transport="http", limits=limits) as server:
         sid = started_episode(server.port, start=100)

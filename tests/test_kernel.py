@@ -15,7 +15,7 @@ import pytest
 from ecotone.kernel import EnvSpec, Kernel, Limits
 from ecotone.plugins.counter import CounterEnv
 from ecotone.plugins.echo import EchoEnv
-from ecotone.specs import PROTOCOL_VERSION, Error, codec_for
+from ecotone.wire import PROTOCOL_VERSION, Error, codec_for
 from tests import envs
 
 ALL_ENVS: dict[str, type] = {"counter": CounterEnv, "echo": EchoEnv, **envs.TEST_ENVS}

@@ -15,7 +15,8 @@ import pytest
 
 import ecotone
 from ecotone.kernel.config import ConfigError, load
-from ecotone.providers.process import FOLDER_PREFIX
+from ecotone.launcher.config import launch_config
+from ecotone.launcher.providers.process import FOLDER_PREFIX
 from tests.conftest import wait_until
 
 
@@ -154,7 +155,7 @@ def test_launch_table_errors_name_the_key(tmp_path: Path, toml: str, message: st
     path = tmp_path / "ecotone.toml"
     path.write_text(toml)
     with pytest.raises(ConfigError, match=re.escape(message)):
-        load(path, environ={})
+        launch_config(load(path, environ={}).launch, f"config file {path}")
 
 
 SLOW_START = """

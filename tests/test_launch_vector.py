@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import ecotone
-from ecotone.launched_vector import LaunchedVectorEnv
+from ecotone.launcher.vector import LaunchedVectorEnv
 from tests.conftest import wait_until
 
 

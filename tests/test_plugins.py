@@ -19,9 +19,9 @@ import ecotone
 from ecotone.kernel import EnvDefinitionError, EnvSpec, Kernel, Limits, Registry, RegistryError
 from ecotone.plugins.counter import CounterAction, CounterEnv, CounterObservation
 from ecotone.plugins.echo import EchoEnv
-from ecotone.specs import Open, Opened, Reset, codec_for
-from ecotone.transports.inproc import InprocTransport
-from ecotone.transports.websocket import WebSocketTransport
+from ecotone.server.transports.inproc import InprocTransport
+from ecotone.server.transports.websocket import WebSocketTransport
+from ecotone.wire import Open, Opened, Reset, codec_for
 from tests.conftest import SessionRecorder, run_server, wait_until
 
 PLUGIN_DIST = Path(__file__).resolve().parent / "plugin_dist"

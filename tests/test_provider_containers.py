@@ -25,11 +25,11 @@ import anyio.to_thread
 import pytest
 
 import ecotone
-from ecotone.launcher import astart_server, make_spec, provider_for
-from ecotone.providers import _container, engines
-from ecotone.providers._container import check_container_spec, server_command
-from ecotone.providers._entry import load_secrets
-from ecotone.providers.owner import (
+from ecotone.launcher.compose import astart_server, make_spec, provider_for
+from ecotone.launcher.providers import _container, engines
+from ecotone.launcher.providers._container import check_container_spec, server_command
+from ecotone.launcher.providers._entry import load_secrets
+from ecotone.launcher.providers.owner import (
     LABEL_OWNER,
     boot_id,
     labels_for,
@@ -100,7 +100,13 @@ def exec_in(container: Any, command: list[str]) -> tuple[int, str, str]:
 def test_server_command_overrides_the_image_and_hides_secrets_behind_the_entry_point() -> None:
     spec = ecotone.LaunchSpec(env="echo", transport="unix", secrets={"KEY": "v"}, max_sessions=3)
     command = server_command(spec)
-    assert command[:5] == ["python3", "-m", "ecotone.providers._entry", "/run/secrets", "--"]
+    assert command[:5] == [
+        "python3",
+        "-m",
+        "ecotone.launcher.providers._entry",
+        "/run/secrets",
+        "--",
+    ]
     assert command[5:] == [
         "serve", "echo", "--transport", "unix", "--host", "/run/ecotone/server.sock",
         "--max-sessions", "3",
@@ -701,7 +707,7 @@ def test_a_non_root_launcher_can_use_the_unix_socket_of_its_container(
 
 SERVICE_LAUNCHER = """
 import json, os, signal, sys, time
-from ecotone.providers import engines
+from ecotone.launcher.providers import engines
 
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # a launcher that outlives a Ctrl-C
 # Descriptors held open, as pytest's capture and any real program hold some: the service's

@@ -27,14 +27,14 @@ import anyio
 import pytest
 
 import ecotone
-from ecotone.kernel.provider import (
+from ecotone.launcher.compose import make_spec, provider_for
+from ecotone.launcher.contract import (
     EngineUnavailable,
     ReadinessTimeout,
     ServerHandle,
     StartFailed,
 )
-from ecotone.launcher import make_spec, provider_for
-from ecotone.providers.owner import (
+from ecotone.launcher.providers.owner import (
     boot_id,
     machine_id,
     owner_alive,
@@ -42,7 +42,7 @@ from ecotone.providers.owner import (
     pid_namespace,
     running_here,
 )
-from ecotone.providers.process import FOLDER_PREFIX, ProcessProvider, ProcessServer
+from ecotone.launcher.providers.process import FOLDER_PREFIX, ProcessProvider, ProcessServer
 from tests.conftest import wait_until
 
 TRANSPORTS = ("websocket", "http", "tcp", "unix")

@@ -12,13 +12,8 @@ import pytest
 
 import ecotone
 from ecotone.plugins.counter import CounterAction, CounterObservation
-from ecotone.recording import (
-    EpisodeWriter,
-    TrajectoryRecorder,
-    _msgpack_end,
-    read_episode,
-    read_episodes,
-)
+from ecotone.recording import EpisodeWriter, TrajectoryRecorder, read_episode, read_episodes
+from ecotone.recording.reader import _msgpack_end
 from tests.conftest import run_server, wait_until
 
 

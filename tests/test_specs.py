@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from ecotone.specs import (
+from ecotone.wire import (
     PROTOCOL_VERSION,
     SUBPROTOCOLS,
     CallTool,
@@ -40,7 +40,7 @@ from ecotone.specs import (
     Welcome,
     codec_for,
 )
-from ecotone.specs.frames import REQUEST_OPS
+from ecotone.wire.frames import REQUEST_OPS
 
 CODECS = ["json", "msgpack"]
 

@@ -25,7 +25,7 @@ from ecotone.client._vector import Call, VectorCore, WireStepMany
 from ecotone.kernel import EnvSpec, Kernel
 from ecotone.kernel.sessions import Phase
 from ecotone.plugins.counter import CounterAction, CounterObservation
-from ecotone.specs import (
+from ecotone.wire import (
     Error,
     Open,
     Opened,

@@ -24,7 +24,7 @@ import pytest
 
 import ecotone
 from ecotone.kernel import Limits
-from ecotone.kernel.framing import FrameDecoder, TooLarge, detect_codec, encode
+from ecotone.wire.framing import FrameDecoder, TooLarge, detect_codec, encode
 from tests.conftest import RunningServer, ecotone_serving, run_server, wait_until
 
 # --- one episode, every transport ------------------------------------------------------------

@@ -15,7 +15,7 @@ import attrs
 
 from ecotone.client.errors import ServerError
 from ecotone.kernel.contract import StepResult
-from ecotone.specs import Codec, Error, ObservationFrame, Response, StateFrame, codec_for
+from ecotone.wire import Codec, Error, ObservationFrame, Response, StateFrame, codec_for
 
 
 @attrs.frozen(slots=True)

@@ -32,7 +32,7 @@ from ecotone.client._core import EnvTypes
 from ecotone.client.errors import ConnectionLost, EcotoneError, ServerError
 from ecotone.kernel.contract import StepResult
 from ecotone.recording import ClientRecorder
-from ecotone.specs import (
+from ecotone.wire import (
     Close,
     Closed,
     Described,
@@ -50,7 +50,7 @@ from ecotone.specs import (
     Tools,
     Welcome,
 )
-from ecotone.specs.frames import Frame
+from ecotone.wire.frames import Frame
 
 AutoresetMode = Literal["next_step", "same_step", "disabled"]
 ErrorPolicy = Literal["raise", "info"]

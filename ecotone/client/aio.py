@@ -20,7 +20,7 @@ from ecotone.client.channels import AsyncChannel, open_async_channel
 from ecotone.client.errors import ConnectionLost, ServerError
 from ecotone.client.sync import DEFAULT_TIMEOUT
 from ecotone.kernel.contract import StepResult
-from ecotone.specs import (
+from ecotone.wire import (
     Close,
     Describe,
     Described,

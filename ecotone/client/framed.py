@@ -22,7 +22,7 @@ import anyio.lowlevel
 
 from ecotone.client._blocking import DeadlineReceiver
 from ecotone.client.errors import ConnectionLost
-from ecotone.kernel.framing import FrameDecoder, TooLarge, encode
+from ecotone.wire.framing import FrameDecoder, TooLarge, encode
 
 RECEIVE_SIZE = 65536
 MAX_INCOMING = 1 << 31  # the server enforces its own limit; the client trusts its server

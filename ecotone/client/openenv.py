@@ -1,11 +1,12 @@
 """Drive an OpenEnv server with ecotone's clients: `openenv+http://HOST:PORT` (or
 `openenv+ws://`).
 
-The channel translates ecotone frames into OpenEnv's `/ws` messages and back, so the whole
-client API (typed results, `InvalidActionError.field`, timeouts, several sessions, async under
-trio or asyncio) works against the many environments published for OpenEnv. OpenEnv speaks one
-session per WebSocket, so each `open` makes a new socket; `describe` reads `/metadata` and
-`/schema` over HTTP.
+The channel translates ecotone frames into OpenEnv's `/ws` messages and back
+(`ecotone.compat.openenv.translator`), so the whole client API (typed results,
+`InvalidActionError.field`, timeouts, several sessions, async under trio or asyncio) works
+against the many environments published for OpenEnv. OpenEnv speaks one session per
+WebSocket, so each `open` makes a new socket; `describe` reads `/metadata` and `/schema` over
+HTTP.
 
 OpenEnv's messages carry no request ids: if a call on a session times out, that session's
 socket is dropped (its late answer would otherwise be taken for the next one's), and the
@@ -22,14 +23,12 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-import msgspec
 
 from ecotone.client._core import parse_url
 from ecotone.client.channels import WsAsyncChannel, WsSyncChannel
 from ecotone.client.errors import ConnectionLost, EcotoneError
-from ecotone.specs import (
-    PROTOCOL_VERSION,
-    CallTool,
+from ecotone.compat.openenv.translator import Translator
+from ecotone.wire import (
     Close,
     Closed,
     Describe,
@@ -37,178 +36,14 @@ from ecotone.specs import (
     EnvInfo,
     Error,
     ErrorCode,
-    GetState,
-    Hello,
-    ListTools,
     ObservationFrame,
     Open,
-    Opened,
-    Ping,
-    Pong,
     Request,
-    Reset,
     Response,
-    StateFrame,
     Step,
     StepMany,
     StepManyResult,
-    ToolInfo,
-    ToolResult,
-    Tools,
-    Welcome,
-    codec_for,
 )
-
-_json = msgspec.json.Encoder()
-_ERRORS = {
-    "VALIDATION_ERROR": ErrorCode.INVALID_ACTION,
-    "EXECUTION_ERROR": ErrorCode.ENV_ERROR,
-    "CAPACITY_REACHED": ErrorCode.CAPACITY,
-    "INVALID_JSON": ErrorCode.INVALID_FRAME,
-    "UNKNOWN_TYPE": ErrorCode.UNKNOWN_OP,
-    "FACTORY_ERROR": ErrorCode.ENV_ERROR,
-    "SESSION_ERROR": ErrorCode.ENV_ERROR,
-}
-
-
-class Translator:
-    """Sans-IO: ecotone request frames to OpenEnv messages, OpenEnv answers to frames."""
-
-    def __init__(self, codec: str) -> None:
-        self.codec = codec_for(codec)
-
-    def decode(self, data: bytes) -> Request | Error:
-        try:
-            return self.codec.decode_request(data)
-        except msgspec.DecodeError as exc:  # our own client made it: a bug if this happens
-            return Error(id=None, code=ErrorCode.INVALID_FRAME, message=str(exc))
-
-    def message(self, frame: Request) -> bytes:
-        """The OpenEnv message for a session-bound request."""
-        if isinstance(frame, Reset):
-            data: dict[str, Any] = dict(frame.options)
-            if frame.seed is not None:
-                data["seed"] = frame.seed
-            if frame.episode_id is not None:
-                data["episode_id"] = frame.episode_id
-            return _json.encode({"type": "reset", "data": data})
-        if isinstance(frame, Step):
-            if self.codec.name == "json":
-                return b'{"type":"step","data":' + bytes(frame.action) + b"}"
-            action = self.codec.decode_as(frame.action, Any)
-            return _json.encode({"type": "step", "data": action})
-        if isinstance(frame, GetState | Open):
-            return b'{"type":"state"}'
-        if isinstance(frame, Close):
-            return b'{"type":"close"}'
-        if isinstance(frame, ListTools):
-            rpc: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-            return _json.encode({"type": "mcp", "data": rpc})
-        if isinstance(frame, CallTool):
-            rpc = {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "tools/call",
-                "params": {"name": frame.name, "arguments": frame.arguments},
-            }
-            return _json.encode({"type": "mcp", "data": rpc})
-        raise ValueError(f"{type(frame).__name__} has no OpenEnv message")
-
-    def error(self, frame: Any, code: ErrorCode, message: str, **details: Any) -> Error:
-        return Error(
-            id=frame.id,
-            code=code,
-            message=message,
-            session=getattr(frame, "session", None),
-            details=details,
-        )
-
-    def answer(self, frame: Request, session: str, raw: bytes | str) -> Response:
-        """Turn OpenEnv's answer to `frame` into the frame ecotone's client expects."""
-        try:
-            message = json.loads(raw)
-            kind, data = message.get("type"), message.get("data")
-        except (ValueError, AttributeError):
-            return self.error(frame, ErrorCode.INTERNAL, f"OpenEnv sent a non-JSON answer: {raw!r}")
-        if kind == "error":
-            return self._error(frame, data or {})
-        if isinstance(frame, Open):
-            return Opened(id=frame.id, session=session, env=frame.env or "openenv")
-        if kind == "observation" and isinstance(data, dict):
-            obs = dict(data.get("observation") or {})
-            obs["reward"] = data.get("reward")
-            obs["done"] = bool(data.get("done", False))
-            if data.get("metadata") and "metadata" not in obs:
-                obs["metadata"] = data["metadata"]
-            return ObservationFrame(id=frame.id, session=session, observation=self.codec.raw(obs))
-        if kind == "state":
-            return StateFrame(id=frame.id, session=session, state=self.codec.raw(data or {}))
-        if kind == "mcp" and isinstance(data, dict):
-            return self._mcp(frame, session, data)
-        return self.error(frame, ErrorCode.INTERNAL, f"unexpected OpenEnv answer {kind!r}")
-
-    def _error(self, frame: Any, data: dict[str, Any]) -> Error:
-        code = _ERRORS.get(str(data.get("code")), ErrorCode.ENV_ERROR)
-        message = str(data.get("message", "OpenEnv error"))
-        if code is ErrorCode.INVALID_ACTION:
-            errors = data.get("errors") or [{}]
-            first = errors[0] if isinstance(errors[0], dict) else {}
-            loc = [str(p) for p in first.get("loc", [])]
-            reason = str(first.get("msg", message))
-            return self.error(
-                frame,
-                code,
-                f"invalid action: {reason} (field `{'.'.join(loc)}`)",
-                path="$" + "".join(f".{p}" for p in loc),
-                field=".".join(loc),
-                reason=reason,
-                errors=errors,
-            )
-        if code is ErrorCode.CAPACITY:
-            return self.error(
-                frame,
-                code,
-                message,
-                active=data.get("active_sessions"),
-                limit=data.get("max_sessions"),
-            )
-        return self.error(frame, code, message, openenv_code=data.get("code"))
-
-    def _mcp(self, frame: Any, session: str, rpc: dict[str, Any]) -> Response:
-        if "error" in rpc:
-            err = rpc["error"] or {}
-            text = str(err.get("message", "MCP error"))
-            code = (
-                ErrorCode.UNSUPPORTED
-                if "does not support MCP" in text
-                else (
-                    ErrorCode.INVALID_ARGUMENT
-                    if err.get("code") in (-32602, -32601)
-                    else ErrorCode.ENV_ERROR
-                )
-            )
-            return self.error(frame, code, text, rpc_code=err.get("code"))
-        result = rpc.get("result") or {}
-        if isinstance(frame, ListTools):
-            tools = [
-                ToolInfo(
-                    name=t.get("name", ""),
-                    description=t.get("description") or "",
-                    input_schema=t.get("inputSchema") or t.get("input_schema") or {},
-                )
-                for t in result.get("tools", [])
-            ]
-            return Tools(id=frame.id, session=session, tools=tools)
-        value = result.get("data", result.get("structured_content", result))
-        return ToolResult(id=frame.id, session=session, result=self.codec.raw(value))
-
-    def local(self, frame: Request) -> Response | None:
-        """Answers that need no OpenEnv round trip."""
-        if isinstance(frame, Hello):
-            return Welcome(id=frame.id, version=PROTOCOL_VERSION, server="openenv", envs=[])
-        if isinstance(frame, Ping):
-            return Pong(id=frame.id)
-        return None
 
 
 def _describe(host: str, port: int, base: str, timeout: float) -> EnvInfo:

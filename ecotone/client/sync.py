@@ -16,7 +16,7 @@ from ecotone.client._core import ClientCore, EnvTypes
 from ecotone.client.channels import SyncChannel, open_sync_channel
 from ecotone.client.errors import ConnectionLost, ServerError
 from ecotone.kernel.contract import StepResult
-from ecotone.specs import (
+from ecotone.wire import (
     Close,
     Describe,
     Described,

@@ -26,7 +26,7 @@ from ecotone.conformance.generate import generate, invalid_action, object_schema
 from ecotone.conformance.schema import SchemaDefinitionError, refs, resolve, validate
 from ecotone.conformance.target import Target
 from ecotone.kernel.contract import StepResult
-from ecotone.specs import Close, Error, ErrorCode, GetState, Reset, Response, Step
+from ecotone.wire import Close, Error, ErrorCode, GetState, Reset, Response, Step
 
 REDRAWS: Final = 20
 """Schema-generated actions the env refuses (`invalid_action`) are drawn again, this often."""

@@ -18,8 +18,8 @@ import anyio
 from ecotone.client.errors import EcotoneError
 from ecotone.client.sync import Connection, EnvClient
 from ecotone.kernel import EnvDefinitionError, EnvSpec, Kernel, Registry, RegistryError
-from ecotone.specs import EnvInfo
-from ecotone.transports.inproc import InprocSyncChannel
+from ecotone.server.transports.inproc import InprocSyncChannel
+from ecotone.wire import EnvInfo
 
 OPENENV_PREFIX = "openenv+"
 

@@ -1,6 +1,6 @@
 """The kernel: the environment contract, sessions, sans-IO dispatch, plugins and config.
 
-Imports only `ecotone.specs`. No sockets, no event loop of its own.
+Imports only `ecotone.wire`. No sockets, no event loop of its own.
 """
 
 from ecotone.kernel.contract import (

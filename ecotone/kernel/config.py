@@ -19,7 +19,7 @@ command-line flags. Structured with cattrs, so a wrong key or type is an error n
     dir = "runs/traj"
     format = "jsonl"       # or "msgpack"
 
-    [launch]               # how `ecotone launch` starts a server (ecotone.kernel.provider)
+    [launch]               # how `ecotone launch` starts a server (ecotone.launcher.config)
     provider = "process"   # or "podman", "docker", or a plugin's
     transport = "websocket"
     image = "localhost/ecotone-counter:latest"   # containers; default: what `ecotone build` names
@@ -47,16 +47,16 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import cattrs
 from cattrs.v import format_exception
 
 from ecotone.kernel.limits import Limits
-from ecotone.kernel.provider import Resources, server_transport
 
 ENV_PREFIX = "ECOTONE_"
+T = TypeVar("T")
 
 
 class ConfigError(ValueError):
@@ -79,19 +79,6 @@ class RecordingConfig:
 
 
 @attrs.frozen(slots=True, kw_only=True)
-class LaunchConfig:
-    """How `ecotone launch` starts a server: which provider, and the LaunchSpec fields that
-    are settings rather than code (`ecotone.launch` in Python takes them as arguments)."""
-
-    provider: str = "process"
-    transport: str = attrs.field(default="websocket", validator=server_transport)
-    image: str | None = None
-    ready_timeout: float = 60.0
-    resources: Resources = attrs.field(factory=Resources)
-    options: dict[str, Any] = attrs.field(factory=dict)
-
-
-@attrs.frozen(slots=True, kw_only=True)
 class ServerConfig:
     """Everything `ecotone serve` needs."""
 
@@ -101,7 +88,9 @@ class ServerConfig:
     port: int = attrs.field(default=8000)
     limits: Limits = attrs.field(factory=Limits)
     recording: RecordingConfig = attrs.field(factory=RecordingConfig)
-    launch: LaunchConfig = attrs.field(factory=LaunchConfig)
+    launch: dict[str, Any] = attrs.field(factory=dict)
+    """The `[launch]` table as read: `ecotone.launcher.config.launch_config` structures it
+    (the kernel knows nothing of providers)."""
     web: bool = False
     """Serve the web UI at `/web`. The page speaks HTTP, so with the default `websocket`
     transport this switches to `http`, which serves ecotone's WebSocket at `/` as well."""
@@ -223,18 +212,25 @@ def _name_extra_keys(problem: str) -> str:
     return f"unknown key {keys}"
 
 
-def structure(data: Mapping[str, Any], source: str = "configuration") -> ServerConfig:
-    """Build a ServerConfig from plain data; errors name the key (`limits.max_sessions`)."""
+def structure_as(data: Mapping[str, Any], type_: type[T], source: str, path: str = "") -> T:
+    """Build an attrs config record of `type_` from plain data; errors name the key
+    (`limits.max_sessions`), prefixed with `path` (`launch`) for a table read on its own."""
+    root = f"$.{path}" if path else "$"
     try:
-        return _CONVERTER.structure(dict(data), ServerConfig)
+        return _CONVERTER.structure(dict(data), type_)
     except cattrs.BaseValidationError as exc:
         problems = "; ".join(
             _name_extra_keys(msg.replace("$.", "", 1))
-            for msg in cattrs.transform_error(exc, path="$", format_exception=_describe)
+            for msg in cattrs.transform_error(exc, path=root, format_exception=_describe)
         )
         raise ConfigError(f"invalid {source}: {problems}") from None
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"invalid {source}: {exc}") from None
+
+
+def structure(data: Mapping[str, Any], source: str = "configuration") -> ServerConfig:
+    """Build a ServerConfig from plain data; errors name the key (`limits.max_sessions`)."""
+    return structure_as(data, ServerConfig, source)
 
 
 def load(

@@ -26,7 +26,7 @@ from ecotone.kernel.envspec import EnvSpec
 from ecotone.kernel.limits import Limits
 from ecotone.kernel.sessions import CapacityError, Phase, Session, SessionTable
 from ecotone.kernel.validation import describe_validation_error
-from ecotone.specs import (
+from ecotone.wire import (
     PROTOCOL_VERSION,
     CallTool,
     Close,
@@ -59,7 +59,7 @@ from ecotone.specs import (
     Tools,
     Welcome,
 )
-from ecotone.specs.frames import REQUEST_OPS, Frame, RequestId
+from ecotone.wire.frames import REQUEST_OPS, Frame, RequestId
 
 log = logging.getLogger("ecotone.kernel")
 

@@ -16,7 +16,7 @@ import attrs
 import msgspec
 
 from ecotone.kernel.contract import Environment
-from ecotone.specs import EnvInfo
+from ecotone.wire import EnvInfo
 
 
 class EnvDefinitionError(TypeError):

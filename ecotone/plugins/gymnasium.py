@@ -198,7 +198,7 @@ def _space_type(space: spaces.Space[Any], where: str, names: Iterator[str]) -> A
 
 def _described_type(space: spaces.Space[Any], where: str, stem: str) -> Any:
     """The space's type with its exact description under `x-gym-space` in the schema."""
-    from ecotone.gym import GYM_SPACE_KEY, SpaceError, describe_space
+    from ecotone.gym.spaces import GYM_SPACE_KEY, SpaceError, describe_space
 
     names = (f"{stem}{i}" for i in itertools.count(1))
     type_ = _space_type(space, where, names)
@@ -226,7 +226,7 @@ class GymnasiumEnv(ecotone.Environment[Any, Any, Any]):
         self._closed = False
 
     def _obs(self, obs: Any, reward: float | None, done: bool, truncated: bool, info: Any) -> Any:
-        from ecotone.gym import to_jsonable, to_wire
+        from ecotone.gym.spaces import to_jsonable, to_wire
 
         data = to_wire(self._env.observation_space, obs)
         self._state.obs = data
@@ -242,7 +242,7 @@ class GymnasiumEnv(ecotone.Environment[Any, Any, Any]):
         return self._obs(obs, None, False, False, info)
 
     def step(self, action: Any) -> Any:
-        from ecotone.gym import from_wire
+        from ecotone.gym.spaces import from_wire
 
         space = self._env.action_space
         value = from_wire(space, msgspec.to_builtins(action.action))
@@ -252,7 +252,7 @@ class GymnasiumEnv(ecotone.Environment[Any, Any, Any]):
 
     def sample_action(self, rng: random.Random) -> Any:
         """A random valid action, drawn from the action space seeded from `rng`."""
-        from ecotone.gym import to_wire
+        from ecotone.gym.spaces import to_wire
 
         space = self._env.action_space
         space.seed(rng.getrandbits(32))

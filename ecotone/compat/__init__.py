@@ -1,0 +1,1 @@
+"""Compatibility with other environment protocols, both ways (OpenEnv today)."""

@@ -1,0 +1,509 @@
+"""The `http` transport: HTTP/1.1 (h11 on trio, keep-alive) plus WebSocket, on one port.
+
+Served side by side:
+
+* ecotone's native API. `POST /v1/frames` takes any request frame (JSON, or MessagePack with
+  `content-type: application/msgpack`) and answers with the response frame, so every op and
+  every error code is the same as on the other transports. Convenience routes map onto the
+  same frames: `POST /v1/sessions` (open), `POST /v1/sessions/{id}/reset`,
+  `POST /v1/sessions/{id}/step` (`{"action": ...}`), `GET /v1/sessions/{id}/state`,
+  `DELETE /v1/sessions/{id}` (or `POST /v1/sessions/{id}/close`, which a browser can send
+  with `navigator.sendBeacon` as a page unloads), `GET /v1/sessions/{id}/render` (the env's
+  custom view), `GET /v1/describe`. Sessions live across requests and connections (the id is
+  the handle) until closed or idle past `idle_timeout`.
+* With `web=True`, the web UI: `GET /web` and its files (`transports/webui.py`); `GET /`
+  redirects there. Without it those are 404.
+* OpenEnv's HTTP profile (`/reset`, `/step`, `/state`, `/health`, `/metadata`, `/schema`,
+  `/mcp`, `/openapi.json`; see `openenv.py`).
+* WebSocket upgrades: `/` for ecotone frames, `/ws` for OpenEnv's messages.
+
+Status codes for error frames: 400 invalid_frame / unknown_op / unsupported_version,
+404 unknown_session / unknown_env, 409 reset_required / episode_done, 413 too_large,
+415 wrong content type, 422 invalid_action / invalid_argument, 501 unsupported,
+503 capacity, 500 env_error / internal. Slow clients get 408 after `REQUEST_TIMEOUT`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import h11
+import msgspec
+import trio
+
+import ecotone.kernel
+from ecotone.kernel import Kernel, KernelConnection
+from ecotone.server.transports import websocket, webui
+from ecotone.server.transports.openenv import OPENENV_API_VERSION, OpenEnvHttp
+from ecotone.server.transports.sockets import LeanSocketStream, serve_tcp
+from ecotone.wire import (
+    Close,
+    Describe,
+    Error,
+    ErrorCode,
+    GetState,
+    JsonCodec,
+    MsgpackCodec,
+    Open,
+    Render,
+    Reset,
+    Response,
+    Step,
+)
+from ecotone.wire.errors import HTTP_STATUS
+from ecotone.wire.http import (
+    JSON,
+    MSGPACK,
+    HttpRequest,
+    HttpResponse,
+    json_response,
+)
+
+log = logging.getLogger("ecotone.http")
+
+RECEIVE_SIZE = 65536
+REQUEST_TIMEOUT = 10.0
+"""Seconds a client has to send a whole request once it has started one."""
+KEEPALIVE_TIMEOUT = 75.0
+"""Seconds an idle keep-alive connection is kept open."""
+MAX_HEAD = 16384
+
+STATUS = HTTP_STATUS
+
+Handler = Callable[[HttpRequest, dict[str, str]], Awaitable[HttpResponse]]
+
+
+def _error_frame(code: ErrorCode, message: str, **details: Any) -> HttpResponse:
+    frame = Error(id=None, code=code, message=message, details=details)
+    return HttpResponse(STATUS.get(code, 400), msgspec.json.encode(frame))
+
+
+class HttpServer:
+    """Routes for one kernel. All HTTP requests share one session owner. `web`: also serve
+    the web UI's page and files under /web."""
+
+    def __init__(self, kernel: Kernel, *, web: bool = False) -> None:
+        self.kernel = kernel
+        owner = object()
+        self.json = kernel.connect(JsonCodec(), owner=owner)
+        self.msgpack = kernel.connect(MsgpackCodec(), owner=owner)
+        self.openenv = OpenEnvHttp(kernel, self.json)
+        self._ids = 0
+        self.routes: list[tuple[re.Pattern[str], dict[str, Handler]]] = []
+        self._route(r"/v1/frames", POST=self.frames)
+        self._route(r"/v1/describe", GET=self.describe)
+        self._route(r"/v1/sessions", POST=self.open)
+        self._route(r"/v1/sessions/(?P<sid>[^/]+)", DELETE=self.close)
+        self._route(r"/v1/sessions/(?P<sid>[^/]+)/reset", POST=self.reset)
+        self._route(r"/v1/sessions/(?P<sid>[^/]+)/step", POST=self.step)
+        self._route(r"/v1/sessions/(?P<sid>[^/]+)/state", GET=self.state)
+        self._route(r"/v1/sessions/(?P<sid>[^/]+)/render", GET=self.render)
+        self._route(r"/v1/sessions/(?P<sid>[^/]+)/close", POST=self.close)
+        self._route(r"/health", GET=self.health)
+        self._route(r"/openapi.json", GET=self.openapi)
+        self._route(r"/reset", POST=lambda r, _: self.openenv.reset(r))
+        self._route(r"/step", POST=lambda r, _: self.openenv.step(r))
+        self._route(r"/state", GET=lambda r, _: self.openenv.state(r))
+        self._route(r"/mcp", POST=lambda r, _: self.openenv.mcp(r))
+        self._route(r"/metadata", GET=self._sync(self.openenv.metadata))
+        self._route(r"/schema", GET=self._sync(self.openenv.schema))
+        self.web_assets = webui.load() if web else {}
+        if web:
+            self._route(r"/", GET=self.web_root)
+            self._route(r"/web", GET=self.web_page)
+            self._route(r"/web/", GET=self.web_page)
+            self._route(r"/web/(?P<name>[A-Za-z0-9_.-]+)", GET=self.web_file)
+
+    @staticmethod
+    def _sync(fn: Callable[[], HttpResponse]) -> Handler:
+        async def handler(request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+            return fn()
+
+        return handler
+
+    def _route(self, pattern: str, **methods: Handler) -> None:
+        self.routes.append((re.compile(pattern + r"\Z"), methods))
+
+    async def handle(self, request: HttpRequest) -> HttpResponse:
+        for pattern, methods in self.routes:
+            match = pattern.match(request.path)
+            if match is None:
+                continue
+            handler = methods.get(request.method)
+            if handler is None and request.method == "HEAD":
+                handler = methods.get("GET")
+            if handler is None:
+                allowed = ", ".join(sorted(methods))
+                return json_response(405, {"detail": "Method Not Allowed"}, [("Allow", allowed)])
+            return await handler(request, match.groupdict())
+        return json_response(404, {"detail": "Not Found"})
+
+    # --- native API ------------------------------------------------------------------------
+
+    def _next_id(self) -> int:
+        self._ids += 1
+        return self._ids
+
+    async def _dispatch(self, conn: KernelConnection, frame: Any) -> HttpResponse:
+        response = await self.kernel.dispatch(conn, frame)
+        return self._frame_response(conn, response)
+
+    def _frame_response(self, conn: KernelConnection, response: Response) -> HttpResponse:
+        status = STATUS.get(response.code, 400) if isinstance(response, Error) else 200
+        kind = MSGPACK if conn.codec.binary else JSON
+        return HttpResponse(status, conn.encode(response), kind)
+
+    def _body(self, request: HttpRequest, required: bool) -> dict[str, Any] | HttpResponse:
+        if not request.body.strip():
+            if required:
+                return _error_frame(ErrorCode.INVALID_FRAME, "this request needs a JSON body")
+            return {}
+        if request.content_type not in (JSON, ""):
+            return HttpResponse(
+                415,
+                msgspec.json.encode(
+                    Error(
+                        id=None,
+                        code=ErrorCode.INVALID_FRAME,
+                        message=f"expected {JSON}, got {request.content_type}",
+                    )
+                ),
+            )
+        try:
+            body = msgspec.json.decode(request.body)
+        except msgspec.DecodeError as exc:
+            return _error_frame(ErrorCode.INVALID_FRAME, f"body is not valid JSON: {exc}")
+        if not isinstance(body, dict):
+            return _error_frame(ErrorCode.INVALID_FRAME, "body must be a JSON object")
+        return body
+
+    async def _locked(self, sid: str, frame: Any) -> HttpResponse:
+        async with self.openenv._lock(sid):
+            return await self._dispatch(self.json, frame)
+
+    async def frames(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        if request.content_type in (MSGPACK, "application/x-msgpack"):
+            conn = self.msgpack
+        elif request.content_type in (JSON, ""):
+            conn = self.json
+        else:
+            return HttpResponse(
+                415,
+                msgspec.json.encode(
+                    Error(
+                        id=None,
+                        code=ErrorCode.INVALID_FRAME,
+                        message=f"expected {JSON} or {MSGPACK}, got {request.content_type}",
+                    )
+                ),
+            )
+        frame = conn.receive(request.body)
+        if isinstance(frame, Error):
+            return self._frame_response(conn, frame)
+        sid = getattr(frame, "session", None)
+        if sid is None:
+            response = await self.kernel.dispatch(conn, frame)
+        else:
+            async with self.openenv._lock(sid):
+                response = await self.kernel.dispatch(conn, frame)
+            if isinstance(frame, Close):
+                self.openenv.forget(sid)
+        return self._frame_response(conn, response)
+
+    async def describe(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        return await self._dispatch(
+            self.json, Describe(id=self._next_id(), env=request.query.get("env"))
+        )
+
+    async def open(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        body = self._body(request, required=False)
+        if isinstance(body, HttpResponse):
+            return body
+        env = body.get("env")
+        if env is not None and not isinstance(env, str):
+            return _error_frame(ErrorCode.INVALID_FRAME, "`env` must be a string", field="env")
+        return await self._dispatch(self.json, Open(id=self._next_id(), env=env))
+
+    async def reset(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        body = self._body(request, required=False)
+        if isinstance(body, HttpResponse):
+            return body
+        try:
+            frame = msgspec.convert(
+                {"op": "reset", "id": self._next_id(), "session": params["sid"], **body}, Reset
+            )
+        except msgspec.ValidationError as exc:
+            return _error_frame(ErrorCode.INVALID_FRAME, f"invalid reset body: {exc}")
+        return await self._locked(params["sid"], frame)
+
+    async def step(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        body = self._body(request, required=True)
+        if isinstance(body, HttpResponse):
+            return body
+        if set(body) != {"action"}:
+            return _error_frame(
+                ErrorCode.INVALID_FRAME, 'the body must be {"action": ...}', field="action"
+            )
+        raw = msgspec.Raw(msgspec.json.encode(body["action"]))
+        frame = Step(id=self._next_id(), session=params["sid"], action=raw)
+        return await self._locked(params["sid"], frame)
+
+    async def state(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        return await self._locked(
+            params["sid"], GetState(id=self._next_id(), session=params["sid"])
+        )
+
+    async def render(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        return await self._locked(params["sid"], Render(id=self._next_id(), session=params["sid"]))
+
+    async def web_root(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        return HttpResponse(302, b"", "text/plain", [("location", "/web")])
+
+    async def web_page(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        page = webui.asset(self.web_assets, "index.html")
+        assert page is not None  # webui.load checks it is there
+        return page
+
+    async def web_file(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        found = webui.asset(self.web_assets, params["name"])
+        return found if found is not None else json_response(404, {"detail": "Not Found"})
+
+    async def close(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        response = await self._locked(
+            params["sid"], Close(id=self._next_id(), session=params["sid"])
+        )
+        self.openenv.forget(params["sid"])
+        return response
+
+    async def health(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        return json_response(200, {"status": "healthy"})
+
+    async def openapi(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        paths: dict[str, Any] = {}
+        for pattern, methods in self.routes:
+            path = re.sub(r"\(\?P<(\w+)>[^)]*\)", r"{\1}", pattern.pattern.removesuffix(r"\Z"))
+            paths[path] = {
+                m.lower(): {"responses": {"200": {"description": "OK"}}} for m in methods
+            }
+        spec = self.kernel.envs[self.kernel.default_env]
+        return json_response(
+            200,
+            {
+                "openapi": "3.1.0",
+                "info": {
+                    "title": f"ecotone: {spec.name}",
+                    "version": OPENENV_API_VERSION,
+                    "x-ecotone-version": ecotone.__version__,
+                },
+                "paths": paths,
+            },
+        )
+
+
+# --- the connection loop ----------------------------------------------------------------------
+
+
+def _is_websocket(headers: dict[str, str]) -> bool:
+    return "upgrade" in headers.get("connection", "").lower() and (
+        headers.get("upgrade", "").lower() == "websocket"
+    )
+
+
+class _Upgrade(Exception):
+    """The request asks for a WebSocket: carries (method, target, headers, pending bytes)."""
+
+
+class HttpConnection:
+    """One TCP connection: HTTP/1.1 requests with keep-alive, or a WebSocket upgrade.
+
+    With `server=None` (the `websocket` transport) only WebSocket upgrades are accepted."""
+
+    def __init__(self, kernel: Kernel, server: HttpServer | None, stream: trio.abc.Stream) -> None:
+        self.server = server
+        self.kernel = kernel
+        self.stream = stream
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+
+    async def _next_event(self) -> Any:
+        while True:
+            event = self.h11.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            data = await self.stream.receive_some(RECEIVE_SIZE)
+            self.h11.receive_data(bytes(data))
+
+    async def _send(self, response: HttpResponse, close: bool = False) -> None:
+        headers = [
+            ("content-type", response.content_type),
+            ("content-length", str(len(response.body))),
+            *response.headers,
+        ]
+        if close:
+            headers.append(("connection", "close"))
+        data = self.h11.send(h11.Response(status_code=response.status, headers=headers))
+        data += self.h11.send(h11.Data(data=response.body)) if response.body else b""
+        data += self.h11.send(h11.EndOfMessage())
+        await self.stream.send_all(data)
+
+    async def run(self) -> None:
+        limit = self.kernel.limits.max_frame_bytes
+        while True:
+            # Wait (long) for the first byte of the next request, then (briefly) for the rest.
+            if self.h11.their_state is h11.IDLE and not self.h11.trailing_data[0]:
+                first: bytes | bytearray = b""
+                with trio.move_on_after(KEEPALIVE_TIMEOUT):
+                    first = await self.stream.receive_some(RECEIVE_SIZE)
+                if not first:  # closed, or idle past the keep-alive timeout
+                    return
+                self.h11.receive_data(bytes(first))
+            request: HttpRequest | None = None
+            too_large = False
+            try:
+                with trio.move_on_after(REQUEST_TIMEOUT):
+                    event = await self._next_event()
+                    if isinstance(event, h11.ConnectionClosed):
+                        return
+                    assert isinstance(event, h11.Request), event
+                    headers: dict[str, str] = {}
+                    for name, value in event.headers:
+                        key = name.decode("latin-1").lower()
+                        text = value.decode("latin-1")
+                        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+                    target = event.target.decode("latin-1")
+                    method = event.method.decode("ascii")
+                    if _is_websocket(headers):
+                        # Leave the request deadline before serving the socket: it must not
+                        # bound the WebSocket's whole life.
+                        raise _Upgrade(method, target, headers, bytes(self.h11.trailing_data[0]))
+                    if self.server is None:
+                        await self._send(
+                            HttpResponse(
+                                400,
+                                b"not a WebSocket handshake: this server speaks WebSocket only",
+                                "text/plain",
+                            ),
+                            close=True,
+                        )
+                        return
+                    declared = int(headers.get("content-length", "0") or 0)
+                    if declared > limit:
+                        too_large = True
+                        await self._send(
+                            _error_frame(
+                                ErrorCode.TOO_LARGE,
+                                f"body of {declared} bytes is over the limit of {limit} bytes",
+                                size=declared,
+                                limit=limit,
+                            ),
+                            close=True,
+                        )
+                        return
+                    body = bytearray()
+                    while True:
+                        event = await self._next_event()
+                        if isinstance(event, h11.Data):
+                            body += event.data
+                            if len(body) > limit:
+                                too_large = True
+                                break
+                        elif isinstance(event, h11.EndOfMessage):
+                            break
+                        elif isinstance(event, h11.ConnectionClosed):
+                            return
+                    if not too_large:
+                        parts = urlsplit(target)
+                        request = HttpRequest(
+                            method=method,
+                            path=parts.path or "/",
+                            query=dict(parse_qsl(parts.query)),
+                            headers=headers,
+                            body=bytes(body),
+                        )
+            except _Upgrade as upgrade:
+                await websocket.accept(self.kernel, self.stream, *upgrade.args)
+                return
+            if too_large:
+                await self._send(
+                    _error_frame(
+                        ErrorCode.TOO_LARGE, f"body over the limit of {limit} bytes", limit=limit
+                    ),
+                    close=True,
+                )
+                return
+            if request is None:  # the client was too slow
+                # IDLE: the request head itself is incomplete; h11 lets a server answer then.
+                if self.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+                    await self._send(
+                        json_response(
+                            408,
+                            {
+                                "detail": "request timed out: send the "
+                                f"whole request within {REQUEST_TIMEOUT}s"
+                            },
+                        ),
+                        close=True,
+                    )
+                return
+            assert self.server is not None
+            response = await self.server.handle(request)
+            if request.method == "HEAD":
+                response.headers.append(("x-content-length", str(len(response.body))))
+                response.body = b""
+            await self._send(response)
+            if self.h11.our_state is h11.MUST_CLOSE:
+                return
+            self.h11.start_next_cycle()
+
+
+class HttpTransport:
+    """HTTP/1.1 and WebSocket on one port: the native API, OpenEnv's profile, both sockets."""
+
+    name = "http"
+    description = "HTTP/1.1 + WebSocket: native API, OpenEnv routes, /ws (http://HOST:PORT)"
+    serves_web = True
+
+    async def serve(
+        self,
+        kernel: Kernel,
+        host: str,
+        port: int,
+        *,
+        task_status: Any = trio.TASK_STATUS_IGNORED,
+        web: bool = False,
+    ) -> None:
+        server = HttpServer(kernel, web=web)
+
+        async def handler(stream: trio.SocketStream) -> None:
+            try:
+                await HttpConnection(kernel, server, LeanSocketStream(stream)).run()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            except h11.RemoteProtocolError as exc:
+                await _bad_request(stream, str(exc))
+            except Exception:  # a bug on one connection must not take the server down
+                log.exception("HTTP connection handler failed; dropping that connection")
+            finally:
+                await trio.aclose_forcefully(stream)
+
+        await serve_tcp(kernel, host, port, "http", handler, task_status)
+
+
+async def _bad_request(stream: trio.abc.Stream, reason: str) -> None:
+    body = msgspec.json.encode({"detail": f"bad request: {reason}"})
+    head = (
+        b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body)
+    )
+    try:
+        await stream.send_all(head + body)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+
+
+@ecotone.kernel.hookimpl
+def ecotone_transports() -> Mapping[str, Any]:
+    return {"http": HttpTransport()}

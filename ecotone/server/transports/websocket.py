@@ -1,0 +1,179 @@
+"""The `websocket` transport: ecotone frames over WebSocket, on trio.
+
+One WebSocket message is one frame. The codec is chosen by subprotocol: `ecotone.v1.json`
+(text messages, the default when the client offers none) or `ecotone.v1.msgpack` (binary).
+Paths: `/` (also `/ecotone`, `/v1`) speaks ecotone's protocol; `/ws` speaks OpenEnv's, so
+OpenEnv's own clients work against an ecotone server.
+
+How it is built, and why: the opening handshake is parsed by h11 (the same front door as the
+`http` transport, which serves these WebSockets too); frames are read and written by
+`ecotone.wire.wsframing` in the connection's own task. Measured here, a trio-websocket echo
+(a reader task per connection, every message through a channel) answers fewer round trips per
+second than this loop serves env steps, and wsproto's event machinery alone cost the server
+~40 µs per message (see docs/benchmarks.md).
+
+Dead peers: after `ping_interval` seconds without receiving anything the server sends a ping,
+and the peer's TCP stack must acknowledge it within `ping_timeout` (TCP_USER_TIMEOUT); if it
+does not, the kernel aborts the connection and its sessions are closed, so a half-open socket
+never holds sessions. An idle but live client is kept even if it does not answer the ping
+(our blocking client reads only during a call), and idle sessions are reaped after
+`idle_timeout` anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import h11
+import trio
+
+import ecotone.kernel
+from ecotone.kernel import Kernel, KernelConnection
+from ecotone.server.transports._router import Router
+from ecotone.server.transports.sockets import LeanSocketStream, serve_tcp
+from ecotone.server.transports.wsloop import WsPeer
+from ecotone.wire import SUBPROTOCOLS, codec_for
+from ecotone.wire import wsframing as wsf
+
+log = logging.getLogger("ecotone.websocket")
+
+NATIVE_PATHS = frozenset({"/", "/ecotone", "/v1"})
+OPENENV_PATH = "/ws"
+
+
+class NativeWebSocket(WsPeer):
+    """ecotone's own protocol: any number of sessions, pipelined, routed per session."""
+
+    def __init__(
+        self, kernel: Kernel, stream: trio.abc.Stream, codec: str, pending: bytes = b""
+    ) -> None:
+        super().__init__(kernel, stream, pending)
+        self.codec = codec_for(codec)
+        self.binary = self.codec.binary
+        self.conn: KernelConnection = kernel.connect(self.codec)
+        self.router: Router | None = None
+
+    async def opened(self, nursery: trio.Nursery) -> bool:
+        self.router = Router(self.kernel, self.conn, self.send_message, nursery)
+        return True
+
+    async def message(self, data: bytes, text: bool) -> None:
+        assert self.router is not None
+        if text and self.binary:
+            error = self.conn.receive(data.decode("utf-8", "replace"))  # explains the mix-up
+            await self.send_message(self.conn.encode(error))  # type: ignore[arg-type]
+            return
+        await self.router.feed(data)
+
+    async def too_large(self, size: int) -> None:
+        await self.send_message(self.conn.encode(self.conn.too_large(size)))
+
+    async def closed(self, stopping: bool) -> None:
+        if self.router is not None:
+            self.router.close()
+        await self.kernel.disconnect(self.conn, "shutdown" if stopping else "disconnect")
+
+
+def _pick_subprotocol(offered: str) -> str | None:
+    for name in (p.strip() for p in offered.split(",")):
+        if name in SUBPROTOCOLS:
+            return name
+    return None
+
+
+async def reject(stream: trio.abc.Stream, status: int, reason: str) -> None:
+    body = reason.encode()
+    head = (
+        f"HTTP/1.1 {status} {'Not Found' if status == 404 else 'Bad Request'}\r\n"
+        "content-type: text/plain\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    ).encode()
+    await stream.send_all(head + body)
+
+
+async def accept(
+    kernel: Kernel,
+    stream: trio.abc.Stream,
+    method: str,
+    target: str,
+    headers: dict[str, str],
+    pending: bytes = b"",
+) -> None:
+    """Answer a WebSocket opening handshake by path and serve the socket until it closes."""
+    key = headers.get("sec-websocket-key", "")
+    if method != "GET" or headers.get("sec-websocket-version", "") != "13" or not key:
+        await reject(
+            stream,
+            400,
+            "not a WebSocket handshake: GET with Sec-WebSocket-Key and "
+            "Sec-WebSocket-Version: 13 expected",
+        )
+        return
+    path = target.split("?", 1)[0]
+    subprotocol: str | None = None
+    if path == OPENENV_PATH:
+        pass
+    elif path in NATIVE_PATHS:
+        offered = headers.get("sec-websocket-protocol", "")
+        subprotocol = _pick_subprotocol(offered)
+        if offered and subprotocol is None:
+            await reject(
+                stream,
+                400,
+                "none of the offered subprotocols is supported; use one "
+                "of " + ", ".join(SUBPROTOCOLS),
+            )
+            return
+    else:
+        await reject(stream, 404, f"no WebSocket endpoint at {target}")
+        return
+    response = (
+        "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
+        f"sec-websocket-accept: {wsf.accept_key(key)}\r\n"
+    )
+    if subprotocol:
+        response += f"sec-websocket-protocol: {subprotocol}\r\n"
+    await stream.send_all((response + "\r\n").encode())
+    if path == OPENENV_PATH:
+        from ecotone.server.transports.openenv import OpenEnvWebSocket
+
+        await OpenEnvWebSocket(kernel, stream, pending).run()
+        return
+    codec = SUBPROTOCOLS[subprotocol] if subprotocol else "json"
+    await NativeWebSocket(kernel, stream, codec, pending).run()
+
+
+class WebSocketTransport:
+    """Serves ecotone frames (and OpenEnv's /ws) over WebSocket."""
+
+    name = "websocket"
+    description = "ecotone frames over WebSocket (JSON or MessagePack by subprotocol)"
+
+    async def serve(
+        self, kernel: Kernel, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        from ecotone.server.transports.http import HttpConnection
+
+        async def handler(stream: trio.SocketStream) -> None:
+            try:
+                await HttpConnection(kernel, None, LeanSocketStream(stream)).run()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            except h11.RemoteProtocolError as exc:
+                try:
+                    await reject(stream, 400, f"not a WebSocket handshake: {exc}")
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass
+            except Exception:  # a bug on one connection must not take the server down
+                log.exception("connection handler failed; dropping that connection")
+            finally:
+                await trio.aclose_forcefully(stream)
+
+        await serve_tcp(kernel, host, port, "ws", handler, task_status)
+
+
+@ecotone.kernel.hookimpl
+def ecotone_transports() -> Mapping[str, Any]:
+    return {"websocket": WebSocketTransport()}

@@ -1,0 +1,182 @@
+"""One accepted WebSocket, after its handshake: the message loop shared by every WS profile.
+
+Rules:
+* Messages are handed to `message()` whole; a message over `max_frame_bytes` is discarded as
+  it arrives and reported through `too_large()`, and the stream stays usable.
+* Everything written while handling one received chunk goes out in one write.
+* Pings and closes are answered; after `ping_interval` of silence we ping (see
+  `_common.tune_socket` for how a vanished peer is then detected). A peer that breaks the
+  protocol gets a close frame with 1002.
+* A subclass opens its kernel state in `opened()`, and `closed()` always runs at the end with
+  `stopping=True` when the server is shutting down rather than the peer leaving.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import trio
+
+from ecotone.kernel import Kernel
+from ecotone.wire import wsframing as wsf
+
+log = logging.getLogger("ecotone.websocket")
+
+RECEIVE_SIZE = 65536
+_GONE = (trio.BrokenResourceError, trio.ClosedResourceError)
+
+
+class WsPeer:
+    """Base class: one WebSocket peer on a trio stream."""
+
+    binary = False
+    """Send binary messages (True) or text messages (False)."""
+
+    def __init__(self, kernel: Kernel, stream: trio.abc.Stream, pending: bytes = b"") -> None:
+        self.kernel = kernel
+        self.stream = stream
+        self._pending = pending
+        self._reader = wsf.FrameReader(masked=True, max_message=kernel.limits.max_frame_bytes)
+        self._send_lock = trio.Lock()
+        self._batch: list[bytes] | None = None
+        self._last_rx = trio.current_time()
+        self._closing = False
+
+    # --- hooks -----------------------------------------------------------------------------
+
+    async def opened(self, nursery: trio.Nursery) -> bool:
+        """Set up after the handshake; return False to close at once."""
+        return True
+
+    async def message(self, data: bytes, text: bool) -> None:
+        raise NotImplementedError
+
+    async def too_large(self, size: int) -> None:
+        raise NotImplementedError
+
+    async def closed(self, stopping: bool) -> None:
+        """Release what `opened` took. Runs shielded, exactly once."""
+
+    # --- writing ---------------------------------------------------------------------------
+
+    async def write(self, data: bytes) -> None:
+        """Write encoded frames: coalesced while a received chunk is being answered."""
+        if self._batch is not None:
+            self._batch.append(data)
+            return
+        await self._send_bytes(data)
+
+    async def send_message(self, data: bytes) -> None:
+        """Send one message; a peer that is gone is noticed by the receive loop instead."""
+        try:
+            await self.write(wsf.encode(wsf.BINARY if self.binary else wsf.TEXT, data, mask=False))
+        except _GONE:
+            pass
+
+    async def close(self, code: int = 1000, reason: str = "") -> None:
+        """Send a close frame; the loop ends once it is written."""
+        self._closing = True
+        try:
+            await self.write(wsf.encode(wsf.CLOSE, wsf.close_payload(code, reason), mask=False))
+        except _GONE:
+            pass
+
+    async def _send_bytes(self, data: bytes) -> None:
+        lock = self._send_lock
+        if lock.locked():
+            async with lock:
+                await self.stream.send_all(data)
+            return
+        lock.acquire_nowait()  # uncontended: skip the checkpoint `async with` would add
+        try:
+            await self.stream.send_all(data)
+        finally:
+            lock.release()
+
+    async def _flush(self) -> None:
+        batch, self._batch = self._batch, None
+        if batch:
+            await self._send_bytes(batch[0] if len(batch) == 1 else b"".join(batch))
+
+    # --- the loop --------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                try:
+                    if await self.opened(nursery):
+                        if self.kernel.limits.ping_interval is not None:
+                            nursery.start_soon(self._keepalive, nursery.cancel_scope)
+                        await self._receive_loop()
+                finally:
+                    nursery.cancel_scope.cancel()
+        finally:
+            stopping = trio.current_effective_deadline() == -math.inf
+            with trio.CancelScope(shield=True):
+                await self.closed(stopping)
+                await trio.aclose_forcefully(self.stream)
+
+    async def _receive_loop(self) -> None:
+        reader = self._reader
+        data: bytes = self._pending
+        self._pending = b""
+        while not self._closing:
+            if not data:
+                try:
+                    data = bytes(await self.stream.receive_some(RECEIVE_SIZE))
+                except _GONE:
+                    return
+                if not data:
+                    return
+            self._last_rx = trio.current_time()
+            # Nothing below suspends for inline work, so everything answered for this chunk
+            # is written once, at the end.
+            self._batch = []
+            try:
+                events = reader.feed(data)
+                data = b""
+                for event in events:
+                    if isinstance(event, wsf.Message):
+                        await self.message(event.data, event.text)
+                    elif isinstance(event, wsf.TooLarge):
+                        await self.too_large(event.size)
+                    elif event.opcode == wsf.PING:
+                        await self.write(wsf.encode(wsf.PONG, event.payload, mask=False))
+                    elif event.opcode == wsf.CLOSE:
+                        if not self._closing:
+                            await self.write(wsf.encode(wsf.CLOSE, event.payload[:2], mask=False))
+                        return
+                    if self._closing:
+                        return
+            except wsf.ProtocolError as exc:
+                log.info("closing connection after a protocol error: %s", exc)
+                await self.close(1002, str(exc))
+                return
+            except _GONE:
+                return
+            finally:
+                try:
+                    await self._flush()
+                except _GONE:
+                    pass  # the next receive sees the broken connection and ends the loop
+
+    async def _keepalive(self, scope: trio.CancelScope) -> None:
+        """Ping after `ping_interval` of silence. The ping is data the peer's TCP stack must
+        acknowledge within `ping_timeout` (TCP_USER_TIMEOUT, set at accept): a vanished peer
+        makes the kernel abort the connection, which ends the receive loop. A live peer that
+        is merely idle (a blocking client between calls) acknowledges at the TCP level and
+        keeps its sessions, pong or no pong."""
+        interval = self.kernel.limits.ping_interval
+        assert interval is not None
+        while True:
+            idle = trio.current_time() - self._last_rx
+            if idle < interval:
+                await trio.sleep(interval - idle)
+                continue
+            try:
+                await self.write(wsf.encode(wsf.PING, b"ecotone", mask=False))
+            except _GONE:
+                scope.cancel()
+                return
+            self._last_rx = trio.current_time()  # next ping one interval from now

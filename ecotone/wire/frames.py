@@ -1,0 +1,315 @@
+"""Every frame of the ecotone wire protocol, as msgspec tagged unions.
+
+Rules the protocol keeps:
+
+* Every request carries an `id` chosen by the client (an int or a string). The server answers
+  each request exactly once, with a response carrying the same `id`. Clients match responses by
+  id, so a timed-out request can never be mistaken for the answer to a later one.
+* Pipelining is legal: a client may send many requests before reading. Within one session the
+  server answers in the order the requests arrived; across sessions, answers may interleave.
+* Several sessions may be open on one connection; each request that touches a session names it.
+* Failures are `error` frames, never dropped connections. A bad frame never ends or alters a
+  session.
+* Env-specific payloads (actions, observations, states) travel as nested values encoded with the
+  connection's codec; the kernel decodes them against the env's declared types.
+"""
+
+from typing import Any, ClassVar
+
+import msgspec
+
+from ecotone.wire.errors import ErrorCode
+
+PROTOCOL_VERSION = 1
+"""The version `hello` negotiates. Bumped only for incompatible changes."""
+
+SUBPROTOCOLS: dict[str, str] = {
+    "ecotone.v1.json": "json",
+    "ecotone.v1.msgpack": "msgpack",
+}
+"""WebSocket subprotocol name -> codec name. JSON text frames are the default."""
+
+RequestId = int | str
+"""A client-chosen request id, echoed back in the response."""
+
+
+class Frame(msgspec.Struct, tag_field="op", kw_only=True, omit_defaults=True):
+    """Base of every frame. `op` (the tag) says which frame it is."""
+
+    id: RequestId | None = None
+
+
+class RequestFrame(Frame, forbid_unknown_fields=True):
+    """Base of client -> server frames. Unknown fields are rejected as `invalid_frame`."""
+
+    id: RequestId
+    session_bound: ClassVar[bool] = False
+
+
+# --- requests (client -> server) -------------------------------------------------------------
+
+
+class Hello(RequestFrame, tag="hello"):
+    """Optional first request: check the protocol version and learn what the server serves."""
+
+    version: int = PROTOCOL_VERSION
+
+
+class Describe(RequestFrame, tag="describe"):
+    """Ask for an environment's name, description and JSON Schemas (default env if omitted)."""
+
+    env: str | None = None
+
+
+class Open(RequestFrame, tag="open"):
+    """Open a new session with its own env instance. Answered by `opened` or `error`
+    (`capacity`, `unknown_env`, `env_error` if the env's constructor raised)."""
+
+    env: str | None = None
+    """Which env; the server's default env when omitted."""
+
+
+class Reset(RequestFrame, tag="reset"):
+    """Start a new episode in a session. Answered by `observation`."""
+
+    session: str
+    seed: int | None = None
+    episode_id: str | None = None
+    options: dict[str, Any] = {}
+    """Passed to the env's `reset()` as keyword arguments."""
+    session_bound: ClassVar[bool] = True
+
+
+class Step(RequestFrame, tag="step"):
+    """Apply one action. Answered by `observation`, or `error` with `invalid_action` (details
+    name the field), `reset_required`, `episode_done` or `env_error`."""
+
+    session: str
+    action: msgspec.Raw
+    session_bound: ClassVar[bool] = True
+
+
+class GetState(RequestFrame, tag="state"):
+    """Ask for the session's current State. Answered by `state`."""
+
+    session: str
+    session_bound: ClassVar[bool] = True
+
+
+class Close(RequestFrame, tag="close"):
+    """Close a session and release its env. Answered by `closed`. Closing an unknown session is
+    an `unknown_session` error; closing twice is therefore visible, never silent."""
+
+    session: str
+    session_bound: ClassVar[bool] = True
+
+
+class StepItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One session's action inside `step_many`."""
+
+    session: str
+    action: msgspec.Raw
+
+
+class StepMany(RequestFrame, tag="step_many"):
+    """Step many sessions in one round trip. Each item is ordered with the other requests of
+    its session; the items run concurrently across sessions. Answered by one `step_many_result`
+    whose items are in the same order as the request's."""
+
+    steps: list[StepItem]
+
+
+class ListTools(RequestFrame, tag="list_tools"):
+    """Ask which tools the session's env exposes (MCP-style). Answered by `tools`, or
+    `unsupported` when the env exposes none."""
+
+    session: str
+    session_bound: ClassVar[bool] = True
+
+
+class CallTool(RequestFrame, tag="call_tool"):
+    """Call one of the env's tools. Answered by `tool_result`; an unknown tool name or bad
+    arguments give `invalid_argument`, a tool that raises gives `env_error`."""
+
+    session: str
+    name: str
+    arguments: dict[str, Any] = {}
+    session_bound: ClassVar[bool] = True
+
+
+class Render(RequestFrame, tag="render"):
+    """Ask for the env's custom view of the session (its `render()` method: text, markdown,
+    HTML or a PNG image). Answered by `rendered`, or `unsupported` when the env has none."""
+
+    session: str
+    session_bound: ClassVar[bool] = True
+
+
+class Ping(RequestFrame, tag="ping"):
+    """Application-level liveness check. Answered by `pong`."""
+
+
+Request = (
+    Hello
+    | Describe
+    | Open
+    | Reset
+    | Step
+    | GetState
+    | Close
+    | StepMany
+    | ListTools
+    | CallTool
+    | Render
+    | Ping
+)
+"""Every client -> server frame."""
+
+REQUEST_OPS: frozenset[str] = frozenset(
+    t.__struct_config__.tag  # type: ignore[misc]
+    for t in (
+        Hello,
+        Describe,
+        Open,
+        Reset,
+        Step,
+        GetState,
+        Close,
+        StepMany,
+        ListTools,
+        CallTool,
+        Render,
+        Ping,
+    )
+)
+
+
+# --- responses (server -> client) ------------------------------------------------------------
+
+
+class EnvInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What an environment is: its name, version, description and JSON Schemas."""
+
+    name: str
+    description: str = ""
+    version: str = ""
+    action_schema: dict[str, Any] = {}
+    observation_schema: dict[str, Any] = {}
+    state_schema: dict[str, Any] = {}
+    readme: str = ""
+    """Longer documentation, as plain text or markdown: the env class's `readme` attribute, or
+    else its module's and class's docstrings."""
+
+
+class ToolInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A tool an env exposes: its name, what it does, and the JSON Schema of its arguments."""
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = {}
+
+
+class Welcome(Frame, tag="welcome"):
+    """Answer to `hello`."""
+
+    version: int
+    server: str
+    envs: list[str]
+
+
+class Described(Frame, tag="described"):
+    """Answer to `describe`."""
+
+    info: EnvInfo
+
+
+class Opened(Frame, tag="opened"):
+    """Answer to `open`: the new session's id (chosen by the server)."""
+
+    session: str
+    env: str
+
+
+class ObservationFrame(Frame, tag="observation"):
+    """Answer to `reset` and `step`: the env's Observation, which carries `reward`, `done`,
+    `truncated` and `metadata` besides the env's own fields."""
+
+    session: str
+    observation: msgspec.Raw
+
+
+class StateFrame(Frame, tag="state"):
+    """Answer to `state`: the env's State (`episode_id`, `step_count` and the env's fields)."""
+
+    session: str
+    state: msgspec.Raw
+
+
+class Closed(Frame, tag="closed"):
+    """Answer to `close`."""
+
+    session: str
+
+
+class Error(Frame, tag="error"):
+    """A request failed. `id` is the failed request's id when it could be read, else null.
+    `session` names the session concerned, if any. `details` is structured: for validation
+    errors, `path` is the JSON path of the bad field and `field` its dotted name; for
+    `env_error`, `type` and `message` of the exception."""
+
+    id: RequestId | None  # always present: null when the failed request's id is unknown
+    code: ErrorCode
+    message: str
+    session: str | None = None
+    details: dict[str, Any] = {}
+
+
+class StepManyResult(Frame, tag="step_many_result"):
+    """Answer to `step_many`: for each item, in request order, the `observation` or `error`
+    frame a single `step` would have produced (with the `step_many` request's id)."""
+
+    results: list[ObservationFrame | Error]
+
+
+class Tools(Frame, tag="tools"):
+    """Answer to `list_tools`."""
+
+    session: str
+    tools: list[ToolInfo]
+
+
+class ToolResult(Frame, tag="tool_result"):
+    """Answer to `call_tool`: whatever the tool returned."""
+
+    session: str
+    result: msgspec.Raw
+
+
+class Rendered(Frame, tag="rendered"):
+    """Answer to `render`: the env's custom view. `kind` is `text`, `markdown`, `html` or
+    `image`; `content` is the text, or for `image` the PNG's bytes in base64."""
+
+    session: str
+    kind: str
+    content: str
+
+
+class Pong(Frame, tag="pong"):
+    """Answer to `ping`."""
+
+
+Response = (
+    Welcome
+    | Described
+    | Opened
+    | ObservationFrame
+    | StateFrame
+    | Closed
+    | StepManyResult
+    | Tools
+    | ToolResult
+    | Rendered
+    | Pong
+    | Error
+)
+"""Every server -> client frame."""
