@@ -16,13 +16,13 @@ from typing import Any
 import trio
 
 import ecotone
-from ecotone.conformance import CHECKS, TargetError
+from ecotone.conformance import CHECKS, PROTOCOL_CHECKS, TargetError
 from ecotone.conformance import run as run_conformance
 from ecotone.kernel import Registry, RegistryError
 from ecotone.kernel.config import ConfigError, ServerConfig, load
 from ecotone.kernel.envspec import EnvDefinitionError
 from ecotone.launcher.providers.engines import ENGINES
-from ecotone.server import BackgroundServer, build_kernel, serve, transport_for, web_url
+from ecotone.server import BackgroundServer, build_engine, serve, transport_for, web_url
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -97,7 +97,14 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME",
-        help=f"run only this check; repeat for several ({', '.join(CHECKS)})",
+        help=f"run only this check; repeat for several ({', '.join([*CHECKS, *PROTOCOL_CHECKS])})",
+    )
+    p.add_argument(
+        "--protocol",
+        action="store_true",
+        default=None,
+        help="also run the protocol checks in process (always run with --url; "
+        "serve the `probe` env to check what happens inside sessions)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -179,7 +186,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             raise ValueError(f"--lifeline-fd {lifeline} is not an open file descriptor") from None
     config = load(args.config, overrides=overrides)
     registry = Registry.discover()
-    build_kernel(config, registry)  # an unknown env or transport fails here, before the loop
+    build_engine(config, registry)  # an unknown env or transport fails here, before the loop
     transport = transport_for(config, registry)
     if not getattr(transport, "listens", True):
         raise ValueError(f"transport {config.transport!r} cannot serve: {transport.description}")
@@ -446,9 +453,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
         raise ValueError(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
-    unknown = [name for name in args.check if name not in CHECKS]
+    known = [*CHECKS, *PROTOCOL_CHECKS]
+    unknown = [name for name in args.check if name not in known]
     if unknown:
-        raise ValueError(f"no check named {unknown[0]!r} (checks: {', '.join(CHECKS)})")
+        raise ValueError(f"no check named {unknown[0]!r} (checks: {', '.join(known)})")
     try:
         report = run_conformance(
             args.env,
@@ -459,6 +467,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             max_episode_steps=args.max_episode_steps,
             reset_options=options,
             timeout=args.timeout,
+            protocol=args.protocol,
         )
     except TargetError as exc:
         print(f"ecotone: error: {exc}", file=sys.stderr)

@@ -24,6 +24,7 @@ import pytest
 import ecotone
 from ecotone.conformance import (
     CHECKS,
+    PROTOCOL_CHECKS,
     ConformanceSuite,
     Report,
     Status,
@@ -42,6 +43,13 @@ from tests.conftest import make_registry, run_server
 
 REPO = Path(__file__).resolve().parent.parent
 ALL_CHECKS = list(CHECKS)
+PROTOCOL = list(PROTOCOL_CHECKS)
+URL_EXPECTED = {
+    **dict.fromkeys(ALL_CHECKS, Status.PASS),
+    **dict.fromkeys(PROTOCOL, Status.PASS),
+    "no_overlapping_calls": Status.SKIP,  # needs the probe env: tests/test_protocol_rules.py
+}
+"""What a sound env behind a server gets: every env check and protocol check passed."""
 
 
 @pytest.fixture(scope="module")
@@ -350,7 +358,7 @@ def test_an_unknown_env_or_unreachable_url_is_a_target_error() -> None:
 def test_counter_behind_a_server_passes_every_check(transport: str) -> None:
     with run_server("counter", transport=transport) as server:
         report = run(url=server.url, reset_options={"max_steps": 5})
-    assert statuses(report) == dict.fromkeys(ALL_CHECKS, Status.PASS), report.text()
+    assert statuses(report) == URL_EXPECTED, report.text()
     assert report.target == f"env 'counter' at {server.url}"
     assert result(report, "close_idempotent").note == "wire level only: the env instance is remote"
 
@@ -374,6 +382,7 @@ def test_an_openenv_url_skips_the_rules_openenv_lacks_with_the_reason() -> None:
         "step_after_done",
         "close_idempotent",
         "close_releases_session",
+        *PROTOCOL,
     }, report.text()
     assert "no reset_required error" in skipped["reset_before_step"]
     assert "no `truncated`" in skipped["observation_flags"]
@@ -406,7 +415,7 @@ def test_cli_validate_counter_prints_a_pass_line_per_check_and_exits_0(tmp_path:
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == (
-        "ecotone conformance: env 'counter' in an in-process kernel; "
+        "ecotone conformance: env 'counter' in an in-process engine; "
         "actions generated from the Action schema"
     )
     assert [line.split()[:2] for line in lines[1:-1]] == [["PASS", c] for c in ALL_CHECKS]
@@ -421,7 +430,7 @@ def test_cli_validate_url_of_a_broken_env_exits_1_naming_the_check(tmp_path: Pat
     assert len(fail_lines) == 1, done.stdout
     assert fail_lines[0].split()[1] == "episode_id"
     assert "expected 'ecotone-conformance-episode' / seen " in fail_lines[0]
-    assert done.stdout.splitlines()[-1].endswith("1 failed, 0 skipped")
+    assert done.stdout.splitlines()[-1].endswith("1 failed, 1 skipped")  # no probe env
 
 
 def test_cli_validate_json_gives_every_result_as_data(tmp_path: Path) -> None:
@@ -430,7 +439,9 @@ def test_cli_validate_json_gives_every_result_as_data(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
     assert report["ok"] is False
-    assert report["summary"] == {"checks": len(ALL_CHECKS), "passed": 12, "failed": 1, "skipped": 0}
+    checks = len(ALL_CHECKS) + len(PROTOCOL)
+    summary = {"checks": checks, "passed": checks - 2, "failed": 1, "skipped": 1}
+    assert report["summary"] == summary
     (bad,) = [c for c in report["checks"] if c["status"] == "FAIL"]
     assert bad["name"] == "state_schema"
     assert bad["what"] == "state after step 1 (seed 3)"
@@ -518,6 +529,10 @@ def test_the_base_class_is_not_collected_and_subclasses_with_a_target_are() -> N
 
     assert Knobs.__test__ is False and TestThing.__test__ is True
     assert [n for n in dir(TestThing) if n.startswith("test_")] == sorted(
+        f"test_{c}"
+        for c in [*ALL_CHECKS, *PROTOCOL]  # a URL: the protocol checks too
+    )
+    assert [n for n in dir(Knobs) if n.startswith("test_")] == sorted(
         f"test_{c}" for c in ALL_CHECKS
     )
 
@@ -549,7 +564,7 @@ def test_cli_validate_a_real_openenv_server(tmp_path: Path, openenv_server: str)
     report = json.loads(done.stdout)
     by_name = {c["name"]: c for c in report["checks"]}
     assert done.returncode == 0, json.dumps(report, indent=1)
-    assert report["summary"]["skipped"] == 5
+    assert report["summary"]["skipped"] == 5 + len(PROTOCOL)  # OpenEnv has no ids, no batches
     assert {n for n, c in by_name.items() if c["status"] == "PASS"} == {
         "describe",
         "observation_schema",

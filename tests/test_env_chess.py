@@ -6,17 +6,17 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
-from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 import pytest
 
 import ecotone
-from ecotone.kernel import EnvSpec, Kernel
+from ecotone.kernel import Engine, EnvSpec
 from ecotone.plugins.chess import ChessAction, ChessEnv, ChessObservation, ChessState
-from ecotone.wire import Error, ObservationFrame, StepManyResult, codec_for
+from ecotone.wire import Error, ObservationFrame, StepManyResult
 from tests.conftest import run_server
+from tests.engine_driver import Driver
 
 START_MOVES = sorted(
     "a2a3 a2a4 b2b3 b2b4 c2c3 c2c4 d2d3 d2d4 e2e3 e2e4 "
@@ -218,20 +218,14 @@ class _PickyEnv(ecotone.Environment[_Picky, _PickyObservation, ecotone.State]):
         return self._state
 
 
-async def _dispatch(kernel: Kernel, conn: Any, frame: Mapping[str, Any]) -> Any:
-    request = conn.receive(msgspec.json.encode(frame))
-    assert not isinstance(request, Error), request
-    return await kernel.dispatch(conn, request)
+async def test_the_engine_turns_invalid_action_into_an_invalid_action_frame() -> None:
+    driver = Driver(Engine(EnvSpec.from_class(_PickyEnv, "picky")))
+    conn = driver.peer()
+    session = (await driver.ask(conn, {"op": "open", "id": 1})).session
+    await driver.ask(conn, {"op": "reset", "id": 2, "session": session})
 
-
-async def test_the_kernel_turns_invalid_action_into_an_invalid_action_frame() -> None:
-    kernel = Kernel(EnvSpec.from_class(_PickyEnv, "picky"))
-    conn = kernel.connect(codec_for("json"))
-    session = (await _dispatch(kernel, conn, {"op": "open", "id": 1})).session
-    await _dispatch(kernel, conn, {"op": "reset", "id": 2, "session": session})
-
-    refused = await _dispatch(
-        kernel, conn, {"op": "step", "id": 3, "session": session, "action": {"word": "no"}}
+    refused = await driver.ask(
+        conn, {"op": "step", "id": 3, "session": session, "action": {"word": "no"}}
     )
     assert isinstance(refused, Error)
     assert (refused.code, refused.id, refused.session) == ("invalid_action", 3, session)
@@ -244,22 +238,26 @@ async def test_the_kernel_turns_invalid_action_into_an_invalid_action_frame() ->
         "reason": "only yes will do",
         "expected": ["yes"],
     }
-    conn.encode(refused)  # encodable as it stands
+    conn.codec.encode(refused)  # encodable as it stands
 
-    accepted = await _dispatch(
-        kernel, conn, {"op": "step", "id": 4, "session": session, "action": {"word": "yes"}}
+    accepted = await driver.ask(
+        conn, {"op": "step", "id": 4, "session": session, "action": {"word": "yes"}}
     )
     assert isinstance(accepted, ObservationFrame)
     assert msgspec.json.decode(accepted.observation)["accepted"] == 1
 
 
 async def test_invalid_action_in_step_many_fails_only_its_own_item() -> None:
-    kernel = Kernel(EnvSpec.from_class(_PickyEnv, "picky"))
-    conn = kernel.connect(codec_for("json"))
-    session = (await _dispatch(kernel, conn, {"op": "open", "id": 1})).session
-    await _dispatch(kernel, conn, {"op": "reset", "id": 2, "session": session})
-    steps = [{"session": session, "action": {"word": w}} for w in ("yes", "maybe", "yes")]
-    reply = await _dispatch(kernel, conn, {"op": "step_many", "id": 3, "steps": steps})
+    driver = Driver(Engine(EnvSpec.from_class(_PickyEnv, "picky")))
+    conn = driver.peer()
+    sessions = []
+    for rid in (1, 2, 3):
+        session = (await driver.ask(conn, {"op": "open", "id": rid})).session
+        await driver.ask(conn, {"op": "reset", "id": 10 + rid, "session": session})
+        sessions.append(session)
+    words = ("yes", "maybe", "yes")
+    steps = [{"session": s, "action": {"word": w}} for s, w in zip(sessions, words, strict=True)]
+    reply = await driver.ask(conn, {"op": "step_many", "id": 3, "steps": steps})
     assert isinstance(reply, StepManyResult)
     kinds = [r.code if isinstance(r, Error) else "ok" for r in reply.results]
     assert kinds == ["ok", "invalid_action", "ok"]

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 import pytest
+import trio
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, Request, TextMessage
 from wsproto.frame_protocol import FrameProtocol
@@ -21,7 +22,7 @@ import ecotone
 import ecotone.server.transports.http
 from ecotone.kernel import Limits
 from ecotone.kernel.config import ServerConfig
-from ecotone.server import build_kernel
+from ecotone.server import Runner, build_engine
 from ecotone.server.transports.http import HttpServer
 from ecotone.wire.http import HttpRequest
 from tests.conftest import RunningServer, make_registry, run_server, wait_until
@@ -450,9 +451,14 @@ def test_an_idle_session_is_reaped_and_then_unknown() -> None:
 
 
 async def test_requests_naming_dead_sessions_leave_no_per_session_state() -> None:
-    kernel = build_kernel(ServerConfig(env="counter"), make_registry())
-    routes = HttpServer(kernel)
+    engine = build_engine(ServerConfig(env="counter"), make_registry())
+    async with trio.open_nursery() as nursery:
+        await _dead_sessions_leave_nothing(HttpServer(Runner(engine, nursery)))
+        nursery.cancel_scope.cancel()
+    assert len(engine.sessions) == 0
 
+
+async def _dead_sessions_leave_nothing(routes: HttpServer) -> None:
     async def call(method: str, path: str, body: bytes = b"", session: str = "") -> int:
         headers = {"x-ecotone-session": session} if session else {}
         response = await routes.handle(HttpRequest(method, path, {}, headers, body))
@@ -467,8 +473,6 @@ async def test_requests_naming_dead_sessions_leave_no_per_session_state() -> Non
     assert await call("POST", f"/v1/sessions/{sid}/reset") == 200
     assert await call("POST", f"/v1/sessions/{sid}/step", action) == 200
     assert await call("DELETE", f"/v1/sessions/{sid}") == 200
-    assert routes.openenv.locks == {}
-    await kernel.shutdown()
 
 
 def test_no_error_disturbs_a_session_opened_before(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,5 +1,5 @@
-"""The kernel on its own (sans-IO): bytes in through KernelConnection.receive, Kernel.dispatch,
-bytes out through KernelConnection.encode. No sockets; run under trio by pytest-trio."""
+"""The engine on its own (sans-IO): bytes in through a Peer, answers out of its outbox, the
+env calls it hands out run by a test driver. No sockets; run under trio by pytest-trio."""
 
 from __future__ import annotations
 
@@ -12,31 +12,33 @@ from typing import Any
 import msgspec
 import pytest
 
-from ecotone.kernel import EnvSpec, Kernel, Limits
+from ecotone.kernel import Engine, EnvSpec, Limits, Mode
 from ecotone.plugins.counter import CounterEnv
 from ecotone.plugins.echo import EchoEnv
-from ecotone.wire import PROTOCOL_VERSION, Error, codec_for
+from ecotone.wire import PROTOCOL_VERSION, codec_for
 from tests import envs
+from tests.engine_driver import Driver, decoded
 
 ALL_ENVS: dict[str, type] = {"counter": CounterEnv, "echo": EchoEnv, **envs.TEST_ENVS}
 
 
 def make_kernel(
     *, limits: Limits | None = None, clock: Callable[[], float] | None = None, **kw: Any
-) -> Kernel:
+) -> Engine:
     specs = {name: EnvSpec.from_class(cls, name) for name, cls in ALL_ENVS.items()}
     if clock is not None:
         kw["clock"] = clock
-    return Kernel(specs, default_env="counter", limits=limits, **kw)
+    return Engine(specs, default_env="counter", limits=limits, **kw)
 
 
 class Peer:
-    """One kernel connection driven by hand: frames in as bytes, replies out as plain data."""
+    """One engine connection driven by hand: frames in as bytes, replies out as plain data."""
 
-    def __init__(self, kernel: Kernel, codec: str = "json") -> None:
+    def __init__(self, kernel: Engine, codec: str = "json") -> None:
         self.kernel = kernel
+        self.driver = Driver(kernel)
         self.codec = codec_for(codec)
-        self.conn = kernel.connect(self.codec)
+        self.conn = kernel.peer(self.codec)
         self._ids = itertools.count(1)
 
     def encode(self, frame: dict[str, Any]) -> bytes:
@@ -44,13 +46,23 @@ class Peer:
             return msgspec.msgpack.encode(frame)
         return msgspec.json.encode(frame)
 
+    async def disconnect(self) -> int:
+        """This peer's connection goes: how many sessions closed."""
+        before = len(self.kernel.sessions)
+        await self.driver.disconnect(self.conn.owner)
+        return before - len(self.kernel.sessions)
+
+    async def reap(self) -> int:
+        """Idle sessions reaped: how many."""
+        before = len(self.kernel.sessions)
+        await self.driver.expire()
+        return before - len(self.kernel.sessions)
+
+    async def shutdown(self) -> None:
+        await self.driver.shutdown()
+
     async def send_raw(self, data: bytes | str) -> dict[str, Any]:
-        request = self.conn.receive(data)
-        if isinstance(request, Error):
-            response: Any = request
-        else:
-            response = await self.kernel.dispatch(self.conn, request)
-        return self.codec.decode_as(self.conn.encode(response), dict[str, Any])
+        return decoded(self.conn, await self.driver.ask(self.conn, data))
 
     async def call(self, op: str, **fields: Any) -> dict[str, Any]:
         rid = next(self._ids)
@@ -364,13 +376,13 @@ async def test_disconnect_closes_every_session_of_that_connection_only() -> None
     await staying.reset(b1)
     first, second, third = envs.ClosingEnv.instances
 
-    assert await kernel.disconnect(leaving.conn) == 2
+    assert await leaving.disconnect() == 2
 
     assert [first.close_calls, second.close_calls, third.close_calls] == [1, 1, 0]
-    assert kernel.sessions.get(a1, leaving.conn) is None
-    assert kernel.sessions.get(a2, leaving.conn) is None
+    assert kernel.sessions.get(a1, leaving.conn.owner) is None
+    assert kernel.sessions.get(a2, leaving.conn.owner) is None
     assert (await staying.step(b1, {"delta": 4}))["count"] == 4
-    assert await kernel.disconnect(leaving.conn) == 0
+    assert await leaving.disconnect() == 0
     assert first.close_calls == 1
 
 
@@ -380,8 +392,8 @@ async def test_shutdown_closes_every_env_exactly_once() -> None:
     session = await peer.open("closing")
     await peer.open("closing")
     await peer.call("close", session=session)
-    await kernel.shutdown()
-    await kernel.disconnect(peer.conn)
+    await peer.shutdown()
+    await peer.disconnect()
     assert [env.close_calls for env in envs.ClosingEnv.instances] == [1, 1]
     assert len(kernel.sessions) == 0
 
@@ -397,20 +409,20 @@ async def test_idle_sessions_are_reaped_by_the_clock_and_closed_once() -> None:
 
     clock.now = 9.0
     await peer.step(busy, {"delta": 1})  # last used at t=9
-    assert await kernel.reap_idle() == 0
+    assert await peer.reap() == 0
 
     clock.now = 10.0
-    assert await kernel.reap_idle() == 1
+    assert await peer.reap() == 1
     assert (idle_env.close_calls, busy_env.close_calls) == (1, 0)
     assert_error(await peer.call("reset", session=idle), "unknown_session")
     assert (await peer.step(busy, {"delta": 1}))["count"] == 2  # and now last used at t=10
 
     clock.now = 19.5
-    assert await kernel.reap_idle() == 0
+    assert await peer.reap() == 0
     clock.now = 20.0
-    assert await kernel.reap_idle() == 1
-    await kernel.disconnect(peer.conn)
-    await kernel.shutdown()
+    assert await peer.reap() == 1
+    await peer.disconnect()
+    await peer.shutdown()
     assert (idle_env.close_calls, busy_env.close_calls) == (1, 1)
 
 
@@ -420,7 +432,7 @@ async def test_sessions_are_never_reaped_without_an_idle_timeout() -> None:
     peer = Peer(kernel)
     session = await peer.open()
     clock.now = 1e9
-    assert await kernel.reap_idle() == 0
+    assert await peer.reap() == 0
     await peer.reset(session)
 
 
@@ -541,10 +553,11 @@ async def test_step_many_dispatched_directly_answers_each_item_in_order() -> Non
     )
     assert reply["op"] == "step_many_result"
     results = reply["results"]
-    assert [r["op"] for r in results] == ["observation", "error", "error", "observation"]
+    assert [r["op"] for r in results] == ["observation", "error", "error", "error"]
     assert results[0]["observation"]["count"] == 51
     assert (results[1]["code"], results[2]["code"]) == ("unknown_session", "invalid_action")
-    assert results[3]["observation"]["count"] == 2
+    assert_error(results[3], "invalid_argument", reason="duplicate_session", first_item=2)
+    assert (await peer.step(a, {"delta": 2}))["count"] == 2  # the invalid action did nothing
 
 
 # --- how env code is run ---------------------------------------------------------------------
@@ -560,14 +573,15 @@ async def test_a_sync_env_runs_in_a_worker_thread_and_an_inline_env_on_the_loop(
     assert (await peer.step(offloaded, {"tag": "a"}))["thread"] != loop_thread
     assert (await peer.step(inline, {"tag": "b"}))["thread"] == loop_thread
 
-    step = peer.conn.receive(peer.encode({"op": "step", "id": 99, "session": inline, "action": {}}))
-    assert not isinstance(step, Error)
-    assert kernel.runs_inline(peer.conn, step) is True
-    step = peer.conn.receive(
-        peer.encode({"op": "step", "id": 100, "session": offloaded, "action": {}})
-    )
-    assert not isinstance(step, Error)
-    assert kernel.runs_inline(peer.conn, step) is False
+    # An inline env's step is answered as it is received; a thread env's is a call to make.
+    step = {"op": "step", "id": 99, "session": inline, "action": {}}
+    assert peer.conn.receive(peer.encode(step)) == ()
+    assert len(peer.conn.take()) == 1
+    step = {"op": "step", "id": 100, "session": offloaded, "action": {}}
+    calls = peer.conn.receive(peer.encode(step))
+    assert [call.mode for call in calls] == [Mode.THREAD] and peer.conn.take() == []
+    await peer.driver.run(calls)
+    assert len(peer.conn.take()) == 1
 
 
 async def test_an_async_env_is_awaited_for_every_method() -> None:

@@ -16,13 +16,14 @@ from typing import Any
 import pytest
 
 import ecotone
-from ecotone.kernel import EnvDefinitionError, EnvSpec, Kernel, Limits, Registry, RegistryError
+from ecotone.kernel import Engine, EnvDefinitionError, EnvSpec, Limits, Registry, RegistryError
 from ecotone.plugins.counter import CounterAction, CounterEnv, CounterObservation
 from ecotone.plugins.echo import EchoEnv
 from ecotone.server.transports.inproc import InprocTransport
 from ecotone.server.transports.websocket import WebSocketTransport
-from ecotone.wire import Open, Opened, Reset, codec_for
+from ecotone.wire import Open, Opened, Reset
 from tests.conftest import SessionRecorder, run_server, wait_until
+from tests.engine_driver import Driver
 
 PLUGIN_DIST = Path(__file__).resolve().parent / "plugin_dist"
 
@@ -152,23 +153,26 @@ async def test_kernel_hooks_report_idle_and_shutdown_closes() -> None:
     registry = Registry.discover()
     registry.register(recorder, "recorder")
     now = [0.0]
-    kernel = Kernel(
-        registry.env_spec("counter"),
-        limits=Limits(idle_timeout=5.0),
-        hooks=registry.pm.hook,
-        clock=lambda: now[0],
+    driver = Driver(
+        Engine(
+            registry.env_spec("counter"),
+            limits=Limits(idle_timeout=5.0),
+            hooks=registry.pm.hook,
+            clock=lambda: now[0],
+        )
     )
-    conn = kernel.connect(codec_for("json"))
+    conn = driver.peer()
     opened = []
     for rid in (1, 2):
-        reply = await kernel.dispatch(conn, Open(id=rid))
+        reply = await driver.ask(conn, Open(id=rid))
         assert isinstance(reply, Opened)
         opened.append(reply.session)
     now[0] = 6.0
-    reply = await kernel.dispatch(conn, Reset(id=3, session=opened[1]))
+    reply = await driver.ask(conn, Reset(id=3, session=opened[1]))
     now[0] = 10.0
-    assert await kernel.reap_idle() == 1
-    await kernel.shutdown()
+    await driver.expire()
+    assert len(driver.engine.sessions) == 1
+    await driver.shutdown()
     assert recorder.opened == [(opened[0], "counter"), (opened[1], "counter")]
     assert recorder.closed == [(opened[0], "counter", "idle"), (opened[1], "counter", "shutdown")]
 

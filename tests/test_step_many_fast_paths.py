@@ -1,8 +1,9 @@
 """The batched hot paths of `step_many`, held to the per-item paths they shortcut.
 
-* Server: `Kernel.step_batch` answers a whole `step_many` in one go; its bytes and the sessions'
-  phases afterwards must be what `step_item` per item and one encode give, for every kind of
-  item (ordinary, ending, refused, invalid, raising, unencodable, unknown session).
+* Server: the engine's batch fast path answers a whole `step_many` in one go; its bytes and the
+  sessions' phases afterwards must be what the general path (items one by one, each on its
+  session) and one encode give, for every kind of item (ordinary, ending, refused, invalid,
+  raising, unencodable, unknown session).
 * Client, sending: a vector env encodes a `step_many`'s items in one pass (`WireStepMany`); the
   bytes must be `StepMany`'s with each action pre-encoded, numpy values made plain.
 * Client, answering: `VectorCore` takes an ordinary answer in bulk (no per-sub-env outcome);
@@ -22,7 +23,7 @@ import pytest
 import ecotone
 from ecotone.client._core import ClientCore, EnvTypes
 from ecotone.client._vector import Call, VectorCore, WireStepMany
-from ecotone.kernel import EnvSpec, Kernel
+from ecotone.kernel import Engine, EnvSpec, Mode, Owner
 from ecotone.kernel.sessions import Phase
 from ecotone.plugins.counter import CounterAction, CounterObservation
 from ecotone.wire import (
@@ -35,8 +36,9 @@ from ecotone.wire import (
     StepManyResult,
     codec_for,
 )
+from tests.engine_driver import Driver
 
-# --- server: Kernel.step_batch against step_item -----------------------------------------------
+# --- server: the batch fast path against the general path -------------------------------
 
 
 class ProbeAction(ecotone.Action, kw_only=True, forbid_unknown_fields=True):
@@ -100,49 +102,52 @@ ITEMS = [  # (which session, action) of one step_many
 ]
 
 
-async def _probe_kernel(codec: str) -> tuple[Kernel, Any, dict[str, str]]:
-    """A kernel with one probe session per item name but `unknown`, each in the phase its
-    name says, and its session ids by name."""
-    kernel = Kernel(EnvSpec.from_class(ProbeEnv))
-    conn = kernel.connect(codec_for(codec))
+async def _probe_engine(codec: str) -> tuple[Engine, Owner, dict[str, str]]:
+    """An engine with one probe session per item name but `unknown`, each in the phase its
+    name says, all of one owner, and the session ids by name."""
+    engine = Engine(EnvSpec.from_class(ProbeEnv))
+    driver = Driver(engine)
+    peer = driver.peer(codec)
     ids = itertools.count(1)
     sessions: dict[str, str] = {"unknown": "0123456789abcdef"}
     for name, _ in ITEMS:
         if name == "unknown":
             continue
-        opened = await kernel.dispatch(conn, Open(id=next(ids)))
+        opened = await driver.ask(peer, Open(id=next(ids)))
         assert isinstance(opened, Opened)
         sessions[name] = opened.session
         if name != "fresh":
-            await kernel.dispatch(conn, Reset(id=next(ids), session=opened.session))
-    ended = kernel.sessions.get(sessions["ended"], conn.owner)
+            await driver.ask(peer, Reset(id=next(ids), session=opened.session))
+    ended = engine.sessions.get(sessions["ended"], peer.owner)
     assert ended is not None
     ended.phase = Phase.ENDED
-    return kernel, conn, sessions
+    return engine, peer.owner, sessions
 
 
 @pytest.mark.parametrize("codec", ["json", "msgpack"])
-async def test_step_batch_answers_byte_for_byte_as_step_item_per_item(codec: str) -> None:
-    batch_kernel, batch_conn, batch_ids = await _probe_kernel(codec)
-    item_kernel, item_conn, item_ids = await _probe_kernel(codec)
+async def test_the_batch_fast_path_answers_byte_for_byte_as_the_general_path(codec: str) -> None:
+    batch_engine, batch_owner, batch_ids = await _probe_engine(codec)
+    item_engine, item_owner, item_ids = await _probe_engine(codec)
     enc = codec_for(codec)
 
-    def items(ids: dict[str, str]) -> list[StepItem]:
-        return [StepItem(session=ids[name], action=enc.raw(action)) for name, action in ITEMS]
+    def frame(ids: dict[str, str]) -> StepMany:
+        items = [StepItem(session=ids[name], action=enc.raw(action)) for name, action in ITEMS]
+        return StepMany(id=7, steps=items)
 
-    batched = batch_kernel.step_batch(batch_conn, items(batch_ids), 7)
-    assert batched is not None
-    one_by_one = [
-        await item_kernel.step_item(item_conn, i.session, i.action, 7) for i in items(item_ids)
-    ]
-    expected = item_conn.encode(StepManyResult(id=7, results=one_by_one))
+    fast = batch_engine.peer(enc, batch_owner)  # answers as bytes: the fast path's own
+    assert not fast.submit(frame(batch_ids))
+    (batched,) = fast.take()
+    assert isinstance(batched, bytes)
+    general = item_engine.peer(enc, item_owner, frames=True)  # answers as frames: item by item
+    assert not general.submit(frame(item_ids))
+    (answer,) = general.take()
+    assert isinstance(answer, StepManyResult)
+    expected = enc.encode(answer)
     renamed = batched
     for name, session in batch_ids.items():  # session ids are random: compare under one naming
         renamed = renamed.replace(session.encode(), item_ids[name].encode())
     assert renamed == expected
 
-    answer = enc.decode_response(batched)
-    assert isinstance(answer, StepManyResult)
     kinds = [r.code if isinstance(r, Error) else "observation" for r in answer.results]
     assert kinds == [
         "observation", "reset_required", "episode_done", "unknown_session", "observation",
@@ -152,26 +157,32 @@ async def test_step_batch_answers_byte_for_byte_as_step_item_per_item(codec: str
     for name, _ in ITEMS:  # the episodes go on, or end, alike
         if name == "unknown":
             continue
-        batch_session = batch_kernel.sessions.get(batch_ids[name], batch_conn.owner)
-        item_session = item_kernel.sessions.get(item_ids[name], item_conn.owner)
+        batch_session = batch_engine.sessions.get(batch_ids[name], batch_owner)
+        item_session = item_engine.sessions.get(item_ids[name], item_owner)
         assert batch_session is not None and item_session is not None
         assert batch_session.phase is item_session.phase, name
-        assert batch_session.busy == item_session.busy == 0
-    assert batch_kernel.sessions.get(batch_ids["end"], batch_conn.owner).phase is Phase.ENDED  # type: ignore[union-attr]
-    unencodable = batch_kernel.sessions.get(batch_ids["unencodable"], batch_conn.owner)
+        assert not batch_session.busy and not item_session.busy
+    assert batch_engine.sessions.get(batch_ids["end"], batch_owner).phase is Phase.ENDED  # type: ignore[union-attr]
+    unencodable = batch_engine.sessions.get(batch_ids["unencodable"], batch_owner)
     assert unencodable is not None and unencodable.phase is Phase.RUNNING
 
 
-async def test_step_batch_leaves_a_batch_with_a_threaded_env_to_the_lanes() -> None:
+async def test_a_batch_with_a_threaded_env_is_left_to_the_driver() -> None:
     from tests.envs import SlowEnv
 
-    kernel = Kernel({"slow": EnvSpec.from_class(SlowEnv, "slow")})
-    conn = kernel.connect(codec_for("json"))
-    opened = await kernel.dispatch(conn, Open(id=1))
-    assert isinstance(opened, Opened)
-    await kernel.dispatch(conn, Reset(id=2, session=opened.session))
-    raw = msgspec.Raw(b"{}")
-    assert kernel.step_batch(conn, [StepItem(session=opened.session, action=raw)], 3) is None
+    driver = Driver(Engine({"slow": EnvSpec.from_class(SlowEnv, "slow")}))
+    peer = driver.peer(frames=False)
+    opened = await driver.ask(peer, {"op": "open", "id": 1})
+    session = msgspec.json.decode(opened)["session"]
+    await driver.ask(peer, {"op": "reset", "id": 2, "session": session})
+    calls = peer.submit(
+        StepMany(id=3, steps=[StepItem(session=session, action=msgspec.Raw(b"{}"))])
+    )
+    assert [call.mode for call in calls] == [Mode.THREAD]
+    assert peer.take() == []  # nothing answered before the step ran
+    await driver.run(calls)
+    (answer,) = peer.take()
+    assert msgspec.json.decode(answer)["op"] == "step_many_result"
 
 
 # --- client, sending: WireStepMany against StepMany --------------------------------------------

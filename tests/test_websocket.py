@@ -148,11 +148,12 @@ def test_step_many_steps_eight_sessions_in_one_round_trip(counter_url: str) -> N
             float(i) for i in range(8)
         ]
 
-        with pytest.raises(ecotone.ServerError) as twice:
-            connection.step_many([(clients[0], {"delta": 1}), (clients[0], {"delta": 1})])
-        assert twice.value.code == "invalid_frame"
-        assert twice.value.details["sessions"] == [clients[0].session_id]
-        assert clients[0].step({"delta": 1}).observation["count"] == 1  # not stepped twice
+        once, twice = connection.step_many([(clients[0], {"delta": 1}), (clients[0], {"delta": 1})])
+        assert isinstance(once, ecotone.StepResult) and once.observation["count"] == 1
+        assert isinstance(twice, ecotone.ServerError) and twice.code == "invalid_argument"
+        assert twice.details["reason"] == "duplicate_session"
+        assert (twice.details["item"], twice.details["first_item"]) == (1, 0)
+        assert clients[0].step({"delta": 1}).observation["count"] == 2  # not stepped twice
 
 
 def test_step_many_reports_each_sessions_error_in_its_place(counter_url: str) -> None:

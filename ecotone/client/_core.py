@@ -33,7 +33,7 @@ def parse_url(url: str) -> Endpoint:
     if parts.scheme not in ("ws", "http", "openenv+ws", "openenv+http"):
         raise ValueError(
             f"unsupported URL {url!r}: expected ws://HOST:PORT (or inproc://ENV for an "
-            "in-process kernel)"
+            "in-process engine)"
         )
     if not parts.hostname:
         raise ValueError(f"URL {url!r} has no host")

@@ -25,16 +25,22 @@ has one (a remote env's actions are generated from its Action schema: `generate.
 that `close()` can be called a second time on the instance, as the contract allows. Transports
 are not what an env author is testing; point `--url` at a server to include them.
 
-The checks (`CHECKS`, in the order they run): describe, reset_before_step, observation_flags,
-observation_schema, state_schema, step_count, episode_id, seeded_determinism, step_after_done,
-invalid_action, close_idempotent, close_releases_session, concurrent_sessions. Each fails with
-what it looked at, what it expected and what it saw; a check that cannot apply (an episode
-that does not end within the step budget, a rule OpenEnv lacks) is skipped with the reason,
-never passed.
+The checks, in the order they run. The env's contract (`CHECKS`, `checks.py`): describe,
+reset_before_step, observation_flags, observation_schema, state_schema, step_count, episode_id,
+seeded_determinism, step_after_done, invalid_action, close_idempotent, close_releases_session,
+concurrent_sessions. The protocol's rules, which every transport must keep
+(`PROTOCOL_CHECKS`, `protocol.py`; run by default with `--url`, in process with
+`--protocol`): pipelined_in_order, batch_names_session_twice, no_overlapping_calls,
+close_waits_for_step, errors_without_id, unknown_and_foreign_sessions. Each fails with what
+it looked at, what it expected and what it saw; a check that cannot apply (an episode that
+does not end within the step budget, a rule OpenEnv lacks, a check that needs the `probe` env)
+is skipped with the reason, never passed.
 """
 
+from ecotone.conformance import protocol as _protocol  # noqa: F401  (registers its checks)
 from ecotone.conformance.checks import (
     CHECKS,
+    PROTOCOL_CHECKS,
     Check,
     CheckResult,
     Report,
@@ -49,6 +55,7 @@ from ecotone.conformance.target import Target, TargetError, open_target
 
 __all__ = [
     "CHECKS",
+    "PROTOCOL_CHECKS",
     "Check",
     "CheckResult",
     "ConformanceSuite",

@@ -132,17 +132,37 @@ class Check:
 
 
 CHECKS: dict[str, Check] = {}
-"""Every check, by name, in the order they run."""
+"""The env's checks (the contract), by name, in the order they run."""
+
+PROTOCOL_CHECKS: dict[str, Check] = {}
+"""The protocol's checks (`protocol.py`: rules every transport keeps), in the order they run.
+They run by default against a URL; in process only when asked for."""
 
 
 def check(
-    name: str, title: str, *, needs: tuple[str, ...] = (), openenv_skip: str = ""
+    name: str,
+    title: str,
+    *,
+    needs: tuple[str, ...] = (),
+    openenv_skip: str = "",
+    protocol: bool = False,
 ) -> Callable[[CheckFn], CheckFn]:
     def register(fn: CheckFn) -> CheckFn:
-        CHECKS[name] = Check(name, title, fn, needs, openenv_skip)
+        (PROTOCOL_CHECKS if protocol else CHECKS)[name] = Check(
+            name, title, fn, needs, openenv_skip
+        )
         return fn
 
     return register
+
+
+def check_named(name: str) -> Check:
+    """An env or protocol check, by name; ValueError naming them all when there is none."""
+    found = CHECKS.get(name) or PROTOCOL_CHECKS.get(name)
+    if found is None:
+        known = ", ".join([*CHECKS, *PROTOCOL_CHECKS])
+        raise ValueError(f"no check named {name!r} (checks: {known})")
+    return found
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -267,9 +287,7 @@ class Runner:
         """The result of check `name` (run now unless it already ran)."""
         if name in self.results:
             return self.results[name]
-        if name not in CHECKS:
-            raise ValueError(f"no check named {name!r} (checks: {', '.join(CHECKS)})")
-        chk = CHECKS[name]
+        chk = check_named(name)
         started = time.perf_counter()
         fields: dict[str, Any] = {"name": name, "title": chk.title}
         blocker = self._blocker(chk)
@@ -315,8 +333,16 @@ class Runner:
             )
         return ""
 
-    def report(self, names: Iterable[str] | None = None) -> Report:
-        results = tuple(self.run(name) for name in (names or CHECKS))
+    def default_checks(self, protocol: bool | None = None) -> list[str]:
+        """What runs when no check is named: the env's checks, and the protocol's when
+        `protocol` says so; by default when the target is a server (its transport is then
+        part of what is checked)."""
+        if protocol is None:
+            protocol = self.target.engine is None
+        return [*CHECKS, *PROTOCOL_CHECKS] if protocol else list(CHECKS)
+
+    def report(self, names: Iterable[str] | None = None, protocol: bool | None = None) -> Report:
+        results = tuple(self.run(name) for name in (names or self.default_checks(protocol)))
         return Report(
             target=self.target.label,
             env=self.info.name,
@@ -391,7 +417,7 @@ class Runner:
         last = last if len(last) <= 100 else last[:97] + "..."
         remedy = (
             "give the env a sample_action(rng)"
-            if self.target.kernel is not None
+            if self.target.engine is not None
             else "check it in process (ecotone validate ENV) to use its sample_action(rng)"
         )
         raise CheckSkipped(

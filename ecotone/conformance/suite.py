@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from ecotone.conformance.checks import CHECKS, Report, Runner, Settings, Status
+from ecotone.conformance.checks import (
+    CHECKS,
+    PROTOCOL_CHECKS,
+    Report,
+    Runner,
+    Settings,
+    Status,
+    check_named,
+)
 from ecotone.conformance.target import open_target
 from ecotone.kernel import EnvSpec, Registry
 
@@ -21,8 +29,11 @@ def run(
     max_episode_steps: int = 500,
     reset_options: Mapping[str, Any] | None = None,
     timeout: float = 30.0,
+    protocol: bool | None = None,
 ) -> Report:
-    """Run the checks (all, or those named) against `env` in process or the server at `url`.
+    """Run the checks (those named, or by default the env's checks, and the protocol's when
+    `protocol` is true: by default with a `url`) against `env` in process or the server at
+    `url`.
 
     Raises TargetError when the env or server cannot be had (see `open_target`).
     """
@@ -36,7 +47,7 @@ def run(
     target = open_target(env, url=url, registry=registry, timeout=settings.timeout)
     runner = Runner(target, settings)
     try:
-        return runner.report(checks)
+        return runner.report(checks, protocol)
     finally:
         runner.close()
 
@@ -52,7 +63,8 @@ class ConformanceSuite:
             reset_options = {"max_steps": 20}
 
     Knobs (class attributes): `env`, `url`, `registry` (for `env` names not installed through
-    entry points), `seeds`, `steps`, `max_episode_steps`, `reset_options`, `timeout`. A failed
+    entry points), `seeds`, `steps`, `max_episode_steps`, `reset_options`, `timeout`, and
+    `protocol` (add a test per protocol check: by default when `url` is set). A failed
     check fails its test with the same "expected ... / seen ..." line `ecotone validate`
     prints; a check that cannot apply is skipped with its reason.
 
@@ -68,6 +80,7 @@ class ConformanceSuite:
     max_episode_steps: ClassVar[int] = 500
     reset_options: ClassVar[Mapping[str, Any]] = {}
     timeout: ClassVar[float] = 30.0
+    protocol: ClassVar[bool | None] = None
 
     _runner: ClassVar[Runner | None] = None
 
@@ -75,6 +88,11 @@ class ConformanceSuite:
         super().__init_subclass__(**kwargs)
         if "__test__" not in cls.__dict__:
             cls.__test__ = cls.env is not None or cls.url is not None
+        protocol = cls.url is not None if cls.protocol is None else cls.protocol
+        if protocol:
+            for name in PROTOCOL_CHECKS:
+                if not hasattr(cls, f"test_{name}"):
+                    setattr(cls, f"test_{name}", _test(name))
 
     @classmethod
     def setup_class(cls) -> None:
@@ -112,7 +130,7 @@ def _test(name: str) -> Callable[[ConformanceSuite], None]:
         self.conformance(name)
 
     test.__name__ = test.__qualname__ = f"test_{name}"
-    test.__doc__ = CHECKS[name].title
+    test.__doc__ = check_named(name).title
     return test
 
 

@@ -1,4 +1,4 @@
-"""What the conformance suite runs against: an env in an in-process kernel, or a server URL.
+"""What the conformance suite runs against: an env in an in-process engine, or a server URL.
 
 Either way the checks talk to it through ecotone's blocking client (`Connection`, `EnvClient`),
 so they see exactly the frames and errors a remote client sees. In process, the suite also
@@ -17,7 +17,7 @@ import anyio
 
 from ecotone.client.errors import EcotoneError
 from ecotone.client.sync import Connection, EnvClient
-from ecotone.kernel import EnvDefinitionError, EnvSpec, Kernel, Registry, RegistryError
+from ecotone.kernel import Engine, EnvDefinitionError, EnvSpec, Registry, RegistryError
 from ecotone.server.transports.inproc import InprocSyncChannel
 from ecotone.wire import EnvInfo
 
@@ -28,8 +28,8 @@ class TargetError(Exception):
     """The env or the server cannot be found or reached: a usage error, not a failed check."""
 
 
-class _KernelErrors(logging.Handler):
-    """Records what the kernel logs at ERROR (an env's close() that raised, for instance)."""
+class _EngineErrors(logging.Handler):
+    """Records what the engine logs at ERROR (an env's close() that raised, for instance)."""
 
     def __init__(self) -> None:
         super().__init__(logging.ERROR)
@@ -46,7 +46,7 @@ class _KernelErrors(logging.Handler):
 class Target:
     """An env to check, reached through one client connection.
 
-    `kernel` is set in process (None for a URL); `openenv` is true for `openenv+...` URLs,
+    `engine` is set in process (None for a URL); `openenv` is true for `openenv+...` URLs,
     where checks of rules OpenEnv's protocol does not have are skipped.
     """
 
@@ -57,7 +57,7 @@ class Target:
         *,
         label: str,
         env: str | None = None,
-        kernel: Kernel | None = None,
+        engine: Engine | None = None,
         owner: object | None = None,
         openenv: bool = False,
     ) -> None:
@@ -65,18 +65,18 @@ class Target:
         self.info = info
         self.label = label
         self.env = env
-        self.kernel = kernel
+        self.engine = engine
         self.openenv = openenv
         self._owner = owner
-        self._errors: _KernelErrors | None = None
-        factory = kernel.envs[kernel.default_env].factory if kernel is not None else None
+        self._errors: _EngineErrors | None = None
+        factory = engine.envs[engine.default_env].factory if engine is not None else None
         sampler = getattr(factory, "sample_action", None)
         self.has_sample_action = callable(sampler) and not inspect.iscoroutinefunction(sampler)
         """Actions come from the env's `sample_action(rng)` (in process, when the env has a
         synchronous one); otherwise they are generated from the Action schema."""
-        if kernel is not None:
-            self._errors = _KernelErrors()
-            logging.getLogger("ecotone.kernel").addHandler(self._errors)
+        if engine is not None:
+            self._errors = _EngineErrors()
+            logging.getLogger("ecotone.engine").addHandler(self._errors)
 
     @property
     def action_source(self) -> str:
@@ -90,9 +90,9 @@ class Target:
 
     def instance(self, client: EnvClient[Any, Any]) -> Any | None:
         """The env instance behind a session, in process; None for a URL or a closed session."""
-        if self.kernel is None:
+        if self.engine is None:
             return None
-        session = self.kernel.sessions.get(client.session_id, self._owner)
+        session = self.engine.sessions.get(client.session_id, self._owner)
         return None if session is None else session.env
 
     def sample_action(self, client: EnvClient[Any, Any], rng: random.Random) -> Any | None:
@@ -116,7 +116,7 @@ class Target:
         return len(self._errors.messages) if self._errors is not None else 0
 
     def errors_since(self, mark: int) -> list[str]:
-        """What the kernel logged at ERROR since `mark` (in process only)."""
+        """What the engine logged at ERROR since `mark` (in process only)."""
         return self._errors.messages[mark:] if self._errors is not None else []
 
     def close(self) -> None:
@@ -124,7 +124,7 @@ class Target:
             self.connection.close()
         finally:
             if self._errors is not None:
-                logging.getLogger("ecotone.kernel").removeHandler(self._errors)
+                logging.getLogger("ecotone.engine").removeHandler(self._errors)
                 self._errors = None
 
 
@@ -150,21 +150,21 @@ def open_target(
 
     With `url`: the server there (`env` then picks one of its envs, by name). Without: `env`
     (an installed env's name, looked up in `registry` or the installed plugins, or an env
-    class) served by a kernel in this process. Raises TargetError when neither can be had.
+    class) served by an engine in this process. Raises TargetError when neither can be had.
     """
     if url is None:
         if env is None:
             raise TargetError("name an environment, or give the URL of a running server")
         spec = _spec(env, registry)
-        kernel = Kernel(spec)
-        channel = InprocSyncChannel(kernel, "json")
+        engine = Engine(spec)
+        channel = InprocSyncChannel(engine, "json")
         connection = Connection(f"inproc://{spec.name}", timeout=timeout, channel=channel)
         return Target(
             connection,
             spec.info(),
-            label=f"env {spec.name!r} in an in-process kernel",
-            kernel=kernel,
-            owner=channel.conn.owner,
+            label=f"env {spec.name!r} in an in-process engine",
+            engine=engine,
+            owner=channel.peer.owner,
         )
     if env is not None and not isinstance(env, str):
         raise TargetError("with a URL, `env` can only be the name of one of the server's envs")

@@ -1,8 +1,10 @@
-"""The kernel: the environment contract, sessions, sans-IO dispatch, plugins and config.
+"""The kernel: the environment contract, sessions, the protocol engine, plugins and config.
 
-Imports only `ecotone.wire`. No sockets, no event loop of its own.
+Imports only `ecotone.wire`. No sockets, no event loop of its own: the engine is sans-IO and
+a driver (the server's runner, the inproc channels) runs the env calls it hands out.
 """
 
+from ecotone.kernel.calls import Call, Mode
 from ecotone.kernel.contract import (
     Action,
     Environment,
@@ -11,7 +13,7 @@ from ecotone.kernel.contract import (
     State,
     StepResult,
 )
-from ecotone.kernel.dispatch import Kernel, KernelConnection
+from ecotone.kernel.engine import Engine, Owner, Peer
 from ecotone.kernel.envspec import EnvDefinitionError, EnvSpec
 from ecotone.kernel.hookspecs import hookimpl
 from ecotone.kernel.limits import Limits
@@ -19,14 +21,17 @@ from ecotone.kernel.registry import Registry, RegistryError
 
 __all__ = [
     "Action",
+    "Call",
+    "Engine",
     "EnvDefinitionError",
     "EnvSpec",
     "Environment",
     "InvalidAction",
-    "Kernel",
-    "KernelConnection",
     "Limits",
+    "Mode",
     "Observation",
+    "Owner",
+    "Peer",
     "Registry",
     "RegistryError",
     "State",

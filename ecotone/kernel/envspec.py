@@ -15,6 +15,7 @@ from typing import Any, get_args, get_origin
 import attrs
 import msgspec
 
+from ecotone.kernel.calls import Mode, mode_of
 from ecotone.kernel.contract import Environment
 from ecotone.wire import EnvInfo
 
@@ -104,6 +105,26 @@ class EnvSpec:
     async_render: bool = False
     render_kind: str = "text"
     """What a str from `render()` is: text, markdown or html."""
+    # How each method runs (ecotone.kernel.calls), worked out once from the flags above.
+    reset_mode: Mode = attrs.field(init=False)
+    step_mode: Mode = attrs.field(init=False)
+    state_mode: Mode = attrs.field(init=False)
+    close_mode: Mode = attrs.field(init=False)
+    tools_mode: Mode = attrs.field(init=False)
+    render_mode: Mode = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        inline = self.inline
+        modes = {
+            "reset_mode": mode_of(inline, self.async_reset),
+            "step_mode": mode_of(inline, self.async_step),
+            "state_mode": mode_of(inline, self.async_state),
+            "close_mode": mode_of(inline, self.async_close),
+            "tools_mode": mode_of(inline, self.async_tools),
+            "render_mode": mode_of(inline, self.async_render),
+        }
+        for name, mode in modes.items():
+            object.__setattr__(self, name, mode)
 
     @classmethod
     def from_class(cls, env_cls: type, name: str | None = None) -> EnvSpec:

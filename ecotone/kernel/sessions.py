@@ -10,13 +10,18 @@ A session is one env instance owned by one connection. Its phase follows a small
 A reset that raises leaves the session FRESH (the episode never started); a step that raises
 leaves it RUNNING (the env decides whether it can go on; the client may always reset).
 
+A session also carries its place in the protocol's ordering (`queue`, `active`): the engine
+(`ecotone.kernel.engine`) runs one of its requests at a time, in arrival order, and keeps the
+rest queued here.
+
 The table enforces the capacity limit and finds idle sessions to reap. It never closes envs
-itself (closing may block or await): it hands sessions back to the kernel, which does.
+itself (closing may block or await): it hands sessions back to the engine, which does.
 Time is passed in, never read, so the table is deterministic under test.
 """
 
 from __future__ import annotations
 
+import collections
 import enum
 import secrets
 from collections.abc import Iterator
@@ -52,9 +57,20 @@ class Session:
     owner: object
     last_used: float
     phase: Phase = Phase.FRESH
-    busy: int = 0
-    """Calls in flight; a busy session is never reaped."""
+    active: Any = None
+    """What the session is doing: an env call in flight, or a `step_many` batch holding it
+    until the batch is answered. None when idle."""
+    queue: collections.deque[Any] | None = None
+    """Requests waiting for the session, in arrival order (None until one has to wait)."""
+    closing: str | None = None
+    """Why the session is to be closed as soon as its active call ends (disconnect, shutdown);
+    None when it is not."""
     closed: bool = False
+
+    @property
+    def busy(self) -> bool:
+        """Something is running or waiting: a busy session is never reaped."""
+        return self.active is not None or bool(self.queue)
 
 
 @attrs.define(slots=True)
@@ -114,11 +130,8 @@ class SessionTable:
         return [s for s in self._sessions.values() if s.owner is owner]
 
     def expired(self, now: float) -> list[Session]:
-        """Idle sessions past the timeout, removed from the table and returned for closing."""
+        """Idle sessions past the timeout (busy ones never are), for the engine to close."""
         if self.idle_timeout is None:
             return []
         cutoff = now - self.idle_timeout
-        stale = [s for s in self._sessions.values() if not s.busy and s.last_used <= cutoff]
-        for session in stale:
-            self.remove(session)
-        return stale
+        return [s for s in self._sessions.values() if s.last_used <= cutoff and not s.busy]

@@ -1,4 +1,4 @@
-"""Running a server: registry + kernel + transport, from a ServerConfig.
+"""Running a server: registry + engine + runner + transport, from a ServerConfig.
 
 Composition only: this module wires the public pieces together for `ecotone serve`, for tests
 and for users who embed a server in their own program (`BackgroundServer`).
@@ -8,27 +8,22 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import trio
 
-from ecotone.kernel import Kernel, Registry
+from ecotone.kernel import Engine, Registry
 from ecotone.kernel.config import ServerConfig
+from ecotone.server.runner import Runner
 
 log = logging.getLogger("ecotone.server")
 
 
-async def trio_offload(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run a blocking env call in trio's worker threads."""
-    return await trio.to_thread.run_sync(fn, *args)
-
-
-def build_kernel(config: ServerConfig, registry: Registry) -> Kernel:
+def build_engine(config: ServerConfig, registry: Registry) -> Engine:
     if not config.env:
         raise ValueError("no environment to serve: name one (ecotone serve ENV) or set `env`")
     spec = registry.env_spec(config.env)
-    return Kernel(spec, limits=config.limits, hooks=registry.pm.hook, offload=trio_offload)
+    return Engine(spec, limits=config.limits, hooks=registry.pm.hook)
 
 
 def transport_for(config: ServerConfig, registry: Registry) -> Any:
@@ -61,16 +56,26 @@ async def serve(
     if config.recording.dir is not None:
         from ecotone.recording import TrajectoryRecorder
 
-        # Registered before the kernel is built: the kernel looks its hooks up once.
+        # Registered before the engine is built: the engine looks its hooks up once.
         recorder = TrajectoryRecorder(config.recording.dir, format=config.recording.format)  # type: ignore[arg-type]
         registry.register(recorder, name="ecotone.recording")
-    kernel = build_kernel(config, registry)
+    engine = build_engine(config, registry)
     options = {"web": True} if config.web else {}
+    runner: Runner | None = None
     try:
-        await transport.serve(kernel, config.host, config.port, task_status=task_status, **options)
+        # The runner's nursery holds the env calls: they outlive the connection that asked
+        # (its sessions close when they end) and end, at the latest, with the server.
+        async with trio.open_nursery() as calls:
+            runner = Runner(engine, calls)
+            calls.start_soon(runner.reap_idle)
+            await transport.serve(
+                runner, config.host, config.port, task_status=task_status, **options
+            )
+            calls.cancel_scope.cancel()  # the transport returned: stop reaping
     finally:
         with trio.CancelScope(shield=True):
-            await kernel.shutdown()
+            if runner is not None:
+                await runner.shutdown()
             if recorder is not None:
                 recorder.close()
                 registry.pm.unregister(recorder)

@@ -2,7 +2,8 @@
 
 The lean native path: no HTTP, no WebSocket framing, no masking. One received chunk may
 carry many frames (pipelining, many sessions on one connection); everything answered while
-handling a chunk goes out in one write, as on the WebSocket transport.
+handling a chunk goes out in one write, as on the WebSocket transport. The codec is read off
+the first frame (JSON starts with `{`).
 """
 
 from __future__ import annotations
@@ -12,104 +13,76 @@ import math
 
 import trio
 
-from ecotone.kernel import Kernel, KernelConnection
-from ecotone.server.transports._router import Router
+from ecotone.kernel import Peer
+from ecotone.server.runner import Runner
 from ecotone.wire import codec_for
 from ecotone.wire.framing import FrameDecoder, TooLarge, detect_codec, encode
 
 log = logging.getLogger("ecotone.framed")
 
 RECEIVE_SIZE = 65536
+_GONE = (trio.BrokenResourceError, trio.ClosedResourceError)
 
 
 class FramedConnection:
     """One peer, speaking length-prefixed frames over `receive` / `send` streams."""
 
     def __init__(
-        self, kernel: Kernel, receive: trio.abc.ReceiveStream, send: trio.abc.SendStream
+        self, runner: Runner, receive: trio.abc.ReceiveStream, send: trio.abc.SendStream
     ) -> None:
-        self.kernel = kernel
+        self.runner = runner
         self.receive = receive
         self.send = send
         self._lock = trio.Lock()
-        self._sending = False
-        self._idle: trio.Event | None = None
-        self._batch: list[bytes] | None = None
 
-    async def _send_frame(self, payload: bytes) -> None:
-        data = encode(payload)
-        if self._batch is not None:
-            self._batch.append(data)
+    async def write_answers(self, peer: Peer) -> None:
+        """The peer's sink: its whole outbox, framed, in one write, taken under the lock so
+        answers leave in the order the engine produced them. The usual case (nobody
+        mid-write) takes no scheduler pass."""
+        lock = self._lock
+        if lock.locked():
+            async with lock:
+                await self._write(peer)
             return
+        lock.acquire_nowait()
         try:
-            await self._send_bytes(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass  # the peer is gone; the receive loop sees it and cleans up
+            await self._write(peer)
+        finally:
+            lock.release()
 
-    async def _send_bytes(self, data: bytes) -> None:
-        """Write whole frames, one writer at a time. The usual case (nobody mid-write) takes
-        no lock and no scheduler pass; otherwise wait for the writer in progress."""
-        if not self._sending and not self._lock.locked():
-            await self._write(data)
+    async def _write(self, peer: Peer) -> None:
+        frames = peer.take()
+        if not frames:
             return
-        async with self._lock:
-            while self._sending:
-                if self._idle is None:
-                    self._idle = trio.Event()
-                await self._idle.wait()
-            await self._write(data)
-
-    async def _write(self, data: bytes) -> None:
-        self._sending = True
+        data = encode(frames[0]) if len(frames) == 1 else b"".join([encode(f) for f in frames])
         try:
             await self.send.send_all(data)
-        finally:
-            self._sending = False
-            if self._idle is not None:
-                self._idle.set()
-                self._idle = None
+        except _GONE:
+            pass  # the peer is gone; the receive loop sees it and cleans up
 
     async def run(self) -> None:
-        kernel = self.kernel
-        decoder = FrameDecoder(kernel.limits.max_frame_bytes)
-        conn: KernelConnection | None = None
+        runner = self.runner
+        decoder = FrameDecoder(runner.engine.limits.max_frame_bytes)
+        peer: Peer | None = None
         try:
-            async with trio.open_nursery() as nursery:
-                router: Router | None = None
+            while True:
                 try:
-                    while True:
-                        try:
-                            data = await self.receive.receive_some(RECEIVE_SIZE)
-                        except (trio.BrokenResourceError, trio.ClosedResourceError):
-                            return
-                        if not data:
-                            return
-                        self._batch = []
-                        try:
-                            for item in decoder.feed(bytes(data)):
-                                if conn is None or router is None:
-                                    name = (
-                                        "json" if isinstance(item, TooLarge) else detect_codec(item)
-                                    )
-                                    conn = kernel.connect(codec_for(name))
-                                    router = Router(kernel, conn, self._send_frame, nursery)
-                                if isinstance(item, TooLarge):
-                                    await self._send_frame(conn.encode(conn.too_large(item.size)))
-                                else:
-                                    await router.feed(item)
-                        finally:
-                            batch, self._batch = self._batch, None
-                            if batch:
-                                try:
-                                    await self._send_bytes(b"".join(batch))
-                                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                                    pass  # the next receive ends the loop
-                finally:
-                    if router is not None:
-                        router.close()
-                    nursery.cancel_scope.cancel()
+                    data = await self.receive.receive_some(RECEIVE_SIZE)
+                except _GONE:
+                    return
+                if not data:
+                    return
+                for item in decoder.feed(bytes(data)):
+                    if peer is None:
+                        name = "json" if isinstance(item, TooLarge) else detect_codec(item)
+                        peer = runner.engine.peer(codec_for(name), sink=self.write_answers)
+                    if isinstance(item, TooLarge):
+                        peer.too_large(item.size)
+                    else:
+                        runner.receive(peer, item)
+                await runner.flush()
         finally:
-            stopping = trio.current_effective_deadline() == -math.inf
-            if conn is not None:
-                with trio.CancelScope(shield=True):
-                    await kernel.disconnect(conn, "shutdown" if stopping else "disconnect")
+            if peer is not None:
+                stopping = trio.current_effective_deadline() == -math.inf
+                peer.close()
+                runner.disconnect(peer.owner, "shutdown" if stopping else "disconnect")

@@ -36,12 +36,13 @@ import msgspec
 import trio
 
 import ecotone.kernel
-from ecotone.kernel import Kernel, KernelConnection
+from ecotone.server.runner import Runner
 from ecotone.server.transports import websocket, webui
 from ecotone.server.transports.openenv import OPENENV_API_VERSION, OpenEnvHttp
 from ecotone.server.transports.sockets import LeanSocketStream, serve_tcp
 from ecotone.wire import (
     Close,
+    Codec,
     Describe,
     Error,
     ErrorCode,
@@ -86,12 +87,13 @@ class HttpServer:
     """Routes for one kernel. All HTTP requests share one session owner. `web`: also serve
     the web UI's page and files under /web."""
 
-    def __init__(self, kernel: Kernel, *, web: bool = False) -> None:
-        self.kernel = kernel
-        owner = object()
-        self.json = kernel.connect(JsonCodec(), owner=owner)
-        self.msgpack = kernel.connect(MsgpackCodec(), owner=owner)
-        self.openenv = OpenEnvHttp(kernel, self.json)
+    def __init__(self, runner: Runner, *, web: bool = False) -> None:
+        self.runner = runner
+        self.engine = runner.engine
+        self.owner = runner.engine.owner()
+        self.json = JsonCodec()
+        self.msgpack = MsgpackCodec()
+        self.openenv = OpenEnvHttp(runner, self.owner)
         self._ids = 0
         self.routes: list[tuple[re.Pattern[str], dict[str, Handler]]] = []
         self._route(r"/v1/frames", POST=self.frames)
@@ -148,14 +150,15 @@ class HttpServer:
         self._ids += 1
         return self._ids
 
-    async def _dispatch(self, conn: KernelConnection, frame: Any) -> HttpResponse:
-        response = await self.kernel.dispatch(conn, frame)
-        return self._frame_response(conn, response)
+    async def _dispatch(self, frame: Any, codec: Codec | None = None) -> HttpResponse:
+        codec = codec or self.json
+        response = await self.runner.ask(self.owner, codec, frame)
+        return self._frame_response(codec, response)
 
-    def _frame_response(self, conn: KernelConnection, response: Response) -> HttpResponse:
+    def _frame_response(self, codec: Codec, response: Response) -> HttpResponse:
         status = STATUS.get(response.code, 400) if isinstance(response, Error) else 200
-        kind = MSGPACK if conn.codec.binary else JSON
-        return HttpResponse(status, conn.encode(response), kind)
+        kind = MSGPACK if codec.binary else JSON
+        return HttpResponse(status, codec.encode(response), kind)
 
     def _body(self, request: HttpRequest, required: bool) -> dict[str, Any] | HttpResponse:
         if not request.body.strip():
@@ -181,15 +184,11 @@ class HttpServer:
             return _error_frame(ErrorCode.INVALID_FRAME, "body must be a JSON object")
         return body
 
-    async def _locked(self, sid: str, frame: Any) -> HttpResponse:
-        async with self.openenv._lock(sid):
-            return await self._dispatch(self.json, frame)
-
     async def frames(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         if request.content_type in (MSGPACK, "application/x-msgpack"):
-            conn = self.msgpack
+            codec: Codec = self.msgpack
         elif request.content_type in (JSON, ""):
-            conn = self.json
+            codec = self.json
         else:
             return HttpResponse(
                 415,
@@ -201,23 +200,10 @@ class HttpServer:
                     )
                 ),
             )
-        frame = conn.receive(request.body)
-        if isinstance(frame, Error):
-            return self._frame_response(conn, frame)
-        sid = getattr(frame, "session", None)
-        if sid is None:
-            response = await self.kernel.dispatch(conn, frame)
-        else:
-            async with self.openenv._lock(sid):
-                response = await self.kernel.dispatch(conn, frame)
-            if isinstance(frame, Close):
-                self.openenv.forget(sid)
-        return self._frame_response(conn, response)
+        return await self._dispatch(request.body, codec)
 
     async def describe(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
-        return await self._dispatch(
-            self.json, Describe(id=self._next_id(), env=request.query.get("env"))
-        )
+        return await self._dispatch(Describe(id=self._next_id(), env=request.query.get("env")))
 
     async def open(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         body = self._body(request, required=False)
@@ -226,7 +212,7 @@ class HttpServer:
         env = body.get("env")
         if env is not None and not isinstance(env, str):
             return _error_frame(ErrorCode.INVALID_FRAME, "`env` must be a string", field="env")
-        return await self._dispatch(self.json, Open(id=self._next_id(), env=env))
+        return await self._dispatch(Open(id=self._next_id(), env=env))
 
     async def reset(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         body = self._body(request, required=False)
@@ -238,7 +224,7 @@ class HttpServer:
             )
         except msgspec.ValidationError as exc:
             return _error_frame(ErrorCode.INVALID_FRAME, f"invalid reset body: {exc}")
-        return await self._locked(params["sid"], frame)
+        return await self._dispatch(frame)
 
     async def step(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         body = self._body(request, required=True)
@@ -249,16 +235,13 @@ class HttpServer:
                 ErrorCode.INVALID_FRAME, 'the body must be {"action": ...}', field="action"
             )
         raw = msgspec.Raw(msgspec.json.encode(body["action"]))
-        frame = Step(id=self._next_id(), session=params["sid"], action=raw)
-        return await self._locked(params["sid"], frame)
+        return await self._dispatch(Step(id=self._next_id(), session=params["sid"], action=raw))
 
     async def state(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
-        return await self._locked(
-            params["sid"], GetState(id=self._next_id(), session=params["sid"])
-        )
+        return await self._dispatch(GetState(id=self._next_id(), session=params["sid"]))
 
     async def render(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
-        return await self._locked(params["sid"], Render(id=self._next_id(), session=params["sid"]))
+        return await self._dispatch(Render(id=self._next_id(), session=params["sid"]))
 
     async def web_root(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         return HttpResponse(302, b"", "text/plain", [("location", "/web")])
@@ -273,11 +256,7 @@ class HttpServer:
         return found if found is not None else json_response(404, {"detail": "Not Found"})
 
     async def close(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
-        response = await self._locked(
-            params["sid"], Close(id=self._next_id(), session=params["sid"])
-        )
-        self.openenv.forget(params["sid"])
-        return response
+        return await self._dispatch(Close(id=self._next_id(), session=params["sid"]))
 
     async def health(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         return json_response(200, {"status": "healthy"})
@@ -289,7 +268,7 @@ class HttpServer:
             paths[path] = {
                 m.lower(): {"responses": {"200": {"description": "OK"}}} for m in methods
             }
-        spec = self.kernel.envs[self.kernel.default_env]
+        spec = self.engine.envs[self.engine.default_env]
         return json_response(
             200,
             {
@@ -322,9 +301,9 @@ class HttpConnection:
 
     With `server=None` (the `websocket` transport) only WebSocket upgrades are accepted."""
 
-    def __init__(self, kernel: Kernel, server: HttpServer | None, stream: trio.abc.Stream) -> None:
+    def __init__(self, runner: Runner, server: HttpServer | None, stream: trio.abc.Stream) -> None:
         self.server = server
-        self.kernel = kernel
+        self.runner = runner
         self.stream = stream
         self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
 
@@ -350,7 +329,7 @@ class HttpConnection:
         await self.stream.send_all(data)
 
     async def run(self) -> None:
-        limit = self.kernel.limits.max_frame_bytes
+        limit = self.runner.engine.limits.max_frame_bytes
         while True:
             # Wait (long) for the first byte of the next request, then (briefly) for the rest.
             if self.h11.their_state is h11.IDLE and not self.h11.trailing_data[0]:
@@ -424,7 +403,7 @@ class HttpConnection:
                             body=bytes(body),
                         )
             except _Upgrade as upgrade:
-                await websocket.accept(self.kernel, self.stream, *upgrade.args)
+                await websocket.accept(self.runner, self.stream, *upgrade.args)
                 return
             if too_large:
                 await self._send(
@@ -468,18 +447,18 @@ class HttpTransport:
 
     async def serve(
         self,
-        kernel: Kernel,
+        runner: Runner,
         host: str,
         port: int,
         *,
         task_status: Any = trio.TASK_STATUS_IGNORED,
         web: bool = False,
     ) -> None:
-        server = HttpServer(kernel, web=web)
+        server = HttpServer(runner, web=web)
 
         async def handler(stream: trio.SocketStream) -> None:
             try:
-                await HttpConnection(kernel, server, LeanSocketStream(stream)).run()
+                await HttpConnection(runner, server, LeanSocketStream(stream)).run()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
             except h11.RemoteProtocolError as exc:
@@ -489,7 +468,7 @@ class HttpTransport:
             finally:
                 await trio.aclose_forcefully(stream)
 
-        await serve_tcp(kernel, host, port, "http", handler, task_status)
+        await serve_tcp(runner, host, port, "http", handler, task_status)
 
 
 async def _bad_request(stream: trio.abc.Stream, reason: str) -> None:

@@ -1,39 +1,33 @@
-"""The `inproc` transport: the kernel embedded in your own process, no socket.
+"""The `inproc` transport: the engine embedded in your own process, no socket.
 
-`ecotone.connect("inproc://counter")` and `await ecotone.aconnect("inproc://counter")` build a
-kernel serving the named env in this process and talk to it through the same frames and codecs
-as a network client (so validation and errors behave identically), minus the network.
+`ecotone.connect("inproc://counter")` and `await ecotone.aconnect("inproc://counter")` build an
+engine serving the named env in this process and talk to it through the same frames and codecs
+as a network client (so validation, ordering and errors behave identically), minus the network.
 
-The async channel runs env calls in the caller's event loop (trio or asyncio). The blocking
-channel runs cheap inline envs directly and everything else in a private event loop thread.
+Each channel drives its engine itself: inline env methods run as the frame is sent; the
+blocking channel makes other calls in the calling thread (coroutines through a private event
+loop thread, started on first need); the async channel makes them in the caller's event loop
+(trio or asyncio: worker threads through anyio, coroutines awaited).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
+import anyio.to_thread
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 import ecotone.kernel
-from ecotone.kernel import Kernel, KernelConnection, Registry
-from ecotone.wire import Error, Request, StepMany, codec_for
+from ecotone.kernel import Call, Engine, Mode, Peer, Registry
+from ecotone.wire import codec_for
 
 
-def _drive(coro: Coroutine[Any, Any, Any]) -> Any:
-    """Run a coroutine that the kernel promised never suspends (`runs_inline`)."""
-    try:
-        coro.send(None)
-    except StopIteration as stop:
-        return stop.value
-    coro.close()
-    raise RuntimeError("an inline kernel call suspended")  # pragma: no cover - kernel bug
-
-
-def kernel_for_url(url: str) -> Kernel:
+def engine_for_url(url: str) -> Engine:
     parts = urlsplit(url)
     name = (parts.netloc + parts.path).strip("/")
     if parts.query:  # part of the env name (`inproc://gymnasium:FrozenLake-v1?is_slippery=false`)
@@ -41,109 +35,124 @@ def kernel_for_url(url: str) -> Kernel:
     if not name:
         raise ValueError(f"inproc URL {url!r} names no environment: use inproc://ENV")
     spec = Registry.discover().env_spec(name)
-    return Kernel(spec)
+    return Engine(spec)
 
 
 class InprocSyncChannel:
-    def __init__(self, kernel: Kernel, codec: str) -> None:
-        self.kernel = kernel
-        self.conn: KernelConnection = kernel.connect(codec_for(codec))
-        self._out: list[bytes | str] = []
+    """A blocking channel to an engine of this process (`channel=` of `ecotone.Connection`)."""
+
+    def __init__(self, engine: Engine, codec: str) -> None:
+        self.engine = engine
+        self.peer: Peer = engine.peer(codec_for(codec))
         self._portal_cm: contextlib.AbstractContextManager[BlockingPortal] | None = None
         self._portal: BlockingPortal | None = None
+        self._closed = False
 
-    def _in_loop(self, fn: Any, *args: Any) -> Any:
-        if self._portal is None:
-            self._portal_cm = start_blocking_portal("trio")
-            self._portal = self._portal_cm.__enter__()
-        return self._portal.call(fn, *args)
+    def _run(self, calls: Sequence[Call]) -> None:
+        pending = list(calls)
+        while pending:
+            call = pending.pop(0)
+            if call.mode is Mode.THREAD:
+                call.run()  # the caller's thread is the worker: it waits for the answer anyway
+            else:
+                if self._portal is None:
+                    self._portal_cm = start_blocking_portal("trio")
+                    self._portal = self._portal_cm.__enter__()
+                self._portal.call(call.arun)
+            pending.extend(self.engine.complete(call))
 
     def send(self, data: bytes) -> None:
-        kernel, conn = self.kernel, self.conn
-        request: Request | Error = conn.receive(data)
-        if isinstance(request, Error):
-            self._out.append(conn.encode(request))
-            return
-        if not isinstance(request, StepMany) and kernel.runs_inline(conn, request):
-            response = _drive(kernel.dispatch(conn, request))
-        else:
-            response = self._in_loop(kernel.dispatch, conn, request)
-        self._out.append(conn.encode(response))
+        self._run(self.peer.receive(data))
 
     def receive(self, deadline: float | None) -> list[bytes | str]:
-        out, self._out = self._out, []
+        out = self.peer.take()
         if not out:
             raise TimeoutError
         return out
 
     def close(self) -> None:
-        if self.conn.closed:
+        if self._closed:
             return
-        if self._portal is not None:
-            self._in_loop(self.kernel.disconnect, self.conn)
-        else:
-            _drive_or_loop = self.kernel.sessions.owned_by(self.conn.owner)
-            if all(s.spec.inline and not s.spec.async_close for s in _drive_or_loop):
-                _drive(self.kernel.disconnect(self.conn))
-            else:
-                self._in_loop(self.kernel.disconnect, self.conn)
-        if self._portal_cm is not None:
-            self._portal_cm.__exit__(None, None, None)
-            self._portal_cm = self._portal = None
+        self._closed = True
+        self.peer.close()
+        try:
+            self._run(self.engine.disconnect(self.peer.owner))
+        finally:
+            if self._portal_cm is not None:
+                self._portal_cm.__exit__(None, None, None)
+                self._portal_cm = self._portal = None
 
 
 class InprocAsyncChannel:
-    def __init__(self, kernel: Kernel, codec: str) -> None:
-        self.kernel = kernel
-        self.conn: KernelConnection = kernel.connect(codec_for(codec))
-        self._out: list[bytes | str] = []
+    """An async channel to an engine of this process, driven in the caller's event loop.
+
+    Whichever task sends (or waits for answers) makes the calls that are due, its own and
+    those its requests unblocked for other tasks sharing the connection. A task cancelled
+    while awaiting an env coroutine abandons that call (answered as an error; the session
+    goes on); a worker-thread call always runs to its end."""
+
+    def __init__(self, engine: Engine, codec: str) -> None:
+        self.engine = engine
+        self.peer: Peer = engine.peer(codec_for(codec))
         self._arrived = anyio.Event()
-        self._locks: dict[str, anyio.Lock] = {}
+        self._backlog: collections.deque[Call] = collections.deque()
+
+    async def _run(self, calls: Sequence[Call]) -> None:
+        backlog = self._backlog
+        backlog.extend(calls)
+        try:
+            while backlog:
+                call = backlog.popleft()
+                try:
+                    if call.mode is Mode.THREAD:
+                        await anyio.to_thread.run_sync(call.run)
+                    else:
+                        await call.arun()
+                except BaseException:
+                    backlog.extend(self.engine.abandon(call, "the caller stopped waiting"))
+                    raise
+                backlog.extend(self.engine.complete(call))
+        finally:
+            if self.peer.outbox:
+                self._arrived.set()
 
     async def send(self, data: bytes) -> None:
-        kernel, conn = self.kernel, self.conn
-        request = conn.receive(data)
-        if isinstance(request, Error):
-            response: Any = request
-        else:
-            key = getattr(request, "session", "")
-            lock = self._locks.setdefault(key, anyio.Lock())
-            async with lock:  # one call at a time per session, in order
-                response = await kernel.dispatch(conn, request)
-        self._out.append(conn.encode(response))
-        self._arrived.set()
+        await self._run(self.peer.receive(data))
 
     async def receive(self) -> list[bytes | str]:
-        while not self._out:
+        while not self.peer.outbox:
+            if self._backlog:
+                await self._run(())
+                continue
             await self._arrived.wait()
             self._arrived = anyio.Event()
-        out, self._out = self._out, []
-        return out
+        return self.peer.take()
 
     async def aclose(self) -> None:
+        self.peer.close()
         with anyio.CancelScope(shield=True):
-            await self.kernel.disconnect(self.conn)
+            await self._run(self.engine.disconnect(self.peer.owner))
 
 
 class InprocTransport:
-    """Embeds the kernel in the client's process."""
+    """Embeds the engine in the client's process."""
 
     name = "inproc"
-    description = "the kernel in your own process, no socket (inproc://ENV)"
+    description = "the engine in your own process, no socket (inproc://ENV)"
     schemes = ("inproc",)
     listens = False
 
-    async def serve(self, kernel: Kernel, host: str, port: int, *, task_status: Any) -> None:
+    async def serve(self, runner: Any, host: str, port: int, *, task_status: Any) -> None:
         raise RuntimeError(
-            "the inproc transport serves no socket: embed the kernel with "
+            "the inproc transport serves no socket: embed the engine with "
             "ecotone.connect('inproc://ENV') or ecotone.aconnect('inproc://ENV')"
         )
 
     def open_channel(self, url: str, codec: str) -> InprocSyncChannel:
-        return InprocSyncChannel(kernel_for_url(url), codec)
+        return InprocSyncChannel(engine_for_url(url), codec)
 
     async def open_async_channel(self, url: str, codec: str) -> InprocAsyncChannel:
-        return InprocAsyncChannel(kernel_for_url(url), codec)
+        return InprocAsyncChannel(engine_for_url(url), codec)
 
 
 @ecotone.kernel.hookimpl

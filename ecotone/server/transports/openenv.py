@@ -1,4 +1,4 @@
-"""OpenEnv's wire protocol, served by ecotone's kernel: a second profile at the edge.
+"""OpenEnv's wire protocol, served by ecotone's engine: a second profile at the edge.
 
 What OpenEnv clients see (openenv 0.10.0 is the reference; tests run its real client):
 
@@ -23,11 +23,9 @@ Deliberate differences:
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
@@ -40,7 +38,8 @@ from ecotone.compat.openenv.mapping import (
     pydantic_errors,
     to_openenv_observation,
 )
-from ecotone.kernel import Kernel, KernelConnection
+from ecotone.kernel import Engine, Owner
+from ecotone.server.runner import Runner
 from ecotone.server.transports.wsloop import WsPeer
 from ecotone.wire import (
     CallTool,
@@ -75,15 +74,17 @@ _json = msgspec.json.Encoder()
 
 
 class Bridge:
-    """Kernel calls for the OpenEnv profile, on one kernel connection."""
+    """Engine requests for the OpenEnv profile, on behalf of one session owner."""
 
-    def __init__(self, kernel: Kernel, conn: KernelConnection) -> None:
-        self.kernel = kernel
-        self.conn = conn
-        self.codec = conn.codec
+    def __init__(self, runner: Runner, owner: Owner) -> None:
+        self.runner = runner
+        self.engine: Engine = runner.engine
+        self.owner = owner
+        self.codec = JsonCodec()
 
     async def call(self, frame: Any) -> Response:
-        return await self.kernel.dispatch(self.conn, frame)
+        response: Response = await self.runner.ask(self.owner, self.codec, frame)
+        return response
 
     async def open(self) -> Opened | Error:
         response = await self.call(Open(id=next(_ids)))
@@ -97,7 +98,7 @@ class Bridge:
         data = dict(data)
         seed = data.pop("seed", None)
         episode_id = data.pop("episode_id", None)
-        accepted = self.kernel.envs[self.kernel.default_env].reset_options
+        accepted = self.engine.envs[self.engine.default_env].reset_options
         # As OpenEnv does: keys the env's reset() does not take are dropped, not refused.
         options = {k: v for k, v in data.items() if accepted is None or k in accepted}
         return Reset(
@@ -258,10 +259,10 @@ def _ws_error(code: str, message: str, **extra: Any) -> bytes:
 class OpenEnvWebSocket(WsPeer):
     """One OpenEnv `/ws` connection: exactly one session, messages handled one at a time."""
 
-    def __init__(self, kernel: Kernel, stream: trio.abc.Stream, pending: bytes = b"") -> None:
-        super().__init__(kernel, stream, pending)
-        self.conn = kernel.connect(JsonCodec())
-        self.bridge = Bridge(kernel, self.conn)
+    def __init__(self, runner: Runner, stream: trio.abc.Stream, pending: bytes = b"") -> None:
+        super().__init__(runner, stream, pending)
+        self.owner = runner.engine.owner()
+        self.bridge = Bridge(runner, self.owner)
         self.session: str | None = None
         self.mcp: McpHandler | None = None
 
@@ -380,7 +381,7 @@ class OpenEnvWebSocket(WsPeer):
             await self.send_message(_ws_error("EXECUTION_ERROR", f"unexpected {response!r}"))
 
     async def closed(self, stopping: bool) -> None:
-        await self.kernel.disconnect(self.conn, "shutdown" if stopping else "disconnect")
+        self.runner.disconnect(self.owner, "shutdown" if stopping else "disconnect")
 
 
 _HANDLERS: dict[str, Any] = {
@@ -405,40 +406,15 @@ def _error_response(error: Error) -> HttpResponse:
     return _detail(http_status(error.code), error.message)
 
 
-class _SessionLock:
-    __slots__ = ("lock", "users")
-
-    def __init__(self) -> None:
-        self.lock = trio.Lock()
-        self.users = 0
-
-
 class OpenEnvHttp:
     """OpenEnv's HTTP routes, keeping one episode per client session."""
 
-    def __init__(self, kernel: Kernel, conn: KernelConnection) -> None:
-        self.kernel = kernel
-        self.bridge = Bridge(kernel, conn)
-        self.locks: dict[str, _SessionLock] = {}
+    def __init__(self, runner: Runner, owner: Owner) -> None:
+        self.engine = runner.engine
+        self.bridge = Bridge(runner, owner)
 
     def _session_of(self, request: HttpRequest) -> str | None:
         return request.headers.get(SESSION_HEADER) or request.cookie(SESSION_COOKIE)
-
-    @contextlib.asynccontextmanager
-    async def _lock(self, session: str) -> AsyncIterator[None]:
-        """Serialise one session's HTTP requests. The lock lives only while requests hold or
-        wait for it: ids that are unknown, closed or reaped leave nothing behind."""
-        entry = self.locks.get(session)
-        if entry is None:
-            entry = self.locks[session] = _SessionLock()
-        entry.users += 1
-        try:
-            async with entry.lock:
-                yield
-        finally:
-            entry.users -= 1
-            if entry.users == 0 and self.locks.get(session) is entry:
-                del self.locks[session]
 
     def _body(self, request: HttpRequest, required: bool) -> dict[str, Any] | HttpResponse:
         if not request.body.strip():
@@ -510,18 +486,14 @@ class OpenEnvHttp:
                 ],
             )
         session = self._session_of(request)
-        if (
-            session is not None
-            and self.kernel.sessions.get(session, self.bridge.conn.owner) is None
-        ):
+        if session is not None and self.engine.sessions.get(session, self.bridge.owner) is None:
             session = None  # expired or unknown: start afresh
         if session is None:
             opened = await self.bridge.open()
             if isinstance(opened, Error):
                 return _error_response(opened)
             session = opened.session
-        async with self._lock(session):
-            response = await self.bridge.call(self.bridge.reset_frame(session, body))
+        response = await self.bridge.call(self.bridge.reset_frame(session, body))
         return self._observation(response, session)
 
     def _observation(self, response: Response, session: str | None) -> HttpResponse:
@@ -572,8 +544,7 @@ class OpenEnvHttp:
             finally:
                 await self.bridge.close(opened.session)
             return self._observation(response, None)
-        async with self._lock(session):
-            response = await self.bridge.call(Step(id=next(_ids), session=session, action=raw))
+        response = await self.bridge.call(Step(id=next(_ids), session=session, action=raw))
         return self._observation(response, session)
 
     async def state(self, request: HttpRequest) -> HttpResponse:
@@ -587,8 +558,7 @@ class OpenEnvHttp:
             finally:
                 await self.bridge.close(opened.session)
         else:
-            async with self._lock(session):
-                response = await self.bridge.call(GetState(id=next(_ids), session=session))
+            response = await self.bridge.call(GetState(id=next(_ids), session=session))
         if isinstance(response, Error):
             return _error_response(response)
         assert isinstance(response, StateFrame)
@@ -599,7 +569,7 @@ class OpenEnvHttp:
         return json_response(200, reply)
 
     def metadata(self) -> HttpResponse:
-        spec = self.kernel.envs[self.kernel.default_env]
+        spec = self.engine.envs[self.engine.default_env]
         return json_response(
             200,
             {
@@ -613,7 +583,7 @@ class OpenEnvHttp:
         )
 
     def schema(self) -> HttpResponse:
-        info = self.kernel.envs[self.kernel.default_env].info()
+        info = self.engine.envs[self.engine.default_env].info()
         return json_response(
             200,
             {
@@ -623,6 +593,3 @@ class OpenEnvHttp:
                 "reset_observation": info.observation_schema,
             },
         )
-
-    def forget(self, session: str) -> None:
-        self.locks.pop(session, None)

@@ -1,4 +1,4 @@
-"""Pieces every socket transport shares: socket tuning and idle-session reaping."""
+"""Pieces every socket transport shares: socket tuning, a lean stream, the TCP listener."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from typing import Any
 
 import trio
 
-from ecotone.kernel import Kernel
+from ecotone.kernel import Limits
+from ecotone.server.runner import Runner
 
 
-def tune_socket(stream: trio.SocketStream, kernel: Kernel) -> None:
+def tune_socket(stream: trio.SocketStream, limits: Limits) -> None:
     """No Nagle delay on replies. With `ping_interval` set, also dead-peer detection: TCP
     keepalive probes after that much silence, and a deadline (TCP_USER_TIMEOUT) for the peer
     to acknowledge what we send (probes and WebSocket pings included). A vanished peer fails
@@ -21,7 +22,6 @@ def tune_socket(stream: trio.SocketStream, kernel: Kernel) -> None:
         stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
     except OSError:
         return  # not TCP (a unix socket): nothing to tune
-    limits = kernel.limits
     if limits.ping_interval is None:
         return
     try:
@@ -36,16 +36,6 @@ def tune_socket(stream: trio.SocketStream, kernel: Kernel) -> None:
         )
     except (OSError, AttributeError):
         pass  # not Linux: keepalive defaults still apply
-
-
-async def reap_idle(kernel: Kernel) -> None:
-    timeout = kernel.limits.idle_timeout
-    if timeout is None:
-        return
-    period = max(0.05, min(timeout / 4, 5.0))
-    while True:
-        await trio.sleep(period)
-        await kernel.reap_idle()
 
 
 class LeanSocketStream(trio.abc.HalfCloseableStream):
@@ -99,24 +89,22 @@ class LeanSocketStream(trio.abc.HalfCloseableStream):
 
 
 async def serve_tcp(
-    kernel: Kernel,
+    runner: Runner,
     host: str,
     port: int,
     scheme: str,
     handler: Callable[[trio.SocketStream], Awaitable[None]],
     task_status: Any,
 ) -> None:
-    """Listen on host:port, reap idle sessions, report `SCHEME://HOST:PORT` as started, and
-    run `handler` for every connection (each tuned first) until cancelled."""
+    """Listen on host:port, report `SCHEME://HOST:PORT` as started, and run `handler` for
+    every connection (each tuned first) until cancelled."""
 
     async def tuned(stream: trio.SocketStream) -> None:
-        tune_socket(stream, kernel)
+        tune_socket(stream, runner.engine.limits)
         await handler(stream)
 
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(reap_idle, kernel)
-        task_status.started(f"{scheme}://{shown}:{bound[1]}")
-        await trio.serve_listeners(tuned, listeners)
+    task_status.started(f"{scheme}://{shown}:{bound[1]}")
+    await trio.serve_listeners(tuned, listeners)

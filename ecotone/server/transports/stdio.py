@@ -16,7 +16,7 @@ from typing import Any
 import trio
 
 import ecotone.kernel
-from ecotone.kernel import Kernel
+from ecotone.server.runner import Runner
 from ecotone.server.transports.framed import FramedConnection
 
 
@@ -27,7 +27,7 @@ class StdioTransport:
     description = "length-prefixed frames on stdin/stdout (stdio:ENV; for subprocesses, -i)"
 
     async def serve(
-        self, kernel: Kernel, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED
+        self, runner: Runner, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED
     ) -> None:
         # Our own descriptors: nothing else in the process may write frames to stdout, and
         # a stray print() must not corrupt the stream, so stdout now points at stderr.
@@ -39,7 +39,7 @@ class StdioTransport:
         send = trio.lowlevel.FdStream(stdout_fd)
         task_status.started("stdio:")
         try:
-            await FramedConnection(kernel, receive, send).run()
+            await FramedConnection(runner, receive, send).run()
         finally:
             with trio.CancelScope(shield=True):
                 await receive.aclose()

@@ -16,17 +16,17 @@ from typing import Any
 import trio
 
 import ecotone.kernel
-from ecotone.kernel import Kernel
+from ecotone.server.runner import Runner
 from ecotone.server.transports.framed import FramedConnection
-from ecotone.server.transports.sockets import LeanSocketStream, reap_idle, serve_tcp
+from ecotone.server.transports.sockets import LeanSocketStream, serve_tcp
 
 log = logging.getLogger("ecotone.tcp")
 
 
-async def _handle(kernel: Kernel, stream: Any) -> None:
+async def _handle(runner: Runner, stream: Any) -> None:
     lean = LeanSocketStream(stream)
     try:
-        await FramedConnection(kernel, lean, lean).run()
+        await FramedConnection(runner, lean, lean).run()
     except Exception:  # a bug on one connection must not take the server down
         log.exception("connection handler failed; dropping that connection")
     finally:
@@ -40,9 +40,9 @@ class TcpTransport:
     description = "length-prefixed frames over TCP (tcp://HOST:PORT), the lean native path"
 
     async def serve(
-        self, kernel: Kernel, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED
+        self, runner: Runner, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED
     ) -> None:
-        await serve_tcp(kernel, host, port, "tcp", lambda s: _handle(kernel, s), task_status)
+        await serve_tcp(runner, host, port, "tcp", lambda s: _handle(runner, s), task_status)
 
 
 def _prepare_socket_path(path: str) -> str:
@@ -60,7 +60,7 @@ class UnixTransport:
     description = "length-prefixed frames over a unix socket (unix:///PATH; --host is the path)"
 
     async def serve(
-        self, kernel: Kernel, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED
+        self, runner: Runner, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED
     ) -> None:
         if not host or host in ("127.0.0.1", "localhost"):
             raise ValueError("the unix transport needs a socket path: --host /path/to.sock")
@@ -70,10 +70,8 @@ class UnixTransport:
         sock.listen(128)
         listener = trio.SocketListener(sock)
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(reap_idle, kernel)
-                task_status.started(f"unix://{path}")
-                await trio.serve_listeners(lambda s: _handle(kernel, s), [listener])
+            task_status.started(f"unix://{path}")
+            await trio.serve_listeners(lambda s: _handle(runner, s), [listener])
         finally:
             try:
                 os.unlink(path)

@@ -30,8 +30,7 @@ import h11
 import trio
 
 import ecotone.kernel
-from ecotone.kernel import Kernel, KernelConnection
-from ecotone.server.transports._router import Router
+from ecotone.server.runner import Runner
 from ecotone.server.transports.sockets import LeanSocketStream, serve_tcp
 from ecotone.server.transports.wsloop import WsPeer
 from ecotone.wire import SUBPROTOCOLS, codec_for
@@ -44,36 +43,31 @@ OPENENV_PATH = "/ws"
 
 
 class NativeWebSocket(WsPeer):
-    """ecotone's own protocol: any number of sessions, pipelined, routed per session."""
+    """ecotone's own protocol: any number of sessions, pipelined; one engine peer."""
 
     def __init__(
-        self, kernel: Kernel, stream: trio.abc.Stream, codec: str, pending: bytes = b""
+        self, runner: Runner, stream: trio.abc.Stream, codec: str, pending: bytes = b""
     ) -> None:
-        super().__init__(kernel, stream, pending)
+        super().__init__(runner, stream, pending)
         self.codec = codec_for(codec)
         self.binary = self.codec.binary
-        self.conn: KernelConnection = kernel.connect(self.codec)
-        self.router: Router | None = None
-
-    async def opened(self, nursery: trio.Nursery) -> bool:
-        self.router = Router(self.kernel, self.conn, self.send_message, nursery)
-        return True
+        self.peer = runner.engine.peer(self.codec, sink=self.write_answers)
 
     async def message(self, data: bytes, text: bool) -> None:
-        assert self.router is not None
-        if text and self.binary:
-            error = self.conn.receive(data.decode("utf-8", "replace"))  # explains the mix-up
-            await self.send_message(self.conn.encode(error))  # type: ignore[arg-type]
+        if text and self.binary:  # the engine answers why text is refused here
+            self.runner.receive(self.peer, data.decode("utf-8", "replace"))
             return
-        await self.router.feed(data)
+        self.runner.receive(self.peer, data)
 
     async def too_large(self, size: int) -> None:
-        await self.send_message(self.conn.encode(self.conn.too_large(size)))
+        self.peer.too_large(size)
+
+    async def flush_answers(self) -> None:
+        await self.runner.flush()
 
     async def closed(self, stopping: bool) -> None:
-        if self.router is not None:
-            self.router.close()
-        await self.kernel.disconnect(self.conn, "shutdown" if stopping else "disconnect")
+        self.peer.close()
+        self.runner.disconnect(self.peer.owner, "shutdown" if stopping else "disconnect")
 
 
 def _pick_subprotocol(offered: str) -> str | None:
@@ -94,7 +88,7 @@ async def reject(stream: trio.abc.Stream, status: int, reason: str) -> None:
 
 
 async def accept(
-    kernel: Kernel,
+    runner: Runner,
     stream: trio.abc.Stream,
     method: str,
     target: str,
@@ -139,10 +133,10 @@ async def accept(
     if path == OPENENV_PATH:
         from ecotone.server.transports.openenv import OpenEnvWebSocket
 
-        await OpenEnvWebSocket(kernel, stream, pending).run()
+        await OpenEnvWebSocket(runner, stream, pending).run()
         return
     codec = SUBPROTOCOLS[subprotocol] if subprotocol else "json"
-    await NativeWebSocket(kernel, stream, codec, pending).run()
+    await NativeWebSocket(runner, stream, codec, pending).run()
 
 
 class WebSocketTransport:
@@ -152,13 +146,13 @@ class WebSocketTransport:
     description = "ecotone frames over WebSocket (JSON or MessagePack by subprotocol)"
 
     async def serve(
-        self, kernel: Kernel, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED
+        self, runner: Runner, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED
     ) -> None:
         from ecotone.server.transports.http import HttpConnection
 
         async def handler(stream: trio.SocketStream) -> None:
             try:
-                await HttpConnection(kernel, None, LeanSocketStream(stream)).run()
+                await HttpConnection(runner, None, LeanSocketStream(stream)).run()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
             except h11.RemoteProtocolError as exc:
@@ -171,7 +165,7 @@ class WebSocketTransport:
             finally:
                 await trio.aclose_forcefully(stream)
 
-        await serve_tcp(kernel, host, port, "ws", handler, task_status)
+        await serve_tcp(runner, host, port, "ws", handler, task_status)
 
 
 @ecotone.kernel.hookimpl

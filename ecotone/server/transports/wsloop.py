@@ -7,8 +7,11 @@ Rules:
 * Pings and closes are answered; after `ping_interval` of silence we ping (see
   `_common.tune_socket` for how a vanished peer is then detected). A peer that breaks the
   protocol gets a close frame with 1002.
-* A subclass opens its kernel state in `opened()`, and `closed()` always runs at the end with
+* A subclass opens its engine state in `opened()`, and `closed()` always runs at the end with
   `stopping=True` when the server is shutting down rather than the peer leaving.
+* Engine answers are written by `write_answers` (a peer's sink): every answer waiting in the
+  peer's outbox, in order, as one write. After each received chunk, `flush_answers` runs
+  before the chunk's control frames (pongs, the closing handshake) go out.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import math
 
 import trio
 
-from ecotone.kernel import Kernel
+from ecotone.kernel import Peer
+from ecotone.server.runner import Runner
 from ecotone.wire import wsframing as wsf
 
 log = logging.getLogger("ecotone.websocket")
@@ -33,11 +37,12 @@ class WsPeer:
     binary = False
     """Send binary messages (True) or text messages (False)."""
 
-    def __init__(self, kernel: Kernel, stream: trio.abc.Stream, pending: bytes = b"") -> None:
-        self.kernel = kernel
+    def __init__(self, runner: Runner, stream: trio.abc.Stream, pending: bytes = b"") -> None:
+        self.runner = runner
+        self.limits = runner.engine.limits
         self.stream = stream
         self._pending = pending
-        self._reader = wsf.FrameReader(masked=True, max_message=kernel.limits.max_frame_bytes)
+        self._reader = wsf.FrameReader(masked=True, max_message=self.limits.max_frame_bytes)
         self._send_lock = trio.Lock()
         self._batch: list[bytes] | None = None
         self._last_rx = trio.current_time()
@@ -57,6 +62,9 @@ class WsPeer:
 
     async def closed(self, stopping: bool) -> None:
         """Release what `opened` took. Runs shielded, exactly once."""
+
+    async def flush_answers(self) -> None:
+        """Write the engine's answers out (after each received chunk)."""
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -82,6 +90,34 @@ class WsPeer:
         except _GONE:
             pass
 
+    async def write_answers(self, peer: Peer) -> None:
+        """A peer's sink: every answer in its outbox, as messages, in one write. Taken under
+        the send lock, so answers leave in the order the engine produced them."""
+        lock = self._send_lock
+        if lock.locked():
+            async with lock:
+                await self._write_answers(peer)
+            return
+        lock.acquire_nowait()  # uncontended: skip the checkpoint `async with` would add
+        try:
+            await self._write_answers(peer)
+        finally:
+            lock.release()
+
+    async def _write_answers(self, peer: Peer) -> None:
+        frames = peer.take()
+        if not frames:
+            return
+        opcode = wsf.BINARY if self.binary else wsf.TEXT
+        if len(frames) == 1:
+            data = wsf.encode(opcode, frames[0], mask=False)
+        else:
+            data = b"".join([wsf.encode(opcode, frame, mask=False) for frame in frames])
+        try:
+            await self.stream.send_all(data)
+        except _GONE:
+            pass  # the receive loop sees the broken connection and cleans up
+
     async def _send_bytes(self, data: bytes) -> None:
         lock = self._send_lock
         if lock.locked():
@@ -95,6 +131,7 @@ class WsPeer:
             lock.release()
 
     async def _flush(self) -> None:
+        await self.flush_answers()
         batch, self._batch = self._batch, None
         if batch:
             await self._send_bytes(batch[0] if len(batch) == 1 else b"".join(batch))
@@ -106,7 +143,7 @@ class WsPeer:
             async with trio.open_nursery() as nursery:
                 try:
                     if await self.opened(nursery):
-                        if self.kernel.limits.ping_interval is not None:
+                        if self.limits.ping_interval is not None:
                             nursery.start_soon(self._keepalive, nursery.cancel_scope)
                         await self._receive_loop()
                 finally:
@@ -167,7 +204,7 @@ class WsPeer:
         makes the kernel abort the connection, which ends the receive loop. A live peer that
         is merely idle (a blocking client between calls) acknowledges at the TCP level and
         keeps its sessions, pong or no pong."""
-        interval = self.kernel.limits.ping_interval
+        interval = self.limits.ping_interval
         assert interval is not None
         while True:
             idle = trio.current_time() - self._last_rx

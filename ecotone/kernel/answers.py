@@ -1,0 +1,134 @@
+"""The engine's answers that are not an env's own data: every error frame it sends, built in
+one place so that the same failure reads the same on every transport."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ecotone.kernel.contract import InvalidAction
+from ecotone.kernel.validation import describe_validation_error
+from ecotone.wire import Error, ErrorCode
+from ecotone.wire.frames import RequestId
+
+
+def error(
+    code: ErrorCode,
+    text: str,
+    id: RequestId | None = None,
+    session: str | None = None,
+    **details: Any,
+) -> Error:
+    return Error(id=id, code=code, message=text, session=session, details=details)
+
+
+def env_error(exc: BaseException, id: RequestId | None, session: str | None, what: str) -> Error:
+    """The env raised in `what` (`step`, `reset`, `tool 'x'`...)."""
+    kind = type(exc).__qualname__
+    return error(
+        ErrorCode.ENV_ERROR,
+        f"environment raised {kind} in {what}: {exc}",
+        id,
+        session,
+        type=kind,
+        message=str(exc),
+    )
+
+
+def rejected(exc: InvalidAction, env: str, rid: RequestId, session: str) -> Error:
+    """The `invalid_action` error for an action the env refused (`ecotone.InvalidAction`)."""
+    extra: dict[str, Any] = {}
+    for key, value in exc.details.items():
+        try:
+            extra[key] = msgspec.to_builtins(value, str_keys=True)
+        except (TypeError, ValueError):  # not plain data: send what it looks like
+            extra[key] = repr(value)
+    reason = exc.reason or "action rejected"
+    field = exc.field
+    details = {**extra, "path": f"$.{field}" if field else "$", "field": field, "reason": reason}
+    where = f" (field `{field}`)" if field else ""
+    return error(
+        ErrorCode.INVALID_ACTION,
+        f"invalid action for env {env!r}: {reason}{where}",
+        rid,
+        session,
+        **details,
+    )
+
+
+def invalid_action(exc: msgspec.DecodeError, env: str, rid: RequestId, session: str) -> Error:
+    """The `invalid_action` error for an action that does not decode into the env's type."""
+    if not isinstance(exc, msgspec.ValidationError):  # pragma: no cover - the frame parsed
+        return error(ErrorCode.INVALID_ACTION, f"action is not decodable: {exc}", rid, session)
+    details = describe_validation_error(exc)
+    where = f" (field `{details['field']}`)" if details["field"] else ""
+    return error(
+        ErrorCode.INVALID_ACTION,
+        f"invalid action for env {env!r}: {details['reason']}{where}",
+        rid,
+        session,
+        **details,
+    )
+
+
+def unknown_session(session: str, rid: RequestId | None) -> Error:
+    return error(
+        ErrorCode.UNKNOWN_SESSION,
+        f"no open session {session!r} on this connection "
+        "(never opened, already closed, or closed after being idle)",
+        rid,
+        session,
+    )
+
+
+def reset_required(session: str, rid: RequestId) -> Error:
+    return error(
+        ErrorCode.RESET_REQUIRED,
+        "step before reset: call reset to start an episode",
+        rid,
+        session,
+    )
+
+
+def episode_done(session: str, rid: RequestId) -> Error:
+    return error(
+        ErrorCode.EPISODE_DONE,
+        "the episode is over (done or truncated); call reset to start the next one",
+        rid,
+        session,
+    )
+
+
+def named_twice(session: str, rid: RequestId, first: int, index: int) -> Error:
+    """A `step_many` item naming a session an earlier item of the same batch named."""
+    return error(
+        ErrorCode.INVALID_ARGUMENT,
+        f"step_many item {index} names session {session!r} again (first at item {first}); "
+        "a batch steps each session at most once, so this item was not stepped",
+        rid,
+        session,
+        reason="duplicate_session",
+        item=index,
+        first_item=first,
+    )
+
+
+def unencodable(env: str, what: str, exc: BaseException, rid: RequestId, session: str) -> Error:
+    return error(
+        ErrorCode.ENV_ERROR,
+        f"environment {env!r} returned {what} that cannot be encoded: {exc}",
+        rid,
+        session,
+        type=type(exc).__qualname__,
+        message=str(exc),
+    )
+
+
+def internal(exc: BaseException, rid: RequestId | None, session: str | None) -> Error:
+    return error(
+        ErrorCode.INTERNAL,
+        f"internal error: {type(exc).__qualname__}: {exc}",
+        rid,
+        session,
+    )

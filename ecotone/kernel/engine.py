@@ -1,0 +1,619 @@
+"""The protocol engine: every rule of a session, in one place, and no I/O.
+
+Transports feed it bytes (or request frames) through a `Peer` and write out what the peer's
+outbox holds; a driver runs the env calls it hands back (`Call`, see `calls.py`) and returns
+them with `complete`. The engine owns no socket, thread or event loop, so the same rules hold
+on every transport and under every driver (trio in the server, trio or asyncio or a plain
+thread in the inproc channels), and tests can drive it by hand.
+
+The rules:
+
+* **One request of a session at a time, in arrival order.** A request for a session that is
+  busy (a call in flight, or held by a batch) waits in the session's queue; each answer of a
+  session is produced after the answer to the request before it. The queue belongs to the
+  session, not to a connection, so the rule holds for requests arriving on any peer of the
+  owner (concurrent HTTP requests included). Across sessions, requests run concurrently.
+* **How a call runs** (`Mode`): inline on the feeding thread for `inline = True` envs' plain
+  methods, a worker thread for other plain methods, awaited for coroutines. Inline work is
+  answered before `receive` returns, with no call handed out.
+* **`step_many`** steps each named session once. An item naming a session that an earlier
+  item of the same batch named gets `invalid_argument` (`reason: duplicate_session`) and is
+  not stepped; an unknown session's item gets `unknown_session`. Each item waits for its
+  session like any request; once stepped, the session stays held by the batch until the
+  whole batch is answered, so no later request of any of its sessions is answered before the
+  batch. Items are queued in item order when the batch arrives, all at once, so two batches
+  on overlapping sessions can never wait for each other. The fast path (every session idle,
+  distinct, stepping inline, and no per-step hook) answers the whole batch in one pass and
+  one encode; it gives the same bytes as the general path.
+* **Ownership.** Sessions belong to an `Owner` (one connection, or every HTTP request of a
+  server); a peer sees only its owner's sessions: another owner's session id is
+  `unknown_session`. When the owner goes (`disconnect`), its sessions close: idle ones at
+  once, busy ones as soon as their call ends.
+* **Closing.** `close` waits for the session's earlier requests like any request; the session
+  leaves the table (freeing capacity) when `close` is reached, its env's `close()` runs
+  exactly once, and requests queued behind it get `unknown_session`.
+* **Errors are frames.** A frame that cannot be decoded gets an error with the id salvaged
+  when it can be read (`incoming.py`); every failure of a request is answered with an error
+  frame with its id; an engine bug is `internal` and the engine goes on.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Final, final
+
+import msgspec
+
+from ecotone.kernel import answers
+from ecotone.kernel.calls import Call, Mode
+from ecotone.kernel.envspec import EnvSpec
+from ecotone.kernel.incoming import decode_request, too_large
+from ecotone.kernel.limits import Limits
+from ecotone.kernel.operations import Operations
+from ecotone.kernel.sessions import CapacityError, Session, SessionTable
+from ecotone.wire import (
+    CallTool,
+    Close,
+    Closed,
+    Codec,
+    Describe,
+    Error,
+    ErrorCode,
+    GetState,
+    Hello,
+    ListTools,
+    Open,
+    Opened,
+    Ping,
+    Pong,
+    Render,
+    Request,
+    Reset,
+    Response,
+    Step,
+    StepMany,
+    StepManyResult,
+)
+from ecotone.wire.frames import RequestId
+
+log = logging.getLogger("ecotone.engine")
+
+NO_CALLS: Final[Sequence[Call]] = ()
+
+Sink = Callable[["Peer"], Awaitable[None]]
+"""How a driver writes a peer's outbox out (the engine only stores it on the peer)."""
+
+
+@final
+class Owner:
+    """Who sessions belong to. `closed` once the owner is gone (its sessions are closing)."""
+
+    __slots__ = ("closed",)
+
+    def __init__(self) -> None:
+        self.closed = False
+
+
+@final
+class Peer:
+    """One place answers go: a connection, or a single HTTP request. Made by `Engine.peer`.
+
+    Answers are appended to `outbox` (encoded with `codec`, or as frames when `frames`);
+    the driver takes them with `take` and writes them. `sink` is the driver's: it is called
+    (by the driver, through `Engine.take_touched`) for peers whose outbox became non-empty."""
+
+    __slots__ = ("closed", "codec", "engine", "frames", "outbox", "owner", "sink")
+
+    def __init__(
+        self, engine: Engine, codec: Codec, owner: Owner, sink: Sink | None, frames: bool
+    ) -> None:
+        self.engine = engine
+        self.codec = codec
+        self.owner = owner
+        self.sink = sink
+        self.frames = frames
+        self.outbox: list[Any] = []
+        self.closed = False
+
+    def receive(self, data: bytes | str) -> Sequence[Call]:
+        """Handle one received frame; returns the calls the driver must run."""
+        engine = self.engine
+        request = decode_request(self.codec, data, engine.limits.max_frame_bytes)
+        if type(request) is Error:
+            self.emit(request)
+            return NO_CALLS
+        return engine.submit(self, request)  # type: ignore[arg-type]
+
+    def submit(self, request: Request) -> Sequence[Call]:
+        """Handle one request frame built by a profile (HTTP routes, OpenEnv's messages)."""
+        return self.engine.submit(self, request)
+
+    def too_large(self, size: int) -> None:
+        """A frame was discarded unread (the transport's reader saw its size)."""
+        self.emit(too_large(size, self.engine.limits.max_frame_bytes))
+
+    def emit(self, frame: Any) -> None:
+        """Queue an answer (a Response, or bytes already encoded)."""
+        if self.closed:
+            return
+        if not self.outbox and self.sink is not None:
+            self.engine._touched.append(self)
+        if not self.frames and type(frame) is not bytes:
+            frame = self.codec.encode(frame)
+        self.outbox.append(frame)
+
+    def take(self) -> list[Any]:
+        """Everything answered so far, in order, and empty the outbox."""
+        out, self.outbox = self.outbox, []
+        return out
+
+    def close(self) -> None:
+        """The place answers went is gone: later answers are dropped (sessions are the
+        owner's: `Engine.disconnect` closes them)."""
+        self.closed = True
+        self.outbox = []
+
+
+@final
+class _Queued:
+    """A request waiting for its session."""
+
+    __slots__ = ("peer", "request")
+
+    def __init__(self, peer: Peer, request: Request) -> None:
+        self.peer = peer
+        self.request = request
+
+
+@final
+class _Batch:
+    """A `step_many` being answered."""
+
+    __slots__ = ("held", "peer", "remaining", "results", "rid")
+
+    def __init__(self, peer: Peer, rid: RequestId, size: int) -> None:
+        self.peer = peer
+        self.rid = rid
+        self.results: list[Any] = [None] * size
+        self.remaining = 0
+        self.held: list[Session] = []
+
+
+@final
+class _Entry:
+    """One item of a batch, waiting for (or running on) its session."""
+
+    __slots__ = ("action", "batch", "index")
+
+    def __init__(self, batch: _Batch, index: int, action: msgspec.Raw) -> None:
+        self.batch = batch
+        self.index = index
+        self.action = action
+
+
+class Engine(Operations):
+    """Serves a set of environments to any number of peers, under one set of rules."""
+
+    def __init__(
+        self,
+        envs: Mapping[str, EnvSpec] | EnvSpec,
+        *,
+        default_env: str | None = None,
+        limits: Limits | None = None,
+        hooks: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if isinstance(envs, EnvSpec):
+            envs = {envs.name: envs}
+        if not envs:
+            raise ValueError("an engine needs at least one environment")
+        self.envs: dict[str, EnvSpec] = dict(envs)
+        self.default_env = default_env or next(iter(self.envs))
+        if self.default_env not in self.envs:
+            raise ValueError(f"default env {self.default_env!r} is not among the served envs")
+        self.limits = limits or Limits()
+        self.sessions = SessionTable(self.limits.max_sessions, self.limits.idle_timeout)
+        self.clock = clock
+        self._hooks = hooks
+        self._on_opened = self._hook("ecotone_session_opened")
+        self._on_closed = self._hook("ecotone_session_closed")
+        self._on_step = self._hook("ecotone_step_completed")
+        self._on_episode = self._hook("ecotone_episode_started")
+        self._touched: list[Peer] = []
+        self._ready: collections.deque[Session] = collections.deque()
+        self._begin: dict[type, Callable[[Session, Peer, Any, list[Call]], Any]] = {
+            Reset: self._begin_reset,
+            GetState: self._begin_state,
+            Close: self._begin_close,
+            ListTools: self._begin_list_tools,
+            CallTool: self._begin_call_tool,
+            Render: self._begin_render,
+        }
+
+    def _hook(self, name: str) -> Any:
+        """The hook caller, or None when no plugin implements it (keeps the hot path free)."""
+        if self._hooks is None:
+            return None
+        caller = getattr(self._hooks, name, None)
+        if caller is None or not caller.get_hookimpls():
+            return None
+        return caller
+
+    # --- the driver's side --------------------------------------------------------------------
+
+    def owner(self) -> Owner:
+        return Owner()
+
+    def peer(
+        self,
+        codec: Codec,
+        owner: Owner | None = None,
+        *,
+        sink: Sink | None = None,
+        frames: bool = False,
+    ) -> Peer:
+        """A place for answers. Without `owner`, a new one (a connection of its own)."""
+        return Peer(self, codec, owner if owner is not None else Owner(), sink, frames)
+
+    def take_touched(self) -> list[Peer]:
+        """Peers (with a sink) whose outbox became non-empty since the last call."""
+        touched, self._touched = self._touched, []
+        return touched
+
+    def complete(self, call: Call) -> Sequence[Call]:
+        """The driver made `call` (its `value` or `error` is set): answer it, and start what
+        was waiting for its session. Returns the next calls to run."""
+        jobs: list[Call] = []
+        session: Session | None = call.session
+        try:
+            outcome = call.finish(call, jobs)
+        except Exception as exc:  # an engine bug: report it, keep serving
+            log.exception("internal error finishing %r", call)
+            outcome = answers.internal(exc, _rid(call.request), getattr(session, "id", None))
+        if session is not None and session.active is call:
+            session.active = None
+            session.last_used = self.clock()
+        entry = call.batch
+        if entry is not None:
+            self._entry_answered(session, entry, outcome, jobs)
+        elif outcome is not None and call.peer is not None:
+            call.peer.emit(outcome)
+        if session is not None and session.active is None:
+            if session.closing is not None and not session.closed:
+                self._retire(session, session.closing, jobs)
+            self._ready.append(session)
+        self._drain(jobs)
+        return jobs
+
+    def abandon(self, call: Call, why: str) -> Sequence[Call]:
+        """The driver stopped waiting for `call` (cancelled: the server is stopping, or an
+        inproc caller gave up). If it was made after all, it is completed as usual; if not,
+        it is answered as an env error saying `why`, and its session goes on (or closes, if
+        it was closing)."""
+        if not call.done:
+            call.value = None
+            call.error = RuntimeError(why)
+            call.done = True
+        return self.complete(call)
+
+    def disconnect(self, owner: Owner, reason: str = "disconnect") -> Sequence[Call]:
+        """The owner is gone: close every session it owns (a busy one once its call ends)."""
+        owner.closed = True
+        jobs: list[Call] = []
+        for session in self.sessions.owned_by(owner):
+            self._retire(session, reason, jobs)
+        self._drain(jobs)
+        return jobs
+
+    def expire(self) -> Sequence[Call]:
+        """Close sessions idle past `idle_timeout` (never a busy one)."""
+        jobs: list[Call] = []
+        for session in self.sessions.expired(self.clock()):
+            log.info("closing idle session %s (%s)", session.id, session.spec.name)
+            self._retire(session, "idle", jobs)
+        self._drain(jobs)
+        return jobs
+
+    def shutdown(self) -> Sequence[Call]:
+        """Close every session (the server is stopping)."""
+        jobs: list[Call] = []
+        for session in list(self.sessions):
+            self._retire(session, "shutdown", jobs)
+        self._drain(jobs)
+        return jobs
+
+    # --- requests -----------------------------------------------------------------------------
+
+    def submit(self, peer: Peer, request: Request) -> Sequence[Call]:
+        """Handle one request frame from `peer`; returns the calls the driver must run."""
+        kind = type(request)
+        if kind is Step:  # the hot path first
+            return self._submit_step(peer, request)  # type: ignore[arg-type]
+        try:
+            if kind is StepMany:
+                return self._submit_batch(peer, request)  # type: ignore[arg-type]
+            if kind is Open:
+                return self._submit_open(peer, request)  # type: ignore[arg-type]
+            if kind is Hello:
+                peer.emit(self._hello(request))  # type: ignore[arg-type]
+                return NO_CALLS
+            if kind is Ping:
+                peer.emit(Pong(id=request.id))
+                return NO_CALLS
+            if kind is Describe:
+                peer.emit(self._describe(request))  # type: ignore[arg-type]
+                return NO_CALLS
+            session_id: str = request.session  # type: ignore[union-attr]
+            session = self.sessions.get(session_id, peer.owner)
+            if session is None:
+                peer.emit(answers.unknown_session(session_id, request.id))
+                return NO_CALLS
+            if session.busy:
+                self._enqueue(session, _Queued(peer, request))
+                return NO_CALLS
+            jobs: list[Call] = []
+            self._start(session, peer, request, jobs)
+            self._drain(jobs)
+            return jobs
+        except Exception as exc:  # an engine bug: report it, keep serving
+            log.exception("internal error handling %s", kind.__name__)
+            peer.emit(answers.internal(exc, request.id, getattr(request, "session", None)))
+            return NO_CALLS
+
+    def _enqueue(self, session: Session, item: _Queued | _Entry) -> None:
+        queue = session.queue
+        if queue is None:
+            queue = session.queue = collections.deque()
+        queue.append(item)
+
+    def _drain(self, jobs: list[Call]) -> None:
+        """Start what waits on the sessions that became free."""
+        ready = self._ready
+        while ready:
+            self._pump(ready.popleft(), jobs)
+
+    def _pump(self, session: Session, jobs: list[Call]) -> None:
+        queue = session.queue
+        while queue:
+            if session.active is not None:
+                return
+            item = queue.popleft()
+            if session.closed:  # closed by a request before these, answered first
+                if type(item) is _Entry:
+                    rid = item.batch.rid
+                    self._entry_answered(None, item, answers.unknown_session(session.id, rid), jobs)
+                else:
+                    item.peer.emit(answers.unknown_session(session.id, item.request.id))
+                continue
+            if type(item) is _Entry:
+                self._start_entry(session, item, jobs)
+            else:
+                self._start(session, item.peer, item.request, jobs)
+
+    def _start(self, session: Session, peer: Peer, request: Any, jobs: list[Call]) -> None:
+        """Run a request on its idle session: answered now, or a call for the driver."""
+        if type(request) is Step:
+            outcome = self._begin_step(session, peer, request.action, request.id)
+        else:
+            outcome = self._begin[type(request)](session, peer, request, jobs)
+            session.last_used = self.clock()
+        if type(outcome) is Call:
+            session.active = outcome
+            jobs.append(outcome)
+        elif outcome is not None:
+            peer.emit(outcome)
+
+    # --- session-less requests ----------------------------------------------------------------
+
+    def _submit_open(self, peer: Peer, req: Open) -> Sequence[Call]:
+        spec = self._spec(req.env, req.id)
+        if isinstance(spec, Error):
+            peer.emit(spec)
+            return NO_CALLS
+        try:
+            self.sessions.reserve()
+        except CapacityError as exc:
+            peer.emit(
+                answers.error(
+                    ErrorCode.CAPACITY, str(exc), req.id, active=exc.active, limit=exc.limit
+                )
+            )
+            return NO_CALLS
+        jobs: list[Call] = []
+        mode = Mode.INLINE if spec.inline else Mode.THREAD
+        outcome = self._invoke(
+            mode, spec.factory, (), None, self._finish_open, None, peer, (req, spec), jobs
+        )
+        if type(outcome) is Call:
+            jobs.append(outcome)
+        else:
+            peer.emit(outcome)
+        self._drain(jobs)
+        return jobs
+
+    def _finish_open(self, call: Call, jobs: list[Call]) -> Response:
+        req, spec = call.request
+        peer: Peer = call.peer
+        if call.error is not None:
+            self.sessions.release()
+            kind = type(call.error).__qualname__
+            return answers.error(
+                ErrorCode.ENV_ERROR,
+                f"environment {spec.name!r} failed to start: {kind}: {call.error}",
+                req.id,
+                type=kind,
+                message=str(call.error),
+            )
+        session = self.sessions.add(spec, call.value, peer.owner, self.clock())
+        if peer.owner.closed:  # the peer left while the env was being built
+            self._retire(session, "disconnect", jobs, quiet=True)
+            return answers.error(ErrorCode.UNKNOWN_SESSION, "connection closed", req.id)
+        if self._on_opened is not None:
+            self._on_opened(session_id=session.id, env=spec.name)
+        return Opened(id=req.id, session=session.id, env=spec.name)
+
+    # --- step ---------------------------------------------------------------------------------
+
+    def _submit_step(self, peer: Peer, req: Step) -> Sequence[Call]:
+        session = self.sessions.get(req.session, peer.owner)
+        if session is None:
+            peer.emit(answers.unknown_session(req.session, req.id))
+            return NO_CALLS
+        if session.active is not None or session.queue:
+            self._enqueue(session, _Queued(peer, req))
+            return NO_CALLS
+        outcome = self._begin_step(session, peer, req.action, req.id)
+        if type(outcome) is Call:
+            session.active = outcome
+            return [outcome]
+        peer.emit(outcome)
+        return NO_CALLS
+
+    # --- step_many ----------------------------------------------------------------------------
+
+    def _submit_batch(self, peer: Peer, req: StepMany) -> Sequence[Call]:
+        items = req.steps
+        rid = req.id
+        sessions = self.sessions.get_many([item.session for item in items], peer.owner)
+        if not peer.frames and self._on_step is None:
+            data = self._step_batch(peer, items, sessions, rid)
+            if data is not None:
+                peer.emit(data)
+                return NO_CALLS
+        batch = _Batch(peer, rid, len(items))
+        first: dict[str, int] = {}
+        starts: list[tuple[Session, _Entry]] = []
+        for index, (item, session) in enumerate(zip(items, sessions, strict=True)):
+            session_id = item.session
+            if session is None:
+                batch.results[index] = answers.unknown_session(session_id, rid)
+                continue
+            earlier = first.get(session_id)
+            if earlier is not None:
+                batch.results[index] = answers.named_twice(session_id, rid, earlier, index)
+                continue
+            first[session_id] = index
+            starts.append((session, _Entry(batch, index, item.action)))
+        jobs: list[Call] = []
+        batch.remaining = len(starts)
+        if not starts:
+            self._answer_batch(batch, jobs)
+        # Every item is placed (queued or started) before any can finish the batch.
+        for session, entry in starts:
+            if session.busy:
+                self._enqueue(session, entry)
+            else:
+                self._start_entry(session, entry, jobs)
+        self._drain(jobs)
+        return jobs
+
+    def _start_entry(self, session: Session, entry: _Entry, jobs: list[Call]) -> None:
+        batch = entry.batch
+        outcome = self._begin_step(session, batch.peer, entry.action, batch.rid)
+        if type(outcome) is Call:
+            outcome.batch = entry
+            session.active = outcome
+            jobs.append(outcome)
+        else:
+            self._entry_answered(session, entry, outcome, jobs)
+
+    def _entry_answered(
+        self, session: Session | None, entry: _Entry, outcome: Any, jobs: list[Call]
+    ) -> None:
+        """An item has its answer; its session is held until the whole batch is answered."""
+        batch = entry.batch
+        batch.results[entry.index] = outcome
+        if session is not None and not session.closed:
+            session.active = batch
+            batch.held.append(session)
+        batch.remaining -= 1
+        if batch.remaining == 0:
+            self._answer_batch(batch, jobs)
+
+    def _answer_batch(self, batch: _Batch, jobs: list[Call]) -> None:
+        batch.peer.emit(StepManyResult(id=batch.rid, results=batch.results))
+        for session in batch.held:
+            if session.active is batch:
+                session.active = None
+                if session.closing is not None and not session.closed:
+                    self._retire(session, session.closing, jobs)
+                self._ready.append(session)
+
+    # --- closing ------------------------------------------------------------------------------
+
+    def _begin_close(self, session: Session, peer: Peer, req: Close, jobs: list[Call]) -> Any:
+        self.sessions.remove(session)
+        self._ready.append(session)  # what is queued behind the close learns it is gone
+        return self._invoke(
+            session.spec.close_mode,
+            session.env.close,
+            (),
+            None,
+            self._finish_close,
+            session,
+            peer,
+            req,
+            jobs,
+            cleanup=True,
+        )
+
+    def _finish_close(self, call: Call, jobs: list[Call]) -> Response:
+        session: Session = call.session
+        self._closed(session, call, "client")
+        return Closed(id=call.request.id, session=session.id)
+
+    def _retire(self, session: Session, reason: str, jobs: list[Call], quiet: bool = False) -> None:
+        """Close a session without a request asking (disconnect, idle, shutdown). A busy one
+        is marked and closed when its call ends."""
+        if session.closed:
+            return
+        if session.active is not None:
+            session.closing = reason
+            return
+        self.sessions.remove(session)
+        self._ready.append(session)
+        call = self._invoke(
+            session.spec.close_mode,
+            session.env.close,
+            (),
+            None,
+            self._finish_quiet if quiet else self._finish_retire,
+            session,
+            None,
+            reason,
+            jobs,
+            cleanup=True,
+        )
+        if type(call) is Call:
+            call.session = None  # the session is out of the table: nothing waits on this call
+            call.request = (session, reason)
+            jobs.append(call)
+
+    def _finish_retire(self, call: Call, jobs: list[Call]) -> None:
+        session, reason = call.request if call.session is None else (call.session, call.request)
+        self._closed(session, call, reason)
+
+    def _finish_quiet(self, call: Call, jobs: list[Call]) -> None:
+        if call.error is not None:
+            log.error("environment raised in close(): %r", call.error)
+
+    def _closed(self, session: Session, call: Call, reason: str) -> None:
+        if call.error is not None:
+            log.error(
+                "environment %r raised in close(): %s: %s",
+                session.spec.name,
+                type(call.error).__qualname__,
+                call.error,
+            )
+        if self._on_closed is not None:
+            self._on_closed(session_id=session.id, env=session.spec.name, reason=reason)
+
+
+def _rid(request: Any) -> RequestId | None:
+    if isinstance(request, tuple):
+        request = request[0]
+    rid = getattr(request, "id", request)
+    return rid if isinstance(rid, int | str) else None

@@ -1,0 +1,493 @@
+"""What each request does with an env: the calls the engine makes and how their outcomes
+become answers.
+
+The engine (`engine.py`) decides *when* a request runs (ordering, batches, ownership); these
+methods, one pair per operation, decide *what* runs: `_begin_OP` checks the request against
+the session and either answers at once, or makes the env call (`_invoke`: inline, or handed to
+the driver as a `Call`); `_finish_OP` turns the call's outcome into the answer frame. Steps
+have their own path (`_begin_step`, `_stepped`) because they are the hot path, and
+`_step_batch` answers a whole `step_many` in one pass when it can.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from ecotone.kernel import answers
+from ecotone.kernel.calls import Call, Mode
+from ecotone.kernel.contract import InvalidAction
+from ecotone.kernel.envspec import EnvSpec
+from ecotone.kernel.sessions import Phase, Session
+from ecotone.wire import (
+    PROTOCOL_VERSION,
+    CallTool,
+    Describe,
+    Described,
+    Error,
+    ErrorCode,
+    GetState,
+    Hello,
+    ListTools,
+    ObservationFrame,
+    Render,
+    Rendered,
+    Reset,
+    Response,
+    StateFrame,
+    StepItem,
+    StepManyResult,
+    ToolInfo,
+    ToolResult,
+    Tools,
+    Welcome,
+)
+from ecotone.wire.frames import Frame, RequestId
+
+if TYPE_CHECKING:
+    from ecotone.kernel.engine import Peer
+
+SERVER_NAME: Final = "ecotone"
+
+
+class _Observed(msgspec.Struct, tag_field="op", tag="observation", gc=False):
+    """An `observation` frame holding the env's observation itself rather than its encoding:
+    a batch of them encodes in one pass, to the bytes of `ObservationFrame`s (the same tag and
+    fields in the same order; `id` is a request's, never None). Built positionally, and
+    untracked by the garbage collector (it is in no reference cycle): it is made per item."""
+
+    id: RequestId
+    session: str
+    observation: Any
+
+
+class _StepManyAnswer(Frame, tag="step_many_result", gc=False):
+    """`StepManyResult` whose items are `_Observed` or `Error` frames; the same bytes."""
+
+    results: list[Any]
+
+
+async def _awaited_state(env: Any) -> Any:
+    return await env.state
+
+
+def _property_state(env: Any) -> Any:
+    return env.state
+
+
+class Operations:
+    """The per-operation half of the engine (a base class of `Engine`)."""
+
+    envs: dict[str, EnvSpec]
+    default_env: str
+    clock: Callable[[], float]
+    _on_step: Any
+    _on_episode: Any
+
+    def _invoke(
+        self,
+        mode: Mode,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any] | None,
+        finish: Callable[[Call, list[Call]], Any],
+        session: Session | None,
+        peer: Peer | None,
+        request: Any,
+        jobs: list[Call],
+        cleanup: bool = False,
+    ) -> Any:
+        """Call `fn` now (INLINE) and return its answer, or return the Call for the driver."""
+        call = Call(
+            mode,
+            fn,
+            args,
+            kwargs,
+            finish,
+            session=session,
+            peer=peer,
+            request=request,
+            cleanup=cleanup,
+        )
+        if mode is Mode.INLINE:
+            call.run()
+            return finish(call, jobs)
+        return call
+
+    def _hello(self, req: Hello) -> Response:
+        if req.version != PROTOCOL_VERSION:
+            return answers.error(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"protocol version {req.version} is not supported; this server speaks "
+                f"{PROTOCOL_VERSION}",
+                req.id,
+                supported=[PROTOCOL_VERSION],
+            )
+        return Welcome(
+            id=req.id, version=PROTOCOL_VERSION, server=SERVER_NAME, envs=list(self.envs)
+        )
+
+    def _spec(self, name: str | None, rid: RequestId) -> EnvSpec | Error:
+        spec = self.envs.get(name or self.default_env)
+        if spec is None:
+            return answers.error(
+                ErrorCode.UNKNOWN_ENV,
+                f"this server does not serve env {name!r}; it serves: {', '.join(self.envs)}",
+                rid,
+                env=name,
+            )
+        return spec
+
+    def _describe(self, req: Describe) -> Response:
+        spec = self._spec(req.env, req.id)
+        if isinstance(spec, Error):
+            return spec
+        return Described(id=req.id, info=spec.info())
+
+    def _begin_step(
+        self, session: Session, peer: Peer, raw_action: msgspec.Raw, rid: RequestId
+    ) -> Any:
+        phase = session.phase
+        if phase is not Phase.RUNNING:
+            if phase is Phase.FRESH:
+                return answers.reset_required(session.id, rid)
+            return answers.episode_done(session.id, rid)
+        spec = session.spec
+        try:
+            action = peer.codec.decode_as(raw_action, spec.action_type)
+        except msgspec.DecodeError as exc:
+            return answers.invalid_action(exc, spec.name, rid, session.id)
+        started = time.perf_counter() if self._on_step is not None else 0.0
+        mode = spec.step_mode
+        if mode is not Mode.INLINE:
+            call = Call(
+                mode,
+                session.env.step,
+                (action,),
+                None,
+                self._finish_step,
+                session=session,
+                peer=peer,
+                request=rid,
+                started=started,
+            )
+            return call
+        try:
+            obs = session.env.step(action)
+        except InvalidAction as exc:
+            return answers.rejected(exc, spec.name, rid, session.id)
+        except Exception as exc:
+            return answers.env_error(exc, rid, session.id, "step")
+        finally:
+            session.last_used = self.clock()
+        return self._stepped(session, peer, rid, action, obs, started)
+
+    def _finish_step(self, call: Call, jobs: list[Call]) -> Response:
+        session: Session = call.session
+        exc = call.error
+        if exc is not None:
+            if isinstance(exc, InvalidAction):
+                return answers.rejected(exc, session.spec.name, call.request, session.id)
+            return answers.env_error(exc, call.request, session.id, "step")
+        return self._stepped(
+            session, call.peer, call.request, call.args[0], call.value, call.started
+        )
+
+    def _stepped(
+        self,
+        session: Session,
+        peer: Peer,
+        rid: RequestId,
+        action: Any,
+        obs: Any,
+        started: float,
+    ) -> Response:
+        try:
+            raw = peer.codec.raw(obs)
+        except (TypeError, msgspec.EncodeError) as exc:
+            return answers.unencodable(session.spec.name, "an observation", exc, rid, session.id)
+        ended = getattr(obs, "done", False) or getattr(obs, "truncated", False)
+        session.phase = Phase.ENDED if ended else Phase.RUNNING
+        if self._on_step is not None:
+            self._on_step(
+                session_id=session.id,
+                env=session.spec.name,
+                action=action,
+                observation=obs,
+                duration_s=time.perf_counter() - started,
+            )
+        return ObservationFrame(id=rid, session=session.id, observation=raw)
+
+    def _step_batch(
+        self,
+        peer: Peer,
+        items: list[StepItem],
+        sessions: list[Session | None],
+        rid: RequestId,
+    ) -> bytes | None:
+        """A whole `step_many` answered synchronously, when every item can be: its session is
+        unknown, or idle and either not running (an error) or stepping inline and sync; the
+        items name distinct sessions. Returns the encoded `step_many_result`, the same bytes
+        the general path and one encode would give; or None, having done nothing.
+
+        The hot path of a vector env: no per-item call objects, and the observations are
+        encoded with the frame around them in one pass (per item only when one cannot be
+        encoded, so that it alone becomes an `env_error`)."""
+        running, ended, inline = Phase.RUNNING, Phase.ENDED, Mode.INLINE
+        for session in sessions:
+            if session is not None:
+                if session.active is not None or session.queue:
+                    return None
+                if session.phase is running and session.spec.step_mode is not inline:
+                    return None
+        if len({item.session for item in items}) != len(items):
+            return None
+        results: list[Any] = []
+        append = results.append
+        clock = self.clock
+        decode = peer.codec.decode_as
+        for item, session in zip(items, sessions, strict=True):
+            session_id = item.session
+            if session is None:
+                append(answers.unknown_session(session_id, rid))
+                continue
+            phase = session.phase
+            if phase is not running:
+                if phase is Phase.FRESH:
+                    append(answers.reset_required(session_id, rid))
+                else:
+                    append(answers.episode_done(session_id, rid))
+                continue
+            spec = session.spec
+            try:
+                action = decode(item.action, spec.action_type)
+            except msgspec.DecodeError as exc:
+                append(answers.invalid_action(exc, spec.name, rid, session_id))
+                continue
+            try:
+                obs = session.env.step(action)
+            except InvalidAction as exc:
+                append(answers.rejected(exc, spec.name, rid, session_id))
+                continue
+            except Exception as exc:
+                append(answers.env_error(exc, rid, session_id, "step"))
+                continue
+            finally:
+                session.last_used = clock()
+            # As `_stepped` does once the observation is encoded (undone below if not).
+            if getattr(obs, "done", False) or getattr(obs, "truncated", False):
+                session.phase = ended
+            append(_Observed(rid, session_id, obs))
+        try:
+            return peer.codec.encode(_StepManyAnswer(id=rid, results=results))
+        except (TypeError, msgspec.EncodeError):
+            pass
+        # Some observation cannot be encoded: each on its own, as the general path would,
+        # so that it alone becomes an env_error and its episode goes on.
+        for position, frame in enumerate(results):
+            if type(frame) is _Observed:
+                stepped = sessions[position]
+                assert stepped is not None
+                stepped.phase = running
+                results[position] = self._stepped(stepped, peer, rid, None, frame.observation, 0)
+        return peer.codec.encode(StepManyResult(id=rid, results=results))
+
+    # --- the other session requests -------------------------------------------------------------
+
+    def _begin_reset(self, session: Session, peer: Peer, req: Reset, jobs: list[Call]) -> Any:
+        spec = session.spec
+        accepted = spec.reset_options
+        if req.options and accepted is not None:
+            unknown = sorted(set(req.options) - accepted)
+            if unknown:
+                known = ", ".join(sorted(accepted)) or "none"
+                return answers.error(
+                    ErrorCode.INVALID_ARGUMENT,
+                    f"env {spec.name!r} does not take reset option(s) {', '.join(unknown)} "
+                    f"(it takes: {known})",
+                    req.id,
+                    req.session,
+                    unknown=unknown,
+                    accepted=sorted(accepted),
+                )
+        session.phase = Phase.FRESH
+        kwargs = {"seed": req.seed, "episode_id": req.episode_id, **req.options}
+        return self._invoke(
+            spec.reset_mode,
+            session.env.reset,
+            (),
+            kwargs,
+            self._finish_reset,
+            session,
+            peer,
+            req,
+            jobs,
+        )
+
+    def _finish_reset(self, call: Call, jobs: list[Call]) -> Response:
+        session: Session = call.session
+        req: Reset = call.request
+        if call.error is not None:
+            return answers.env_error(call.error, req.id, session.id, "reset")
+        obs = call.value
+        try:
+            raw = call.peer.codec.raw(obs)
+        except (TypeError, msgspec.EncodeError) as exc:
+            return answers.unencodable(session.spec.name, "an observation", exc, req.id, session.id)
+        ended = getattr(obs, "done", False) or getattr(obs, "truncated", False)
+        session.phase = Phase.ENDED if ended else Phase.RUNNING
+        if self._on_episode is not None:
+            self._on_episode(
+                session_id=session.id,
+                env=session.spec.name,
+                episode_id=req.episode_id,
+                seed=req.seed,
+                observation=obs,
+            )
+        return ObservationFrame(id=req.id, session=session.id, observation=raw)
+
+    def _begin_state(self, session: Session, peer: Peer, req: GetState, jobs: list[Call]) -> Any:
+        spec, env = session.spec, session.env
+        args: tuple[Any, ...] = ()
+        if spec.state_is_method:
+            fn = env.state
+        else:
+            fn, args = (_awaited_state if spec.async_state else _property_state), (env,)
+        return self._invoke(
+            spec.state_mode, fn, args, None, self._finish_state, session, peer, req, jobs
+        )
+
+    def _finish_state(self, call: Call, jobs: list[Call]) -> Response:
+        session: Session = call.session
+        req: GetState = call.request
+        if call.error is not None:
+            return answers.env_error(call.error, req.id, session.id, "state")
+        try:
+            raw = call.peer.codec.raw(call.value)
+        except (TypeError, msgspec.EncodeError) as exc:
+            return answers.env_error(exc, req.id, session.id, "state")
+        return StateFrame(id=req.id, session=session.id, state=raw)
+
+    def _no_tools(self, session: Session, rid: RequestId) -> Error:
+        return answers.error(
+            ErrorCode.UNSUPPORTED,
+            f"environment {session.spec.name!r} exposes no tools",
+            rid,
+            session.id,
+        )
+
+    def _begin_list_tools(
+        self, session: Session, peer: Peer, req: ListTools, jobs: list[Call]
+    ) -> Any:
+        spec = session.spec
+        if not spec.has_tools:
+            return self._no_tools(session, req.id)
+        return self._invoke(
+            spec.tools_mode,
+            session.env.list_tools,
+            (),
+            None,
+            self._finish_list_tools,
+            session,
+            peer,
+            req,
+            jobs,
+        )
+
+    def _finish_list_tools(self, call: Call, jobs: list[Call]) -> Response:
+        req: ListTools = call.request
+        try:
+            if call.error is not None:
+                raise call.error
+            tools = [
+                t if isinstance(t, ToolInfo) else msgspec.convert(t, ToolInfo) for t in call.value
+            ]
+        except Exception as exc:
+            return answers.env_error(exc, req.id, req.session, "list_tools")
+        return Tools(id=req.id, session=req.session, tools=tools)
+
+    def _begin_call_tool(
+        self, session: Session, peer: Peer, req: CallTool, jobs: list[Call]
+    ) -> Any:
+        spec = session.spec
+        if not spec.has_tools:
+            return self._no_tools(session, req.id)
+        return self._invoke(
+            spec.tools_mode,
+            session.env.call_tool,
+            (req.name, req.arguments),
+            None,
+            self._finish_call_tool,
+            session,
+            peer,
+            req,
+            jobs,
+        )
+
+    def _finish_call_tool(self, call: Call, jobs: list[Call]) -> Response:
+        session: Session = call.session
+        req: CallTool = call.request
+        exc = call.error
+        if isinstance(exc, LookupError):
+            return answers.error(
+                ErrorCode.INVALID_ARGUMENT,
+                f"env {session.spec.name!r} has no tool {req.name!r}: {exc}",
+                req.id,
+                req.session,
+                tool=req.name,
+            )
+        if exc is not None:
+            return answers.env_error(exc, req.id, req.session, f"tool {req.name!r}")
+        try:
+            raw = call.peer.codec.raw(call.value)
+        except (TypeError, msgspec.EncodeError) as failed:
+            return answers.env_error(failed, req.id, req.session, f"tool {req.name!r}")
+        return ToolResult(id=req.id, session=req.session, result=raw)
+
+    def _begin_render(self, session: Session, peer: Peer, req: Render, jobs: list[Call]) -> Any:
+        spec = session.spec
+        if not spec.has_render:
+            return answers.error(
+                ErrorCode.UNSUPPORTED,
+                f"environment {spec.name!r} has no custom view (no render() method)",
+                req.id,
+                req.session,
+            )
+        return self._invoke(
+            spec.render_mode,
+            session.env.render,
+            (),
+            None,
+            self._finish_render,
+            session,
+            peer,
+            req,
+            jobs,
+        )
+
+    def _finish_render(self, call: Call, jobs: list[Call]) -> Response:
+        session: Session = call.session
+        req: Render = call.request
+        if call.error is not None:
+            return answers.env_error(call.error, req.id, req.session, "render")
+        view = call.value
+        spec = session.spec
+        if isinstance(view, bytes | bytearray | memoryview):
+            kind, content = "image", base64.b64encode(bytes(view)).decode("ascii")
+        elif isinstance(view, str) or view is None:
+            kind, content = spec.render_kind, view or ""
+        else:
+            return answers.error(
+                ErrorCode.ENV_ERROR,
+                f"environment {spec.name!r}: render() returned {type(view).__qualname__}; "
+                "expected str (text, markdown or HTML) or bytes (a PNG image)",
+                req.id,
+                req.session,
+                type="TypeError",
+                message=f"render() returned {type(view).__qualname__}",
+            )
+        return Rendered(id=req.id, session=req.session, kind=kind, content=content)
