@@ -17,13 +17,15 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/ecotone play echo --steps 10
 
-## make test: lint, format check, dependency rule (import-linter), type check, the test suite
+## make test: lint, format check, dependency rule (import-linter), the client's blocking face
+## generated from its async one (scripts/unasync.py --check), type check, the test suite
 test: $(STAMP) lint typecheck pytest
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ecotone tests bench
 	$(VENV)/bin/ruff format --check ecotone tests bench
 	$(VENV)/bin/lint-imports --no-cache
+	$(PY) scripts/unasync.py --check
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

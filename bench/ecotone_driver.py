@@ -79,7 +79,7 @@ async def run_async(url: str, steps: int, sessions: int, codec: str, mux: bool) 
     elapsed = time.perf_counter() - start
     assert counts == [steps] * sessions, counts
     for client in clients:
-        await client.close()
+        await client.aclose()
     for conn in connections:
         await conn.aclose()
     _report(steps * sessions, sessions, elapsed)

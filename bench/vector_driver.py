@@ -98,7 +98,7 @@ async def run_per_socket(url: str, steps: int, sessions: int, codec: str) -> Non
     elapsed = time.perf_counter() - start
     assert counts == [steps] * sessions, counts[:4]
     for client in clients:
-        await client.close()
+        await client.aclose()
     _report(steps * sessions, sessions, elapsed)
 
 

@@ -15,14 +15,15 @@ from ecotone.client.errors import (
     InvalidActionError,
     ServerError,
 )
+from ecotone.client.results import StepResult
 from ecotone.client.sync import Connection, EnvClient, connect
 from ecotone.kernel.contract import (
     Action,
+    AsyncEnvironment,
     Environment,
     InvalidAction,
     Observation,
     State,
-    StepResult,
 )
 from ecotone.kernel.hookspecs import hookimpl
 from ecotone.launcher.compose import LaunchedServer, alaunch, astart_server, launch, start_server
@@ -38,15 +39,14 @@ from ecotone.launcher.contract import (
 from ecotone.wire import ErrorCode, ToolInfo
 
 if TYPE_CHECKING:
-    from ecotone.client.vector import EpisodeLost, StepBatch, SubEnvError, VectorEnv
-    from ecotone.client.vector_async import AsyncVectorEnv
+    from ecotone.client.vector import AsyncVectorEnv, EpisodeLost, StepBatch, SubEnvError, VectorEnv
     from ecotone.launcher.vector import alaunch_vector, launch_vector
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # The vector envs need numpy, an optional dependency: imported on first use.
 _LAZY = {
-    "AsyncVectorEnv": "ecotone.client.vector_async",
+    "AsyncVectorEnv": "ecotone.client.vector",
     "EpisodeLost": "ecotone.client.vector",
     "StepBatch": "ecotone.client.vector",
     "SubEnvError": "ecotone.client.vector",
@@ -76,6 +76,7 @@ __all__ = [
     "Action",
     "AsyncConnection",
     "AsyncEnvClient",
+    "AsyncEnvironment",
     "AsyncVectorEnv",
     "CapacityError",
     "Connection",

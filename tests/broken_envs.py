@@ -62,7 +62,6 @@ class DiceEnv(ecotone.Environment[Guess, Roll, Tally]):
             truncated=st.step_count >= st.max_steps,
         )
 
-    @property
     def state(self) -> Tally:
         return self._state
 
@@ -209,7 +208,6 @@ class NoStateFieldsEnv(DiceEnv):
 
     state_type = BareTally
 
-    @property
     def state(self) -> BareTally:  # type: ignore[override]
         return BareTally(total=self._state.total)
 

@@ -65,7 +65,6 @@ class SlowEnv(ecotone.Environment[SleepAction, SleepObservation, SleepState]):
             reward=1.0,
         )
 
-    @property
     def state(self) -> SleepState:
         return self._state
 
@@ -80,7 +79,7 @@ class InlineProbeEnv(SlowEnv):
 # --- async_counter: every method a coroutine ------------------------------------------------
 
 
-class AsyncCounterEnv(ecotone.Environment[CounterAction, CounterObservation, CounterState]):
+class AsyncCounterEnv(ecotone.AsyncEnvironment[CounterAction, CounterObservation, CounterState]):
     """The counter, with async reset/step/state/close that really suspend."""
 
     name = "async_counter"
@@ -149,7 +148,6 @@ class FailingEnv(ecotone.Environment[FailAction, CounterObservation, CounterStat
         self._state.count += 1
         return CounterObservation(count=self._state.count, reward=1.0)
 
-    @property
     def state(self) -> CounterState:
         return self._state
 
@@ -170,7 +168,6 @@ class BrokenEnv(ecotone.Environment[CounterAction, CounterObservation, CounterSt
     def step(self, action: CounterAction) -> CounterObservation:  # pragma: no cover
         return CounterObservation(count=0)
 
-    @property
     def state(self) -> CounterState:  # pragma: no cover
         return CounterState()
 
@@ -202,7 +199,6 @@ class ClosingEnv(ecotone.Environment[CounterAction, CounterObservation, CounterS
         self._state.count += action.delta
         return CounterObservation(count=self._state.count, reward=float(action.delta))
 
-    @property
     def state(self) -> CounterState:
         return self._state
 
@@ -259,7 +255,6 @@ class DataclassEnv(ecotone.Environment[MoveAction, PositionObservation, Position
         st.step_count += 1
         return PositionObservation(x=st.x, y=st.y, reward=-1.0)
 
-    @property
     def state(self) -> PositionState:
         return self._state
 
@@ -306,7 +301,6 @@ class AttrsEnv(ecotone.Environment[TurnAction, HeadingObservation, HeadingState]
         self._state.step_count += 1
         return HeadingObservation(heading=self._state.heading, reward=0.0)
 
-    @property
     def state(self) -> HeadingState:
         return self._state
 

@@ -187,7 +187,7 @@ async def test_aconnect_under_trio_resets_steps_and_reads_state(trio_serve: Star
             await env.step({"delta": []})
         assert bad.value.field == "delta"
     finally:
-        await env.close()
+        await env.aclose()
     assert server.recorder.open_sessions == set()
 
 
@@ -222,7 +222,7 @@ async def test_sixteen_concurrent_sessions_share_one_async_connection_under_trio
             counts.append((await env.step({"delta": i + 1})).observation["count"])
             await trio.lowlevel.checkpoint()
         finals[i] = counts
-        await env.close()
+        await env.aclose()
 
     connection = await ecotone.AsyncConnection.open_url(server.url)
     async with connection, trio.open_nursery() as tasks:
@@ -272,7 +272,7 @@ def test_aconnect_under_asyncio_resets_steps_and_reads_state(counter_server: Run
             result = await env.step({"delta": 2})
             state = await env.state()
         finally:
-            await env.close()
+            await env.aclose()
         async with ecotone.aconnect(counter_server.url, codec="msgpack") as other:
             await other.reset()
             other_count = (await other.step({"delta": 9})).observation["count"]
@@ -293,7 +293,7 @@ def test_sixteen_concurrent_sessions_share_one_async_connection_under_asyncio(
         for _ in range(10):
             counts.append((await env.step({"delta": i + 1})).observation["count"])
             await asyncio.sleep(0)
-        await env.close()
+        await env.aclose()
         return counts
 
     async def main() -> list[list[int]]:
@@ -376,7 +376,7 @@ def test_inproc_async_client_under_asyncio() -> None:
             await env.reset(start=-1)
             return int((await env.step({"delta": 1})).observation["count"])
         finally:
-            await env.close()
+            await env.aclose()
 
     assert asyncio.run(main()) == 0
 

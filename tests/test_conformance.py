@@ -120,7 +120,6 @@ class RichEnv(ecotone.Environment[Rich, ecotone.Observation, ecotone.State]):
     def step(self, action: Rich) -> Any:
         raise NotImplementedError
 
-    @property
     def state(self) -> Any:
         raise NotImplementedError
 

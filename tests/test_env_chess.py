@@ -52,7 +52,11 @@ def test_a_fresh_game_shows_the_start_position_and_the_twenty_legal_moves() -> N
     assert obs.board.splitlines()[0] == "8 r n b q k b n r"
     assert obs.board.splitlines()[-1] == "  a b c d e f g h"
     assert (obs.reward, obs.done, obs.result, obs.opponent_move) == (None, False, None, None)
-    assert (env.state.episode_id, env.state.step_count, env.state.fen) == ("game-1", 0, obs.fen)
+    assert (env.state().episode_id, env.state().step_count, env.state().fen) == (
+        "game-1",
+        0,
+        obs.fen,
+    )
 
 
 def test_san_and_uci_moves_are_both_accepted_and_each_gets_a_reply() -> None:
@@ -60,7 +64,7 @@ def test_san_and_uci_moves_are_both_accepted_and_each_gets_a_reply() -> None:
     env.reset(seed=5)
     first = env.step(ChessAction(move="e4"))
     second = env.step(ChessAction(move="g1f3"))
-    state = env.state
+    state = env.state()
     assert (first.agent_move, second.agent_move) == ("e2e4", "g1f3")
     assert state.moves == ["e2e4", first.opponent_move, "g1f3", second.opponent_move]
     assert (state.step_count, first.reward, first.done) == (2, 0.0, False)
@@ -74,7 +78,7 @@ def test_mating_the_opponent_is_a_win_worth_plus_one() -> None:
     assert (obs.reward, obs.done, obs.truncated) == (1.0, True, False)
     assert (obs.result, obs.termination, obs.legal_moves) == ("1-0", "checkmate", [])
     assert (obs.agent_move, obs.opponent_move) == ("h5f7", None)
-    assert env.state.result == "1-0"
+    assert env.state().result == "1-0"
 
 
 def test_the_greedy_opponent_takes_a_mate_in_one_and_the_agent_loses_minus_one() -> None:
@@ -103,7 +107,7 @@ def test_as_black_the_opponent_moves_first_in_the_reset_observation() -> None:
     env = ChessEnv()
     obs = env.reset(seed=2, color="black")
     assert obs.opponent_move is not None
-    assert env.state.moves == [obs.opponent_move]
+    assert env.state().moves == [obs.opponent_move]
     assert obs.fen.split()[1] == "b"
     assert obs.color == "black"
 
@@ -213,7 +217,6 @@ class _PickyEnv(ecotone.Environment[_Picky, _PickyObservation, ecotone.State]):
         self._state.step_count += 1
         return _PickyObservation(accepted=self._state.step_count)
 
-    @property
     def state(self) -> ecotone.State:
         return self._state
 

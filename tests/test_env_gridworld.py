@@ -39,7 +39,7 @@ def test_walking_to_the_goal_costs_a_little_per_step_and_pays_one_at_the_goal() 
     assert step.grid == ".AG\n#X.\n..."
     goal = env.step(GridworldAction(move="right"))
     assert (goal.position, goal.reward, goal.done, goal.truncated) == ((0, 2), 1.0, True, False)
-    state = env.state
+    state = env.state()
     assert (state.episode_id, state.step_count, state.position) == ("g-1", 2, (0, 2))
     assert (state.layout, state.start, state.goal) == (["..G", "#X.", "..."], (0, 0), (0, 2))
 
@@ -50,7 +50,7 @@ def test_walls_and_edges_bump_the_agent_back_and_still_cost_a_step() -> None:
     for move in ("up", "left", "down"):  # the edge, the edge, a wall
         obs = env.step(GridworldAction(move=move))
         assert (obs.position, obs.bumped, obs.reward) == ((0, 0), True, -0.01)
-    assert env.state.step_count == 3
+    assert env.state().step_count == 3
 
 
 def test_a_pit_ends_the_episode_with_minus_one() -> None:
@@ -101,7 +101,7 @@ def test_seeded_layouts_are_reproducible_and_vary_with_the_seed() -> None:
     layouts = []
     for seed in [*range(8), 5]:
         env.reset(seed=seed, size=6, pits=2)
-        st = env.state
+        st = env.state()
         layouts.append((tuple(st.layout), st.start, st.goal))
     assert layouts[5] == layouts[-1]
     assert len(set(layouts)) == 8
@@ -114,12 +114,12 @@ def test_seeded_layouts_are_reproducible_and_vary_with_the_seed() -> None:
 def test_every_seeded_layout_can_be_solved_along_its_shortest_path(seed: int) -> None:
     env = GridworldEnv()
     env.reset(seed=seed, size=4 + seed % 5, wall_density=0.4, pits=seed % 4)
-    st = env.state
+    st = env.state()
     path = shortest_path(st.layout, st.start, st.goal)
     assert path, st.layout
     rewards = [env.step(GridworldAction(move=move)).reward for move in path]
     assert rewards == [-0.01] * (len(path) - 1) + [1.0]
-    assert env.state.position == st.goal
+    assert env.state().position == st.goal
 
 
 def test_sample_actions_are_always_valid_moves() -> None:
@@ -129,7 +129,7 @@ def test_sample_actions_are_always_valid_moves() -> None:
         obs = env.reset(seed=seed, pits=3, max_steps=50)
         while not (obs.done or obs.truncated):
             obs = env.step(env.sample_action(rng))
-        assert obs.done or env.state.step_count == 50
+        assert obs.done or env.state().step_count == 50
 
 
 # --- the real client over a real server ------------------------------------------------------

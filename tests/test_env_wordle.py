@@ -61,7 +61,7 @@ def test_a_scripted_game_scores_each_guess_and_solving_ends_it() -> None:
     assert (solved.reward, solved.done, solved.solved, solved.answer) == (1.5, True, True, "crane")
     assert solved.remaining == 3
     assert "Solved in 3 guesses." in solved.text
-    state = env.state
+    state = env.state()
     assert (state.episode_id, state.step_count) == ("w-1", 3)
     assert state.guesses == ["slate", "react", "crane"]
 
@@ -122,7 +122,7 @@ def test_sample_actions_are_always_accepted_guesses() -> None:
         obs = env.reset(seed=seed)
         while not obs.done:
             obs = env.step(env.sample_action(rng))
-        assert obs.answer == env.state.secret
+        assert obs.answer == env.state().secret
 
 
 # --- seeds, and the real client over a real server -------------------------------------------
@@ -133,7 +133,7 @@ def test_the_seed_picks_the_secret() -> None:
     secrets = []
     for seed in [*range(10), 3]:
         env.reset(seed=seed)
-        secrets.append(env.state.secret)
+        secrets.append(env.state().secret)
     assert secrets[3] == secrets[-1]
     assert len(set(secrets)) >= 5
     assert all(s in words() for s in secrets)

@@ -142,7 +142,6 @@ class SteerEnv(ecotone.Environment[SteerAction, SteerObservation, SteerState]):
         self._state.step_count += 1
         return SteerObservation(pos=self._state.pos, reward=float(sum(action.aim)))
 
-    @property
     def state(self) -> SteerState:
         return self._state
 

@@ -4,6 +4,7 @@ never sends. The server runs in a background thread (BackgroundServer)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
@@ -503,3 +504,32 @@ def test_no_error_disturbs_a_session_opened_before(monkeypatch: pytest.MonkeyPat
         assert raw_exchange(server.port, b"\x16\x03\x01 tls?\r\n\r\n")[0][9:12] == b"400"
         assert_still_steps(server.port, sid, 101)
         assert server.recorder.open_sessions == {sid, other}
+
+
+def test_stopping_abandons_queued_steps_instead_of_running_them() -> None:
+    """Eight 1 s steps of one session queued by concurrent HTTP requests: stopping waits for
+    the step that runs (a worker thread cannot be interrupted), not for the seven behind it."""
+    import time
+
+    from ecotone.server import BackgroundServer
+
+    config = ServerConfig(env="slow", transport="http", port=0)
+    server = BackgroundServer(config, registry=make_registry()).start()
+    c = Http(int(server.url.rsplit(":", 1)[1]))
+    sid = c.open_session()
+    assert c.request("POST", f"/v1/sessions/{sid}/reset").status == 200
+    c.close()
+
+    def step() -> None:
+        with contextlib.suppress(OSError):
+            Http(int(server.url.rsplit(":", 1)[1])).request(
+                "POST", f"/v1/sessions/{sid}/step", {"action": {"sleep": 1.0}}
+            )
+
+    threads = [threading.Thread(target=step, daemon=True) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)  # all eight arrived: one runs, seven wait in the session's queue
+    started = time.monotonic()
+    server.stop()
+    assert time.monotonic() - started < 4.0  # running all eight would take 8 s

@@ -16,7 +16,15 @@ from typing import Any
 import pytest
 
 import ecotone
-from ecotone.kernel import Engine, EnvDefinitionError, EnvSpec, Limits, Registry, RegistryError
+from ecotone.kernel import (
+    Engine,
+    EnvDefinitionError,
+    EnvSpec,
+    Limits,
+    Mode,
+    Registry,
+    RegistryError,
+)
 from ecotone.plugins.counter import CounterAction, CounterEnv, CounterObservation
 from ecotone.plugins.echo import EchoEnv
 from ecotone.server.transports.inproc import InprocTransport
@@ -24,6 +32,7 @@ from ecotone.server.transports.websocket import WebSocketTransport
 from ecotone.wire import Open, Opened, Reset
 from tests.conftest import SessionRecorder, run_server, wait_until
 from tests.engine_driver import Driver
+from tests.envs import AsyncCounterEnv
 
 PLUGIN_DIST = Path(__file__).resolve().parent / "plugin_dist"
 
@@ -98,7 +107,6 @@ def test_an_env_class_without_its_types_is_rejected_with_a_clear_error() -> None
         def step(self, action: Any) -> None: ...
         def close(self) -> None: ...
 
-        @property
         def state(self) -> None: ...
 
     with pytest.raises(EnvDefinitionError, match="'untyped' does not declare its action_type"):
@@ -235,3 +243,106 @@ def test_a_third_party_distribution_is_discovered_through_its_entry_point(tmp_pa
     with pytest.raises(importlib.metadata.PackageNotFoundError):
         importlib.metadata.distribution("ecotone-testplugin")
     assert "reverse" not in Registry.discover().environments()
+
+
+# --- the typed contract: one form of state, plain or async, never mixed -----------------------
+
+
+class _Tick(ecotone.Action):
+    n: int = 1
+
+
+class _Seen(ecotone.Observation):
+    n: int = 0
+
+
+def test_a_state_property_is_refused_with_what_to_write_instead() -> None:
+    class Old(ecotone.Environment[_Tick, _Seen, ecotone.State]):
+        def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> _Seen:
+            return _Seen()
+
+        def step(self, action: _Tick) -> _Seen:
+            return _Seen()
+
+        @property
+        def state(self) -> ecotone.State:  # type: ignore[override]
+            return ecotone.State()
+
+    with pytest.raises(
+        EnvDefinitionError, match=r"`state` is a property.*def state\(self\) -> State"
+    ):
+        EnvSpec.from_class(Old, "old")
+
+
+def test_a_coroutine_in_a_plain_environment_is_refused_naming_it() -> None:
+    class Mixed(ecotone.Environment[_Tick, _Seen, ecotone.State]):
+        def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> _Seen:
+            return _Seen()
+
+        async def step(self, action: _Tick) -> _Seen:  # type: ignore[override]
+            return _Seen()
+
+        def state(self) -> ecotone.State:
+            return ecotone.State()
+
+    with pytest.raises(
+        EnvDefinitionError, match=r"step\(\) is a coroutine: subclass ecotone.AsyncEnvironment"
+    ):
+        EnvSpec.from_class(Mixed, "mixed")
+
+
+def test_a_plain_method_in_an_async_environment_is_refused_naming_it() -> None:
+    class Mixed(ecotone.AsyncEnvironment[_Tick, _Seen, ecotone.State]):
+        async def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> _Seen:
+            return _Seen()
+
+        async def step(self, action: _Tick) -> _Seen:
+            return _Seen()
+
+        def state(self) -> ecotone.State:  # type: ignore[override]
+            return ecotone.State()
+
+        def render(self) -> str:
+            return ""
+
+    with pytest.raises(EnvDefinitionError, match=r"state\(\), render\(\) are plain functions"):
+        EnvSpec.from_class(Mixed, "mixed")
+
+
+def test_a_method_left_to_the_base_class_is_not_implemented() -> None:
+    class Lazy(ecotone.Environment[_Tick, _Seen, ecotone.State]):
+        def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> _Seen:
+            return _Seen()
+
+        def state(self) -> ecotone.State:
+            return ecotone.State()
+
+    with pytest.raises(EnvDefinitionError, match=r"'lazy' does not implement step\(\)"):
+        EnvSpec.from_class(Lazy, "lazy")
+
+
+def test_an_env_class_of_its_own_may_be_plain_or_async_but_not_both() -> None:
+    class Duck:
+        action_type = _Tick
+        observation_type = _Seen
+        state_type = ecotone.State
+
+        async def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> _Seen:
+            return _Seen()
+
+        async def step(self, action: _Tick) -> _Seen:
+            return _Seen()
+
+        def state(self) -> ecotone.State:
+            return ecotone.State()
+
+        def close(self) -> None:
+            return None
+
+    with pytest.raises(EnvDefinitionError, match=r"mixes coroutines \(reset\(\), step\(\)\)"):
+        EnvSpec.from_class(Duck, "duck")
+
+
+def test_an_async_environment_is_awaited_for_every_method() -> None:
+    spec = EnvSpec.from_class(AsyncCounterEnv, "async_counter")
+    assert spec.asynchronous and spec.mode is Mode.AWAIT and not spec.inline

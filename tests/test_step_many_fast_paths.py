@@ -81,7 +81,6 @@ class ProbeEnv(ecotone.Environment[ProbeAction, ProbeObservation, ecotone.State]
             metadata={"did": action.do},
         )
 
-    @property
     def state(self) -> ecotone.State:
         return self._state
 

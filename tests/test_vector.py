@@ -95,7 +95,6 @@ class WalkEnv(ecotone.Environment[WalkAction, WalkObservation, ecotone.State]):
             pos=pos, reward=reward, done=terminated, truncated=truncated, metadata=info
         )
 
-    @property
     def state(self) -> ecotone.State:
         return self._state
 
@@ -131,7 +130,6 @@ class GateEnv(ecotone.Environment[GateAction, GateObservation, ecotone.State]):
         self._state.step_count += 1
         return GateObservation(steps=self._state.step_count, reward=1.0)
 
-    @property
     def state(self) -> ecotone.State:
         return self._state
 
@@ -204,7 +202,7 @@ def run_with(kind: str, backend: str, scenario: Scenario, *args: Any, **kwargs: 
         if kind == "sync":
             venv = Blocking(ecotone.VectorEnv(*args, **kwargs))
         else:
-            venv = await ecotone.AsyncVectorEnv.open(*args, **kwargs)
+            venv = await ecotone.AsyncVectorEnv(*args, **kwargs).aopen()
         try:
             await scenario(venv)
         finally:

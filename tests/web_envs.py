@@ -51,7 +51,6 @@ class Counting(ecotone.Environment[CounterAction, CounterObservation, CounterSta
         self._state.step_count += 1
         return CounterObservation(count=self._state.count, reward=float(action.delta))
 
-    @property
     def state(self) -> CounterState:
         return self._state
 
@@ -76,7 +75,7 @@ class PictureView(Counting):
 class HtmlView(Counting):
     render_kind = "html"
 
-    async def render(self) -> str:
+    def render(self) -> str:
         return f"<p id='count' style='color: red'>{self._state.count}</p><script>1</script>"
 
 
@@ -139,7 +138,6 @@ class PlanEnv(ecotone.Environment[PlanAction, PlanObservation, ecotone.State]):
         self._state.step_count += 1
         return PlanObservation(plan=msgspec.to_builtins(action), reward=len(action.points))
 
-    @property
     def state(self) -> ecotone.State:
         return self._state
 

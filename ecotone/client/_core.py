@@ -1,8 +1,15 @@
-"""The sans-IO heart of every client: ids, frames, typed decoding, errors.
+"""The sans-IO heart of every client: ids, frames, typed decoding, request matching.
 
-Both the blocking and the async client are thin loops around `ClientCore`: it makes request
-frames with fresh ids, remembers which ids were abandoned (timed out) so their late answers are
-dropped rather than mistaken for later ones, and turns response frames into results.
+Both faces of the client (blocking and async, one generated from the other) are thin loops
+around these: `ClientCore` makes request frames with fresh ids and turns response frames into
+results; `Matcher` hands each received answer to whoever waits for it, by request id:
+
+* a request waiting for its answer (`expect`) gets it in its `Slot`;
+* a request sent without waiting (`detach`: pipelining) has its answer queued in `inbox`;
+* an answer nobody waits for any more (`abandon`: its request timed out or was cancelled) is
+  dropped, so a late answer is never mistaken for a later request's;
+* an error frame the server could not tie to a request (id null) goes to the reader that
+  received it if that reader still waits, else to `inbox`.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from ecotone.client.errors import ServerError
-from ecotone.kernel.contract import StepResult
+from ecotone.client.results import StepResult
 from ecotone.wire import Codec, Error, ObservationFrame, Response, StateFrame, codec_for
 
 
@@ -40,6 +47,75 @@ def parse_url(url: str) -> Endpoint:
     return Endpoint(parts.scheme, parts.hostname, parts.port or 80, parts.path or "/")
 
 
+class Slot:
+    """Where a waiting request's answer lands."""
+
+    __slots__ = ("response",)
+
+    def __init__(self) -> None:
+        self.response: Response | None = None
+
+
+class Matcher:
+    """Which answer goes where, for one connection (see the module docstring)."""
+
+    __slots__ = ("abandoned", "detached", "inbox", "waiting")
+
+    def __init__(self) -> None:
+        self.waiting: dict[Any, Slot] = {}
+        self.detached: set[Any] = set()
+        self.inbox: list[Response] = []
+        self.abandoned: set[Any] = set()
+
+    def expect(self, rid: Any) -> Slot:
+        slot = self.waiting[rid] = Slot()
+        return slot
+
+    def forget(self, rid: Any) -> None:
+        """The waiting request is done (answered, timed out or cancelled)."""
+        self.waiting.pop(rid, None)
+
+    def detach(self, rid: Any) -> None:
+        self.detached.add(rid)
+
+    def undetach(self, rid: Any) -> None:
+        """A detached request was never sent after all."""
+        self.detached.discard(rid)
+
+    def abandon(self, rid: Any) -> None:
+        """Stop waiting for `rid`: its answer, when it comes, is dropped (if it came already
+        and waits in the inbox, it is removed)."""
+        if rid in self.detached:
+            self.detached.discard(rid)
+            self.abandoned.add(rid)
+        elif rid in self.waiting:
+            self.abandoned.add(rid)
+        else:
+            self.inbox = [r for r in self.inbox if r.id != rid]
+
+    def deliver(self, response: Response, reader: Slot | None) -> None:
+        """Route one received answer; `reader` is the slot of the request whose caller read it
+        (None when reading for detached requests)."""
+        rid = response.id
+        slot = self.waiting.get(rid)
+        if slot is not None:
+            slot.response = response
+        elif rid in self.detached:
+            self.detached.discard(rid)
+            self.inbox.append(response)
+        elif rid is None and isinstance(response, Error):
+            if reader is not None and reader.response is None:
+                reader.response = response  # an error not tied to an id: the reader's
+            else:
+                self.inbox.append(response)
+        else:
+            self.abandoned.discard(rid)
+
+    def take_inbox(self) -> list[Response]:
+        out, self.inbox = self.inbox, []
+        return out
+
+
 @attrs.define(slots=True)
 class EnvTypes:
     """The env types a client decodes into; None means plain data."""
@@ -54,7 +130,6 @@ class ClientCore:
     def __init__(self, codec: str = "json") -> None:
         self.codec: Codec = codec_for(codec)
         self._ids = itertools.count(1)
-        self.abandoned: set[int] = set()
 
     def next_id(self) -> int:
         return next(self._ids)

@@ -30,7 +30,7 @@ import numpy as np
 
 from ecotone.client._core import EnvTypes
 from ecotone.client.errors import ConnectionLost, EcotoneError, ServerError
-from ecotone.kernel.contract import StepResult
+from ecotone.client.results import StepResult
 from ecotone.recording import ClientRecorder
 from ecotone.wire import (
     Close,
@@ -409,6 +409,17 @@ def typed_decoder(codec: Any, observation: Any) -> tuple[Callable[[bytes | str],
             return generic(data)
 
     return decode, many
+
+
+def split_actions(actions: Any, n: int) -> list[Any]:
+    """N per-env actions from a sequence (or an array, along its first axis), or from a dict
+    of per-field arrays (`{"delta": np.array([...])}` -> one dict per sub-env)."""
+    if isinstance(actions, dict):
+        return [{k: v[i] for k, v in actions.items()} for i in range(n)]
+    out = list(actions)
+    if len(out) != n:
+        raise ValueError(f"{len(out)} actions given for {n} sub-envs")
+    return out
 
 
 def seeds_for(seed: int | Sequence[int | None] | None, n: int) -> list[int | None]:

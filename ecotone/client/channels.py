@@ -34,7 +34,11 @@ class SyncChannel(Protocol):
 
 class AsyncChannel(Protocol):
     async def send(self, data: bytes) -> None: ...
-    async def receive(self) -> list[bytes | str]: ...
+    async def receive(self, deadline: float | None = None) -> list[bytes | str]:
+        """The messages that arrived (waiting for some). The caller bounds the wait with a
+        cancel scope; `deadline` is there so both faces' channels take the same call."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -211,7 +215,7 @@ class WsAsyncChannel:
                     pass
         return messages
 
-    async def receive(self) -> list[bytes | str]:
+    async def receive(self, deadline: float | None = None) -> list[bytes | str]:
         if self._early:
             early, self._early = self._early, []
             return early

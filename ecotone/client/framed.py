@@ -218,7 +218,7 @@ class FramedAsyncChannel:
         finally:
             self._flushing = False
 
-    async def receive(self) -> list[bytes | str]:
+    async def receive(self, deadline: float | None = None) -> list[bytes | str]:
         while True:
             try:
                 data = await self._receive.receive(RECEIVE_SIZE)

@@ -197,7 +197,7 @@ class HttpAsyncChannel:
             raise ConnectionLost(f"{self.url} answered HTTP {status} with no body")
         return bytes(body)
 
-    async def receive(self) -> list[bytes | str]:
+    async def receive(self, deadline: float | None = None) -> list[bytes | str]:
         while not self._out:
             await self._arrived.wait()
             self._arrived = anyio.Event()

@@ -291,7 +291,7 @@ class OpenEnvAsyncChannel:
         self._out.append(self.t.codec.encode(answer))
         self._arrived.set()
 
-    async def receive(self) -> list[bytes | str]:
+    async def receive(self, deadline: float | None = None) -> list[bytes | str]:
         while not self._out:
             await self._arrived.wait()
             self._arrived = anyio.Event()

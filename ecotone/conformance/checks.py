@@ -21,11 +21,11 @@ import attrs
 import msgspec
 
 from ecotone.client.errors import EcotoneError, InvalidActionError, ServerError
+from ecotone.client.results import StepResult
 from ecotone.client.sync import EnvClient
 from ecotone.conformance.generate import generate, invalid_action, object_schema
 from ecotone.conformance.schema import SchemaDefinitionError, refs, resolve, validate
 from ecotone.conformance.target import Target
-from ecotone.kernel.contract import StepResult
 from ecotone.wire import Close, Error, ErrorCode, GetState, Reset, Response, Step
 
 REDRAWS: Final = 20

@@ -22,7 +22,6 @@ from typing import Any, Final, TypeVar
 
 import anyio
 
-from ecotone.client._core import ClientCore
 from ecotone.client.aio import AsyncConnection, AsyncEnvClient
 from ecotone.conformance.checks import (
     CheckSkipped,
@@ -76,7 +75,7 @@ async def _connection(r: Runner) -> AsyncIterator[AsyncConnection]:
         from ecotone.server.transports.inproc import InprocAsyncChannel
 
         channel = InprocAsyncChannel(target.engine, "json")
-        conn = AsyncConnection(target.connection.url, channel, ClientCore("json"), timeout)
+        conn = AsyncConnection(target.connection.url, timeout=timeout, channel=channel)
     else:
         conn = await AsyncConnection.open_url(
             target.connection.url, timeout=timeout, connect_timeout=min(timeout, 10.0)

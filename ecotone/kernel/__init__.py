@@ -7,11 +7,11 @@ a driver (the server's runner, the inproc channels) runs the env calls it hands 
 from ecotone.kernel.calls import Call, Mode
 from ecotone.kernel.contract import (
     Action,
+    AsyncEnvironment,
     Environment,
     InvalidAction,
     Observation,
     State,
-    StepResult,
 )
 from ecotone.kernel.engine import Engine, Owner, Peer
 from ecotone.kernel.envspec import EnvDefinitionError, EnvSpec
@@ -21,6 +21,7 @@ from ecotone.kernel.registry import Registry, RegistryError
 
 __all__ = [
     "Action",
+    "AsyncEnvironment",
     "Call",
     "Engine",
     "EnvDefinitionError",
@@ -35,6 +36,5 @@ __all__ = [
     "Registry",
     "RegistryError",
     "State",
-    "StepResult",
     "hookimpl",
 ]

@@ -1,7 +1,11 @@
 """The environment contract: what an ecotone environment is and promises.
 
-An environment is a class with typed Action, Observation and State, and four methods. Each
-method may be a plain function or a coroutine function; the kernel awaits whichever it gets.
+An environment is a class with typed Action, Observation and State, and four methods:
+`reset`, `step`, `state`, `close`. Subclass `Environment` and write them as plain functions,
+or `AsyncEnvironment` and write them all as coroutines (`async def`); the base classes type
+them, so a type checker checks an env's signatures. One rule, checked when the env is
+registered: an env's methods are all plain or all coroutines (its optional `render`,
+`list_tools` and `call_tool` included).
 
 The rules every environment keeps (the conformance suite checks them):
 
@@ -15,8 +19,8 @@ The rules every environment keeps (the conformance suite checks them):
   that it was cut short (a time limit), as in Gymnasium. After an observation with `done` or
   `truncated`, the kernel answers further steps with `episode_done` until the next reset; the
   env is never stepped past the end of an episode.
-* `state` (a property or a method) returns the State: at least `episode_id` and `step_count`
-  (steps taken since the last reset), plus the env's own fields.
+* `state()` (a method) returns the State: at least `episode_id` and `step_count` (steps taken
+  since the last reset), plus the env's own fields.
 * `close()` releases everything the instance holds (processes, files, sockets, threads). It is
   called exactly once per instance by the kernel, even after errors, and may be called by user
   code more than once: it must be idempotent.
@@ -27,10 +31,11 @@ The rules every environment keeps (the conformance suite checks them):
   the step does not count and the episode goes on.
 * Any other exception raised by any method is reported to the client as an `env_error` (type
   and message); the session stays open and can be reset.
-* A synchronous env's methods run in a worker thread, so a slow env never stalls the server's
-  other sessions. An env whose methods are fast and never block may set `inline = True` to run
-  them on the event loop and skip the thread hop. One session's calls never overlap: the kernel
-  calls an instance from one task at a time.
+* A plain env's methods run in a worker thread, so a slow env never stalls the server's other
+  sessions. An env whose methods are fast and never block may set `inline = True` to run them
+  on the event loop and skip the thread hop. An async env's coroutines are awaited on the
+  server's event loop: they must not block it. One session's calls never overlap: the engine
+  calls an instance once at a time.
 """
 
 from __future__ import annotations
@@ -88,38 +93,43 @@ ObsT = TypeVar("ObsT")
 StateT = TypeVar("StateT")
 
 
-class StepResult(msgspec.Struct, Generic[ObsT], frozen=True, kw_only=True):
-    """What a client returns from `reset` and `step`: the observation and its reward/flags.
+class _EnvironmentClass:
+    """What both base classes declare about an env class (see `Environment`)."""
 
-    `observation` is the env's Observation type when the client knows it, else plain data.
-    """
+    action_type: ClassVar[type[Any]]
+    observation_type: ClassVar[type[Any]]
+    state_type: ClassVar[type[Any]]
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    version: ClassVar[str] = "0"
+    inline: ClassVar[bool] = False
+    """Run the (plain) methods on the event loop instead of a worker thread: only for envs
+    whose methods are fast and never block."""
+    readme: ClassVar[str] = ""
+    render_kind: ClassVar[str] = "text"
+    """What a str from `render()` is: "text", "markdown" or "html"."""
 
-    observation: ObsT
-    reward: float | None = None
-    done: bool = False
-    truncated: bool = False
 
-    @property
-    def finished(self) -> bool:
-        """The episode is over, either way (`done or truncated`)."""
-        return self.done or self.truncated
+class Environment(_EnvironmentClass, Generic[ActT, ObsT, StateT]):
+    """Base class for environments whose methods are plain functions. Subclass it, set the
+    three types, implement the methods.
 
+    The types can be given as generic arguments (`class MyEnv(Environment[MyAction, MyObs,
+    MyState])`, which also lets a type checker check the methods) or as class attributes
+    (`action_type = MyAction`, ...). Each may be a msgspec Struct (recommended), a dataclass
+    or an attrs class.
 
-class Environment(Generic[ActT, ObsT, StateT]):
-    """Base class for environments. Subclass it, set the three types, implement the methods.
+    `name`, `description` and `version` describe the env to clients and tools; `readme` (a
+    class attribute) is longer documentation for people, plain text or markdown (without it,
+    clients are shown the env module's and class's docstrings).
 
-    The types can be given as class attributes (`action_type = MyAction`, ...) or as generic
-    arguments (`class MyEnv(Environment[MyAction, MyObs, MyState])`). Each may be a msgspec
-    Struct (recommended), a dataclass or an attrs class.
-
-    `name`, `description` and `version` describe the env to clients and tools.
-
-    Subclasses implement (each may be `async def`):
+    Subclasses implement:
 
     * `reset(self, *, seed=None, episode_id=None, **options) -> Observation`; name the options
-      the env accepts as keyword arguments, and unknown options are rejected for you;
+      the env accepts as keyword arguments (with defaults), and unknown options are rejected
+      for you;
     * `step(self, action) -> Observation`;
-    * `state` as a property (or a method) returning the State;
+    * `state(self) -> State`;
     * `close(self)` when the env holds anything to release (the default does nothing).
 
     Optionally, `sample_action(self, rng: random.Random) -> Action`: a valid action for the
@@ -132,26 +142,45 @@ class Environment(Generic[ActT, ObsT, StateT]):
     PNG image. Served as the native `render` frame and shown by the web UI beside its generic
     view of the observation.
 
-    `readme` (a class attribute) is longer documentation for people, plain text or markdown;
-    without it, clients are shown the env module's and class's docstrings.
-
-    Optionally, tools (served as MCP `tools/list` and `tools/call`, and as the native
-    `list_tools` / `call_tool` frames): `list_tools(self) -> list[ecotone.ToolInfo]` and
-    `call_tool(self, name, arguments) -> Any`. Both sync, or both async.
+    Optionally, tools (served as the native `list_tools` / `call_tool` frames and over MCP):
+    `list_tools(self) -> list[ecotone.ToolInfo]` and `call_tool(self, name, arguments) -> Any`.
     """
 
-    action_type: ClassVar[type[Any]]
-    observation_type: ClassVar[type[Any]]
-    state_type: ClassVar[type[Any]]
-    name: ClassVar[str] = ""
-    description: ClassVar[str] = ""
-    version: ClassVar[str] = "0"
-    inline: ClassVar[bool] = False
-    """Run sync methods on the event loop instead of a worker thread (only for fast envs)."""
-    readme: ClassVar[str] = ""
-    render_kind: ClassVar[str] = "text"
-    """What a str from `render()` is: "text", "markdown" or "html"."""
+    def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> ObsT:
+        """Start a new episode and return its first observation."""
+        raise NotImplementedError
 
-    def close(self) -> Any:
+    def step(self, action: ActT) -> ObsT:
+        """Apply one action and return the next observation."""
+        raise NotImplementedError
+
+    def state(self) -> StateT:
+        """The episode's state: at least `episode_id` and `step_count`."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release everything this instance holds. Idempotent."""
+        return None
+
+
+class AsyncEnvironment(_EnvironmentClass, Generic[ActT, ObsT, StateT]):
+    """Base class for environments whose methods are coroutines: `Environment`'s contract,
+    with `async def reset`, `step`, `state`, `close` (and `render`, `list_tools`,
+    `call_tool` when it has them). They are awaited on the server's event loop, so they must
+    never block it (`inline` does not apply)."""
+
+    async def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> ObsT:
+        """Start a new episode and return its first observation."""
+        raise NotImplementedError
+
+    async def step(self, action: ActT) -> ObsT:
+        """Apply one action and return the next observation."""
+        raise NotImplementedError
+
+    async def state(self) -> StateT:
+        """The episode's state: at least `episode_id` and `step_count`."""
+        raise NotImplementedError
+
+    async def close(self) -> None:
         """Release everything this instance holds. Idempotent."""
         return None

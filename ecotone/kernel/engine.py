@@ -234,13 +234,21 @@ class Engine(Operations):
         }
 
     def _hook(self, name: str) -> Any:
-        """The hook caller, or None when no plugin implements it (keeps the hot path free)."""
+        """A caller of hook `name`, or None when no plugin implements it (keeps the hot path
+        free). Hooks must not raise; one that does is logged and the request goes on."""
         if self._hooks is None:
             return None
         caller = getattr(self._hooks, name, None)
         if caller is None or not caller.get_hookimpls():
             return None
-        return caller
+
+        def call(**kwargs: Any) -> None:
+            try:
+                caller(**kwargs)
+            except Exception:
+                log.exception("a plugin's %s hook raised (ignored)", name)
+
+        return call
 
     # --- the driver's side --------------------------------------------------------------------
 
@@ -287,6 +295,12 @@ class Engine(Operations):
             self._ready.append(session)
         self._drain(jobs)
         return jobs
+
+    def touch(self, peers: Sequence[Peer]) -> None:
+        """Put peers back among the touched (a driver that could not write them all)."""
+        for peer in peers:
+            if peer.outbox and not peer.closed and peer not in self._touched:
+                self._touched.append(peer)
 
     def abandon(self, call: Call, why: str) -> Sequence[Call]:
         """The driver stopped waiting for `call` (cancelled: the server is stopping, or an
@@ -395,11 +409,15 @@ class Engine(Operations):
 
     def _start(self, session: Session, peer: Peer, request: Any, jobs: list[Call]) -> None:
         """Run a request on its idle session: answered now, or a call for the driver."""
-        if type(request) is Step:
-            outcome = self._begin_step(session, peer, request.action, request.id)
-        else:
-            outcome = self._begin[type(request)](session, peer, request, jobs)
-            session.last_used = self.clock()
+        try:
+            if type(request) is Step:
+                outcome = self._begin_step(session, peer, request.action, request.id)
+            else:
+                outcome = self._begin[type(request)](session, peer, request, jobs)
+                session.last_used = self.clock()
+        except Exception as exc:  # an engine bug: this request fails, the session goes on
+            log.exception("internal error starting %s", type(request).__name__)
+            outcome = answers.internal(exc, request.id, session.id)
         if type(outcome) is Call:
             session.active = outcome
             jobs.append(outcome)
@@ -512,7 +530,11 @@ class Engine(Operations):
 
     def _start_entry(self, session: Session, entry: _Entry, jobs: list[Call]) -> None:
         batch = entry.batch
-        outcome = self._begin_step(session, batch.peer, entry.action, batch.rid)
+        try:
+            outcome = self._begin_step(session, batch.peer, entry.action, batch.rid)
+        except Exception as exc:  # an engine bug: this item fails, the batch is answered
+            log.exception("internal error starting a step_many item")
+            outcome = answers.internal(exc, batch.rid, session.id)
         if type(outcome) is Call:
             outcome.batch = entry
             session.active = outcome
@@ -535,9 +557,11 @@ class Engine(Operations):
 
     def _answer_batch(self, batch: _Batch, jobs: list[Call]) -> None:
         batch.peer.emit(StepManyResult(id=batch.rid, results=batch.results))
+        now = self.clock()
         for session in batch.held:
             if session.active is batch:
                 session.active = None
+                session.last_used = now
                 if session.closing is not None and not session.closed:
                     self._retire(session, session.closing, jobs)
                 self._ready.append(session)
@@ -545,10 +569,10 @@ class Engine(Operations):
     # --- closing ------------------------------------------------------------------------------
 
     def _begin_close(self, session: Session, peer: Peer, req: Close, jobs: list[Call]) -> Any:
-        self.sessions.remove(session)
-        self._ready.append(session)  # what is queued behind the close learns it is gone
+        # The session stays in the table until its env is closed: requests arriving meanwhile
+        # queue behind the close and learn afterwards, in order, that it is gone.
         return self._invoke(
-            session.spec.close_mode,
+            session.spec.mode,
             session.env.close,
             (),
             None,
@@ -562,6 +586,8 @@ class Engine(Operations):
 
     def _finish_close(self, call: Call, jobs: list[Call]) -> Response:
         session: Session = call.session
+        self.sessions.remove(session)
+        self._ready.append(session)  # what is queued behind the close learns it is gone
         self._closed(session, call, "client")
         return Closed(id=call.request.id, session=session.id)
 
@@ -576,7 +602,7 @@ class Engine(Operations):
         self.sessions.remove(session)
         self._ready.append(session)
         call = self._invoke(
-            session.spec.close_mode,
+            session.spec.mode,
             session.env.close,
             (),
             None,
@@ -598,16 +624,11 @@ class Engine(Operations):
 
     def _finish_quiet(self, call: Call, jobs: list[Call]) -> None:
         if call.error is not None:
-            log.error("environment raised in close(): %r", call.error)
+            log.error("environment raised in close()", exc_info=call.error)
 
     def _closed(self, session: Session, call: Call, reason: str) -> None:
         if call.error is not None:
-            log.error(
-                "environment %r raised in close(): %s: %s",
-                session.spec.name,
-                type(call.error).__qualname__,
-                call.error,
-            )
+            log.error("environment %r raised in close()", session.spec.name, exc_info=call.error)
         if self._on_closed is not None:
             self._on_closed(session_id=session.id, env=session.spec.name, reason=reason)
 

@@ -1,8 +1,9 @@
 """EnvSpec: what the kernel knows about an environment class, worked out once.
 
-Resolves the Action/Observation/State types (class attributes or generic arguments), which
-methods are coroutines, and the JSON Schemas clients and tools see. Building it validates the
-class, so a broken env fails when it is registered, not at its first step.
+Resolves the Action/Observation/State types (class attributes or generic arguments), whether
+the env is plain or async, and the JSON Schemas clients and tools see. Building it validates
+the class, so a broken env fails when it is registered, not at its first step, with an error
+that says what to change.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import attrs
 import msgspec
 
 from ecotone.kernel.calls import Mode, mode_of
-from ecotone.kernel.contract import Environment
+from ecotone.kernel.contract import AsyncEnvironment, Environment
 from ecotone.wire import EnvInfo
 
 
@@ -28,7 +29,7 @@ def _generic_types(cls: type) -> tuple[Any, Any, Any] | None:
     for klass in cls.__mro__:
         for base in getattr(klass, "__orig_bases__", ()):
             origin = get_origin(base)
-            if isinstance(origin, type) and issubclass(origin, Environment):
+            if isinstance(origin, type) and issubclass(origin, Environment | AsyncEnvironment):
                 args = get_args(base)
                 if len(args) == 3 and not any(isinstance(a, type(Any)) for a in args):
                     return args
@@ -61,6 +62,49 @@ def _reset_options(reset: Callable[..., Any]) -> frozenset[str] | None:
 
 
 TEXT_RENDER_KINDS = ("text", "markdown", "html")
+METHODS = ("reset", "step", "state", "close", "render", "list_tools", "call_tool")
+"""The methods an env may have; all plain functions, or all coroutines."""
+
+
+def _inherited(env_cls: type, method: str) -> bool:
+    """`method` is the base class's placeholder, not the env's own."""
+    found = getattr(env_cls, method)
+    return any(found is getattr(base, method) for base in (Environment, AsyncEnvironment))
+
+
+def _asynchronous(env_cls: type, label: str) -> bool:
+    """Whether the env's methods are coroutines; EnvDefinitionError when they are mixed, or
+    do not match the base class."""
+    present = [m for m in METHODS if callable(getattr(env_cls, m, None))]
+    coroutines = [m for m in present if inspect.iscoroutinefunction(getattr(env_cls, m))]
+    plain = [m for m in present if m not in coroutines]
+    if issubclass(env_cls, AsyncEnvironment):
+        if plain:
+            raise EnvDefinitionError(
+                f"environment {label!r} is an AsyncEnvironment, but {_names(plain)} "
+                f"{'is a plain function' if len(plain) == 1 else 'are plain functions'}: "
+                "write them as `async def` (or subclass ecotone.Environment, all plain)"
+            )
+        return True
+    if issubclass(env_cls, Environment):
+        if coroutines:
+            raise EnvDefinitionError(
+                f"environment {label!r} is a (plain) Environment, but {_names(coroutines)} "
+                f"{'is a coroutine' if len(coroutines) == 1 else 'are coroutines'}: subclass "
+                "ecotone.AsyncEnvironment and make every method `async def`, or make them plain"
+            )
+        return False
+    if coroutines and plain:
+        raise EnvDefinitionError(
+            f"environment {label!r} mixes coroutines ({_names(coroutines)}) and plain functions "
+            f"({_names(plain)}): make them all one or the other (ecotone.AsyncEnvironment or "
+            "ecotone.Environment)"
+        )
+    return bool(coroutines)
+
+
+def _names(methods: list[str]) -> str:
+    return ", ".join(f"{m}()" for m in methods)
 
 
 def _readme(env_cls: type) -> str:
@@ -89,42 +133,24 @@ class EnvSpec:
     description: str
     version: str
     inline: bool
-    async_reset: bool
-    async_step: bool
-    async_close: bool
-    state_is_method: bool
-    async_state: bool
+    """Plain methods run on the event loop, not in a worker thread (`Environment.inline`)."""
+    asynchronous: bool
+    """The env's methods are coroutines (an `AsyncEnvironment`, or a class written so)."""
     reset_options: frozenset[str] | None
+    """Keyword options `reset` accepts besides seed/episode_id; None when it takes **kwargs."""
     has_tools: bool
     """The env implements `list_tools()` and `call_tool(name, arguments)`."""
-    async_tools: bool
-    """Keyword options `reset` accepts besides seed/episode_id; None when it takes **kwargs."""
     readme: str = ""
     has_render: bool = False
     """The env implements `render()`: a custom view (text, markdown, HTML, or PNG bytes)."""
-    async_render: bool = False
     render_kind: str = "text"
     """What a str from `render()` is: text, markdown or html."""
-    # How each method runs (ecotone.kernel.calls), worked out once from the flags above.
-    reset_mode: Mode = attrs.field(init=False)
-    step_mode: Mode = attrs.field(init=False)
-    state_mode: Mode = attrs.field(init=False)
-    close_mode: Mode = attrs.field(init=False)
-    tools_mode: Mode = attrs.field(init=False)
-    render_mode: Mode = attrs.field(init=False)
+    mode: Mode = attrs.field(init=False)
+    """How every method of the env runs (ecotone.kernel.calls): awaited, inline, or in a
+    worker thread."""
 
     def __attrs_post_init__(self) -> None:
-        inline = self.inline
-        modes = {
-            "reset_mode": mode_of(inline, self.async_reset),
-            "step_mode": mode_of(inline, self.async_step),
-            "state_mode": mode_of(inline, self.async_state),
-            "close_mode": mode_of(inline, self.async_close),
-            "tools_mode": mode_of(inline, self.async_tools),
-            "render_mode": mode_of(inline, self.async_render),
-        }
-        for name, mode in modes.items():
-            object.__setattr__(self, name, mode)
+        object.__setattr__(self, "mode", mode_of(self.inline, self.asynchronous))
 
     @classmethod
     def from_class(cls, env_cls: type, name: str | None = None) -> EnvSpec:
@@ -142,16 +168,20 @@ class EnvSpec:
                     f"{attr} or subclass Environment[Action, Observation, State]"
                 )
             types.append(t)
-        for method in ("reset", "step", "close"):
-            if not callable(getattr(env_cls, method, None)):
-                raise EnvDefinitionError(f"environment {label!r} has no {method}() method")
         state_attr = inspect.getattr_static(env_cls, "state", None)
-        if state_attr is None:
+        if isinstance(state_attr, property):
+            state_name = getattr(types[2], "__name__", "State")
             raise EnvDefinitionError(
-                f"environment {label!r} does not implement state (a property or a method)"
+                f"environment {label!r}: `state` is a property; since ecotone 0.2 it is a "
+                f"method: drop @property and write `def state(self) -> {state_name}:` "
+                "(`async def` in an AsyncEnvironment)"
             )
-        state_is_method = not isinstance(state_attr, property)
-        state_fn = state_attr.fget if isinstance(state_attr, property) else state_attr
+        for method in ("reset", "step", "state", "close"):
+            if not callable(getattr(env_cls, method, None)) or (
+                method != "close" and _inherited(env_cls, method)
+            ):
+                raise EnvDefinitionError(f"environment {label!r} does not implement {method}()")
+        asynchronous = _asynchronous(env_cls, label)
         for t in types:
             try:
                 msgspec.json.schema(t)
@@ -166,7 +196,6 @@ class EnvSpec:
                 f"environment {label!r}: render_kind must be one of "
                 f"{', '.join(TEXT_RENDER_KINDS)}, got {render_kind!r}"
             )
-        render = getattr(env_cls, "render", None)
         return cls(
             name=label,
             factory=env_cls,
@@ -175,19 +204,13 @@ class EnvSpec:
             state_type=types[2],
             description=doc.strip().split("\n\n")[0].replace("\n", " "),
             version=str(getattr(env_cls, "version", "") or "0"),
-            inline=bool(getattr(env_cls, "inline", False)),
-            async_reset=inspect.iscoroutinefunction(env_cls.reset),  # type: ignore[attr-defined]
-            async_step=inspect.iscoroutinefunction(env_cls.step),  # type: ignore[attr-defined]
-            async_close=inspect.iscoroutinefunction(env_cls.close),  # type: ignore[attr-defined]
-            state_is_method=state_is_method,
-            async_state=inspect.iscoroutinefunction(state_fn),
+            inline=bool(getattr(env_cls, "inline", False)) and not asynchronous,
+            asynchronous=asynchronous,
             reset_options=_reset_options(env_cls.reset),  # type: ignore[attr-defined]
             has_tools=callable(getattr(env_cls, "list_tools", None))
             and callable(getattr(env_cls, "call_tool", None)),
-            async_tools=inspect.iscoroutinefunction(getattr(env_cls, "call_tool", None)),
             readme=_readme(env_cls),
-            has_render=callable(render),
-            async_render=inspect.iscoroutinefunction(render),
+            has_render=callable(getattr(env_cls, "render", None)),
             render_kind=render_kind,
         )
 

@@ -71,14 +71,6 @@ class _StepManyAnswer(Frame, tag="step_many_result", gc=False):
     results: list[Any]
 
 
-async def _awaited_state(env: Any) -> Any:
-    return await env.state
-
-
-def _property_state(env: Any) -> Any:
-    return env.state
-
-
 class Operations:
     """The per-operation half of the engine (a base class of `Engine`)."""
 
@@ -162,7 +154,7 @@ class Operations:
         except msgspec.DecodeError as exc:
             return answers.invalid_action(exc, spec.name, rid, session.id)
         started = time.perf_counter() if self._on_step is not None else 0.0
-        mode = spec.step_mode
+        mode = spec.mode
         if mode is not Mode.INLINE:
             call = Call(
                 mode,
@@ -242,7 +234,7 @@ class Operations:
             if session is not None:
                 if session.active is not None or session.queue:
                     return None
-                if session.phase is running and session.spec.step_mode is not inline:
+                if session.phase is running and session.spec.mode is not inline:
                     return None
         if len({item.session for item in items}) != len(items):
             return None
@@ -317,7 +309,7 @@ class Operations:
         session.phase = Phase.FRESH
         kwargs = {"seed": req.seed, "episode_id": req.episode_id, **req.options}
         return self._invoke(
-            spec.reset_mode,
+            spec.mode,
             session.env.reset,
             (),
             kwargs,
@@ -351,14 +343,9 @@ class Operations:
         return ObservationFrame(id=req.id, session=session.id, observation=raw)
 
     def _begin_state(self, session: Session, peer: Peer, req: GetState, jobs: list[Call]) -> Any:
-        spec, env = session.spec, session.env
-        args: tuple[Any, ...] = ()
-        if spec.state_is_method:
-            fn = env.state
-        else:
-            fn, args = (_awaited_state if spec.async_state else _property_state), (env,)
+        spec = session.spec
         return self._invoke(
-            spec.state_mode, fn, args, None, self._finish_state, session, peer, req, jobs
+            spec.mode, session.env.state, (), None, self._finish_state, session, peer, req, jobs
         )
 
     def _finish_state(self, call: Call, jobs: list[Call]) -> Response:
@@ -387,7 +374,7 @@ class Operations:
         if not spec.has_tools:
             return self._no_tools(session, req.id)
         return self._invoke(
-            spec.tools_mode,
+            spec.mode,
             session.env.list_tools,
             (),
             None,
@@ -417,7 +404,7 @@ class Operations:
         if not spec.has_tools:
             return self._no_tools(session, req.id)
         return self._invoke(
-            spec.tools_mode,
+            spec.mode,
             session.env.call_tool,
             (req.name, req.arguments),
             None,
@@ -458,7 +445,7 @@ class Operations:
                 req.session,
             )
         return self._invoke(
-            spec.render_mode,
+            spec.mode,
             session.env.render,
             (),
             None,

@@ -118,7 +118,7 @@ async def alaunch(
         finally:
             with anyio.CancelScope(shield=True):
                 with contextlib.suppress(Exception):
-                    await client.close()
+                    await client.aclose()
     finally:
         with anyio.CancelScope(shield=True):
             await handle.stop()

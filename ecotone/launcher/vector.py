@@ -22,8 +22,7 @@ from typing import Any
 
 import anyio
 
-from ecotone.client.vector import VectorEnv
-from ecotone.client.vector_async import AsyncVectorEnv
+from ecotone.client.vector import AsyncVectorEnv, VectorEnv
 from ecotone.kernel.registry import Registry
 from ecotone.launcher.compose import LaunchedServer, astart_server, start_server
 from ecotone.launcher.contract import LaunchSpec, Provider, ServerHandle

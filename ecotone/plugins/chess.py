@@ -312,7 +312,6 @@ class ChessEnv(ecotone.Environment[ChessAction, ChessObservation, ChessState]):
             truncated=truncated,
         )
 
-    @property
     def state(self) -> ChessState:
         return self._state
 

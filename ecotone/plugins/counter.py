@@ -65,7 +65,6 @@ class CounterEnv(ecotone.Environment[CounterAction, CounterObservation, CounterS
             count=st.count, reward=float(action.delta), done=done, truncated=truncated
         )
 
-    @property
     def state(self) -> CounterState:
         return self._state
 

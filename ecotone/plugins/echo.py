@@ -61,7 +61,6 @@ class EchoEnv(ecotone.Environment[EchoAction, EchoObservation, EchoState]):
             truncated=not done and st.step_count >= st.max_steps,
         )
 
-    @property
     def state(self) -> EchoState:
         return self._state
 

@@ -214,7 +214,6 @@ class GridworldEnv(ecotone.Environment[GridworldAction, GridworldObservation, Gr
             truncated=truncated,
         )
 
-    @property
     def state(self) -> GridworldState:
         return self._state
 

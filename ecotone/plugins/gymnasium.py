@@ -258,7 +258,6 @@ class GymnasiumEnv(ecotone.Environment[Any, Any, Any]):
         space.seed(rng.getrandbits(32))
         return msgspec.convert({"action": to_wire(space, space.sample())}, self.action_type)
 
-    @property
     def state(self) -> Any:
         return self._state
 

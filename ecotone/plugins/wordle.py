@@ -205,7 +205,6 @@ class WordleEnv(ecotone.Environment[WordleAction, WordleObservation, WordleState
             lines.append(f"{remaining} guess{'es' if remaining > 1 else ''} left.")
         return "\n".join(lines)
 
-    @property
     def state(self) -> WordleState:
         return self._state
 

@@ -61,13 +61,20 @@ class Runner:
             self.nursery.start_soon(self._run, call)
 
     async def flush(self) -> None:
-        """Write out every peer with answers waiting."""
+        """Write out every peer with answers waiting. If a write is interrupted, the peers not
+        written yet stay waiting for the next flush."""
         engine = self.engine
-        while engine._touched:
-            for peer in engine.take_touched():
-                sink = peer.sink
-                if sink is not None:
-                    await sink(peer)
+        touched = engine.take_touched()
+        while touched:
+            for index, peer in enumerate(touched):
+                try:
+                    sink = peer.sink
+                    if sink is not None:
+                        await sink(peer)
+                except BaseException:
+                    engine.touch(touched[index:])
+                    raise
+            touched = engine.take_touched()
 
     async def ask(self, owner: Owner, codec: Codec, request: Request | bytes) -> Response:
         """Send one request on behalf of `owner` (a frame, or the bytes of one, decoded with
@@ -128,11 +135,14 @@ class Runner:
             try:
                 with trio.CancelScope(shield=call.cleanup):
                     await _execute(call)
-            except BaseException:
+            except trio.Cancelled:  # the server is stopping
                 with trio.CancelScope(shield=True):
                     await self._finish_now(self.engine.abandon(call, STOPPING))
                     await self.flush()
                 raise
+            except Exception as exc:  # the driver failed (no thread to be had): the call did
+                log.exception("could not run %r", call)
+                call.error, call.done = exc, True
             calls = self.engine.complete(call)
             if calls:
                 self.start(calls)
@@ -141,12 +151,19 @@ class Runner:
             self.in_flight -= 1
 
     async def _finish_now(self, calls: Sequence[Call]) -> None:
-        """Run `calls` and what follows them in this task, to the end (shutdown paths;
-        the caller shields it)."""
+        """What follows a call while the server stops, run in this task (the caller shields
+        it): env closes are made, anything else is abandoned at once, so stopping never waits
+        for queued env work."""
         pending = list(calls)
         while pending:
             call = pending.pop()
-            await _execute(call)
+            if not call.cleanup:
+                pending.extend(self.engine.abandon(call, STOPPING))
+                continue
+            try:
+                await _execute(call)
+            except Exception as exc:
+                call.error, call.done = exc, True
             pending.extend(self.engine.complete(call))
 
 

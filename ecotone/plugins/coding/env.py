@@ -421,7 +421,6 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
             truncated=not st.solved and st.attempts >= st.max_attempts,
         )
 
-    @property
     def state(self) -> CodingState:
         return self._state
 

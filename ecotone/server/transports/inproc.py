@@ -48,18 +48,34 @@ class InprocSyncChannel:
         self._portal: BlockingPortal | None = None
         self._closed = False
 
+    def _make(self, call: Call) -> None:
+        if call.mode is Mode.THREAD:
+            call.run()  # the caller's thread is the worker: it waits for the answer anyway
+            return
+        if self._portal is None:
+            self._portal_cm = start_blocking_portal("trio")
+            self._portal = self._portal_cm.__enter__()
+        self._portal.call(call.arun)
+
     def _run(self, calls: Sequence[Call]) -> None:
         pending = list(calls)
         while pending:
             call = pending.pop(0)
-            if call.mode is Mode.THREAD:
-                call.run()  # the caller's thread is the worker: it waits for the answer anyway
-            else:
-                if self._portal is None:
-                    self._portal_cm = start_blocking_portal("trio")
-                    self._portal = self._portal_cm.__enter__()
-                self._portal.call(call.arun)
+            try:
+                self._make(call)
+            except BaseException:  # interrupted (Ctrl-C): the session must not stay busy
+                self._abandon([call, *pending])
+                raise
             pending.extend(self.engine.complete(call))
+
+    def _abandon(self, calls: list[Call]) -> None:
+        """Answer what cannot be made now as abandoned; env closes are still made."""
+        while calls:
+            call = calls.pop()
+            if call.cleanup and not call.done:
+                with contextlib.suppress(Exception):
+                    self._make(call)
+            calls.extend(self.engine.abandon(call, "the caller was interrupted"))
 
     def send(self, data: bytes) -> None:
         self._run(self.peer.receive(data))
@@ -86,52 +102,70 @@ class InprocSyncChannel:
 class InprocAsyncChannel:
     """An async channel to an engine of this process, driven in the caller's event loop.
 
-    Whichever task sends (or waits for answers) makes the calls that are due, its own and
-    those its requests unblocked for other tasks sharing the connection. A task cancelled
-    while awaiting an env coroutine abandons that call (answered as an error; the session
-    goes on); a worker-thread call always runs to its end."""
+    Each task makes the calls its own requests need: `send` those its frame starts, and
+    `receive` (the waiting task holds the connection's read lock) those that became due while
+    it waits, its own queued behind another task's or another's queued behind its own: those
+    run shielded, so a task's timeout never abandons another's request. A task cancelled in
+    the middle of its own env coroutine abandons that call only (answered as an error; the
+    session goes on); a worker-thread call always runs to its end, and env closes always
+    run."""
 
     def __init__(self, engine: Engine, codec: str) -> None:
         self.engine = engine
         self.peer: Peer = engine.peer(codec_for(codec))
-        self._arrived = anyio.Event()
-        self._backlog: collections.deque[Call] = collections.deque()
+        self._due: collections.deque[Call] = collections.deque()
+        self._wake = anyio.Event()
 
-    async def _run(self, calls: Sequence[Call]) -> None:
-        backlog = self._backlog
-        backlog.extend(calls)
+    def _nudge(self) -> None:
+        self._wake.set()
+        self._wake = anyio.Event()
+
+    async def _make(self, call: Call, shield: bool = False) -> None:
+        """Make one call here, then its cleanups; what else it unblocked becomes due."""
         try:
-            while backlog:
-                call = backlog.popleft()
-                try:
-                    if call.mode is Mode.THREAD:
-                        await anyio.to_thread.run_sync(call.run)
-                    else:
-                        await call.arun()
-                except BaseException:
-                    backlog.extend(self.engine.abandon(call, "the caller stopped waiting"))
-                    raise
-                backlog.extend(self.engine.complete(call))
-        finally:
-            if self.peer.outbox:
-                self._arrived.set()
+            with anyio.CancelScope(shield=shield or call.cleanup):
+                if call.mode is Mode.THREAD:
+                    await anyio.to_thread.run_sync(call.run)
+                else:
+                    await call.arun()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._settle(self.engine.abandon(call, "the caller stopped waiting"))
+            raise
+        with anyio.CancelScope(shield=True):
+            await self._settle(self.engine.complete(call))
+
+    async def _settle(self, calls: Sequence[Call]) -> None:
+        """Env closes are made at once (nobody may be left to make them); the rest is due."""
+        for call in calls:
+            if call.cleanup:
+                await self._make(call)
+            else:
+                self._due.append(call)
+        self._nudge()
 
     async def send(self, data: bytes) -> None:
-        await self._run(self.peer.receive(data))
+        for call in self.peer.receive(data):
+            await self._make(call)
+        self._nudge()
 
-    async def receive(self) -> list[bytes | str]:
+    async def receive(self, deadline: float | None = None) -> list[bytes | str]:
         while not self.peer.outbox:
-            if self._backlog:
-                await self._run(())
+            if self._due:
+                # Perhaps another task's request: made shielded, so that this task's own
+                # timeout cannot abandon it.
+                await self._make(self._due.popleft(), shield=True)
                 continue
-            await self._arrived.wait()
-            self._arrived = anyio.Event()
+            await self._wake.wait()
         return self.peer.take()
 
     async def aclose(self) -> None:
         self.peer.close()
         with anyio.CancelScope(shield=True):
-            await self._run(self.engine.disconnect(self.peer.owner))
+            await self._settle(self.engine.disconnect(self.peer.owner))
+            while self._due:
+                call = self._due.popleft()
+                await self._settle(self.engine.abandon(call, "the connection closed"))
 
 
 class InprocTransport:

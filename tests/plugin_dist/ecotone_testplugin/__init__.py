@@ -53,7 +53,6 @@ class ReverseEnv(ecotone.Environment[ReverseAction, ReverseObservation, ReverseS
             truncated=not done and st.step_count >= st.max_steps,
         )
 
-    @property
     def state(self) -> ReverseState:
         return self._state
 

@@ -1,0 +1,388 @@
+"""N remote sub-envs stepped as one, for training loops: written once, for both faces.
+
+The source is ecotone/client/_async/vector.py (trio or asyncio); scripts/unasync.py generates
+ecotone/client/_sync/vector.py from it (blocking). Either is a thin I/O loop around the
+sans-IO `VectorCore` (ecotone/client/_vector.py), which holds every decision: which frames to
+send, autoreset, errors, results. Needs numpy (`pip install ecotone[gymnasium]` brings it);
+`import ecotone` does not.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ecotone.client._async import io
+from ecotone.client._async.connection import DEFAULT_TIMEOUT, AsyncConnection
+from ecotone.client._core import EnvTypes
+from ecotone.client._vector import (
+    Call,
+    Link,
+    StepBatch,
+    SubEnvError,
+    VectorCore,
+    reset_plan,
+    seeds_for,
+    select_subs,
+    split_actions,
+    take_ready,
+    wanted,
+)
+from ecotone.client.errors import ConnectionLost, EcotoneError
+
+
+class AsyncVectorEnv:
+    """N sub-envs (sessions) spread round robin over one or more servers, stepped together.
+
+        venv = await ecotone.AsyncVectorEnv(["ws://a:8000", "ws://b:8000"], 64).aopen()
+        observations, infos = await venv.reset(seed=0)     # sub-env i gets seed 0 + i
+        observations, rewards, terminated, truncated, infos = await venv.step(actions)
+
+    (or `async with ecotone.AsyncVectorEnv(urls, num_envs) as venv:`). The blocking face,
+    `ecotone.VectorEnv`, opens its sessions as it is made, and also works as a context manager.
+
+    Sub-env `i` lives on `urls[i % len(urls)]`; the sub-envs of one URL share one connection,
+    and a `step` is one `step_many` round trip per connection, the connections' requests sent
+    before any answer is read. `observations` is a list (the env's Observation type when
+    `observation_type` is given, else dicts); `rewards` (float64), `terminated` and
+    `truncated` (bool) are numpy arrays; `infos` is batched as in Gymnasium: `infos[key][i]`
+    with the mask `infos["_" + key]`, from each observation's `metadata`.
+
+    **Autoreset** (`autoreset_mode`, matching Gymnasium 1.x's `AutoresetMode`). Say sub-env
+    i's episode ends at step t (terminated or truncated):
+
+    * `next_step` (default): step t returns i's final observation with the last reward and
+      flags. At step t+1, i is reset instead of stepped (actions[i] is ignored): its new
+      episode's first observation, reward 0.0, terminated = truncated = False, the reset's
+      infos.
+    * `same_step`: i is reset within step t, which returns the new episode's first observation
+      with the last transition's reward and flags; `infos["final_obs"][i]` (an object array,
+      mask `infos["_final_obs"]`) is the final observation and `infos["final_info"]` its
+      infos, beside the reset's infos. Step t+1 is an ordinary step.
+    * `disabled`: step t is as with `next_step`; stepping i again raises ValueError until it
+      is reset: `reset(options={"reset_mask": mask})` (a bool array) resets only the masked
+      sub-envs and returns every observation, with infos for the masked ones.
+
+    Automatic resets carry no seed (the env goes on with its own random stream, as Gymnasium's
+    do) and the `reset_options` given here; `reset(seed=..., options=...)` seeds and
+    configures explicitly (a seed list gives each sub-env its own).
+
+    **Failures** (`errors`). With `errors="info"` a failed sub-env is reported in place:
+
+    * an invalid action: observation unchanged, reward 0.0, terminated = truncated = False,
+      `infos["error"]` / `["error_code"]`, `infos["episode_lost"]` False; the episode goes on.
+    * the env raised, `step_timeout` passed, the connection dropped, any other server error:
+      the last good observation, reward 0.0, terminated False, **truncated True**,
+      `infos["error"]` / `["error_code"]`, `infos["episode_lost"]` True. A lost episode ends
+      like a truncated one (don't bootstrap from it) and is reset as the mode says
+      (`same_step`: within the call, the last good observation in `final_obs`).
+
+    A sub-env whose session is gone (its connection dropped) reports `episode_lost` on every
+    call until `restart([i])` reopens it, reconnecting if needed; the other sub-envs never
+    notice. With `errors="raise"` (default) the call raises `SubEnvError` naming the first
+    failed sub-env and its cause (`EpisodeLost`, a subclass, when an episode was lost); its
+    `.result` is what `errors="info"` would have returned (the others did step).
+
+    `replace_server(index, url) -> new_url`, when given, is called by `restart` for a server
+    that cannot be reconnected (its process or container is gone): it starts a replacement
+    (through its provider; `ecotone.launch_vector` passes one) and returns its URL, and the
+    restarted sub-envs open their sessions there. Sub-envs on other servers never notice.
+
+    **Asynchronous stepping**, EnvPool style: `send(actions, env_ids)` then `recv(min_ready=k)`
+    returns the first k (or more) sub-envs to answer, in the order they answered, so a slow
+    sub-env never holds back the fast ones (each is its own `step` frame here).
+
+    `step_timeout`: seconds each step (or reset) may take (None: forever). `record_to`: a
+    directory where every sub-env episode is recorded (see `ecotone.recording`).
+    """
+
+    def __init__(
+        self,
+        urls: str | Sequence[str],
+        num_envs: int,
+        env: str | None = None,
+        *,
+        observation_type: Any = None,
+        autoreset_mode: str = "next_step",
+        errors: str = "raise",
+        step_timeout: float | None = DEFAULT_TIMEOUT,
+        reset_options: dict[str, Any] | None = None,
+        codec: str = "json",
+        connect_timeout: float = 10.0,
+        record_to: Any = None,
+        record_format: str = "jsonl",
+        replace_server: io.ReplaceServer | None = None,
+    ) -> None:
+        self._core = VectorCore(
+            urls,
+            num_envs,
+            env=env,
+            types=EnvTypes(observation_type),
+            autoreset_mode=autoreset_mode,
+            errors=errors,
+            reset_options=reset_options,
+            step_timeout=step_timeout,
+            record_to=record_to,
+            record_format=record_format,
+        )
+        self._codec = codec
+        self._replace_server = replace_server
+        self._connect_timeout = connect_timeout
+        self._opened = False
+        self._closed = False
+        self._started = False
+        if io.OPENS_IN_CONSTRUCTOR:
+            io.call_now(self.aopen)
+
+    async def aopen(self) -> AsyncVectorEnv:
+        """Connect and open every sub-env's session; returns the vector env. Idempotent (what
+        `async with` does; the blocking face does it as it is made)."""
+        if self._opened:
+            return self
+        self._opened = True
+        core = self._core
+        try:
+            for link in core.links:
+                core.attach(link, await self._connect(link))
+            call = Call()
+            core.plan_open(core.subs, call)
+            timeout = max(self._connect_timeout, core.step_timeout or 0.0)
+            await self._run(call, time.monotonic() + timeout)
+            failures = core.failures(call.outcomes.values())
+            if failures:
+                raise SubEnvError({i: f.error for i, f in failures.items()})
+        except BaseException:
+            with io.shielded():
+                await self.aclose()
+            raise
+        return self
+
+    async def _connect(self, link: Link) -> AsyncConnection:
+        return await AsyncConnection.open_url(
+            link.url,
+            codec=self._codec,
+            timeout=self._core.step_timeout,
+            connect_timeout=self._connect_timeout,
+        )
+
+    # --- properties ----------------------------------------------------------------------------
+
+    @property
+    def num_envs(self) -> int:
+        return self._core.num_envs
+
+    @property
+    def autoreset_mode(self) -> str:
+        return self._core.autoreset_mode
+
+    @property
+    def urls(self) -> list[str]:
+        """The distinct server URLs, one connection each."""
+        return [link.url for link in self._core.links]
+
+    @property
+    def env_urls(self) -> list[str]:
+        """Each sub-env's server URL."""
+        return [sub.link.url for sub in self._core.subs]
+
+    @property
+    def connections(self) -> list[AsyncConnection]:
+        return [link.conn for link in self._core.links]
+
+    @property
+    def session_ids(self) -> list[str | None]:
+        return [sub.session for sub in self._core.subs]
+
+    @property
+    def observations(self) -> list[Any]:
+        """Each sub-env's latest observation."""
+        return [sub.obs for sub in self._core.subs]
+
+    @property
+    def lost(self) -> np.ndarray:
+        """Mask of the sub-envs whose session is gone (`restart` them)."""
+        return np.fromiter((s.lost is not None for s in self._core.subs), np.bool_, self.num_envs)
+
+    # --- the Gymnasium-style calls -----------------------------------------------------------
+
+    async def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """Reset every sub-env (or those in `options["reset_mask"]`, a bool array). `seed`:
+        an int gives sub-env i `seed + i`; a list gives each its own. Returns (observations,
+        infos)."""
+        core = self._core
+        subs, seeds, merged = reset_plan(core, seed, options)
+        core.check_idle(subs)
+        call = Call()
+        core.plan_reset(subs, seeds, merged, call)
+        await self._run(call, self._deadline())
+        self._started = True
+        return core.check(call.outcomes.values(), core.reset_result(call, core.num_envs))
+
+    async def step(
+        self, actions: Any
+    ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step every sub-env with its action (see the class docstring for autoreset)."""
+        core = self._core
+        if not self._started:
+            raise RuntimeError(
+                f"{type(self).__name__}.step before reset(): reset the sub-envs first"
+            )
+        actions = split_actions(actions, core.num_envs)
+        core.check_steppable(core.subs)
+        call = Call()
+        core.plan_step(actions, core.subs, call)
+        await self._run(call, self._deadline())
+        return core.step_all_result(call)
+
+    async def restart(
+        self,
+        env_ids: Any,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """Reopen the sessions of `env_ids` (closing the old ones; reconnecting first if their
+        connection dropped, or starting a replacement server through `replace_server` when
+        the old one cannot be reached) and reset them; the other sub-envs are untouched.
+        Returns (observations of every sub-env, infos of the restarted ones), like a masked
+        reset; `seed` as for `reset` (an int gives sub-env i `seed + i`)."""
+        core = self._core
+        subs = select_subs(core, env_ids)
+        for link in {sub.link.index: sub.link for sub in subs}.values():
+            if not link.alive:
+                if link.conn is not None:
+                    await link.conn.aclose()
+                try:
+                    core.attach(link, await self._connect(link))
+                except (EcotoneError, OSError) as exc:
+                    link.down = exc if isinstance(exc, ConnectionLost) else ConnectionLost(str(exc))
+                    if self._replace_server is not None:
+                        try:  # the server itself is gone: a new one from its provider
+                            link.url = await self._replace_server(link.index, link.url)
+                            core.attach(link, await self._connect(link))
+                            link.down = None
+                        except (EcotoneError, OSError, RuntimeError) as again:
+                            link.down = ConnectionLost(f"{link.url}: replacing it failed: {again}")
+        all_seeds = seeds_for(seed, core.num_envs)
+        merged = {**core.reset_options, **(options or {})}
+        call = Call()
+        core.plan_restart(subs, [all_seeds[s.index] for s in subs], merged, call)
+        await self._run(call, self._deadline())
+        self._started = True
+        return core.check(call.outcomes.values(), core.reset_result(call, core.num_envs))
+
+    # --- EnvPool-style asynchronous stepping ---------------------------------------------------
+
+    async def send(self, actions: Any, env_ids: Any = None) -> None:
+        """Start a step of each sub-env in `env_ids` (all when None) with its action, without
+        waiting; `recv` collects the results. A sub-env with a step in flight cannot be sent
+        another. Autoreset applies as in `step` (next_step: a finished sub-env is reset)."""
+        core = self._core
+        if not self._started:
+            raise RuntimeError(
+                f"{type(self).__name__}.send before reset(): reset the sub-envs first"
+            )
+        subs = select_subs(core, env_ids)
+        actions = split_actions(actions, len(subs))
+        core.check_steppable(subs)
+        core.plan_step(actions, subs, None)
+        await self._flush()
+
+    async def recv(self, min_ready: int | None = None, max_ready: int | None = None) -> StepBatch:
+        """Wait until at least `min_ready` sent sub-envs have answered (default: all in
+        flight) and return them, at most `max_ready`, in the order they answered:
+        `StepBatch(env_ids, observations, rewards, terminated, truncated, infos)`."""
+        core = self._core
+        want = wanted(core, min_ready)
+        while len(core.ready) < want:
+            await self._flush()
+            await self._pump(None, None)
+        return take_ready(core, max_ready)
+
+    # --- I/O -----------------------------------------------------------------------------------
+
+    def _deadline(self) -> float | None:
+        timeout = self._core.step_timeout
+        return None if timeout is None else time.monotonic() + timeout
+
+    async def _flush(self) -> None:
+        """Send what the core queued (shielded: a frame taken from the outbox must go out)."""
+        core = self._core
+        with io.shielded():
+            for link in core.links:
+                if not link.outbox:
+                    continue
+                for frame in core.take_outbox(link):
+                    try:
+                        await link.conn.send(frame)
+                    except ConnectionLost as exc:
+                        core.on_link_lost(link, exc)
+                        break
+
+    async def _run(self, call: Call, deadline: float | None) -> None:
+        """Move frames and answers until every sub-env of `call` has its outcome."""
+        try:
+            while True:
+                await self._flush()
+                if call.complete:
+                    return
+                await self._pump(deadline, call)
+        except BaseException:  # interrupted or cancelled: what the sub-envs did is unknown
+            for link, rid in self._core.cancel(call):
+                link.conn.abandon(rid)
+            raise
+
+    async def _pump(self, deadline: float | None, call: Call | None) -> None:
+        """One round of reading: whichever links have answers (at least one, or none when
+        the deadline passes), then the deadline is enforced (`call`'s requests all expire at
+        `deadline`; without a call, each request at its own)."""
+        core = self._core
+        links = [link for link in core.links if link.unanswered > 0]
+        if not links:  # pragma: no cover - the callers only pump with requests in flight
+            raise RuntimeError("nothing in flight")
+        if call is None:
+            deadline = core.next_deadline()
+        await io.read_some(links, deadline, self._answered)
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            for link in core.links:
+                for rid in core.expire(link, now, call):
+                    link.conn.abandon(rid)
+
+    def _answered(self, link: Link, responses: list[Any] | ConnectionLost) -> None:
+        core = self._core
+        if isinstance(responses, ConnectionLost):
+            core.on_link_lost(link, responses)
+            return
+        for response in responses:
+            core.on_response(link, response)
+
+    # --- lifetime ------------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close every connection (the servers close the sessions with them). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        with io.shielded():
+            for link in self._core.links:
+                if link.conn is not None:
+                    await link.conn.aclose()
+        self._core.close_recording()
+
+    async def __aenter__(self) -> AsyncVectorEnv:
+        return await self.aopen()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} num_envs={self.num_envs} urls={self.urls}>"

@@ -1,0 +1,358 @@
+# Generated from ecotone/client/_async/connection.py by scripts/unasync.py: do not edit.
+"""A connection to a server and the sessions on it: the client, written once.
+
+The source is ecotone/client/_async/connection.py (trio or asyncio, through anyio);
+scripts/unasync.py generates ecotone/client/_sync/connection.py from it (blocking), so both
+faces keep the same rules:
+
+* Every request carries a fresh id and its answer is matched by id (`Matcher`), so requests
+  may be pipelined (`send`, then `poll`) and sessions multiplexed on one connection.
+* A call that times out raises TimeoutError; its late answer is recognised by id and dropped,
+  so the next call gets its own answer, never a stale one.
+* There is no background reader: whoever waits holds the read lock, reads, and hands each
+  answer to its owner. So a connection needs no task group (async) and no thread (blocking):
+  a blocking step costs one send and one receive.
+* A session or a connection closes once however often it is asked to, and closing a session
+  never raises for a connection that is already gone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any, Generic, TypeVar
+
+from ecotone.client._core import ClientCore, EnvTypes, Matcher, Slot
+from ecotone.client._sync import io
+from ecotone.client.errors import ConnectionLost, ServerError
+from ecotone.client.results import StepResult
+from ecotone.wire import (
+    Close,
+    Describe,
+    Described,
+    EnvInfo,
+    Error,
+    GetState,
+    Open,
+    Opened,
+    Reset,
+    Response,
+    Step,
+    StepItem,
+    StepMany,
+    StepManyResult,
+)
+
+ObsT = TypeVar("ObsT")
+StateT = TypeVar("StateT")
+
+DEFAULT_TIMEOUT = 60.0
+"""Seconds a call waits for its answer unless told otherwise."""
+CLOSE_TIMEOUT = 10.0
+"""Seconds closing a session waits for the server's answer (then the session is left to the
+server, which closes it with the connection)."""
+
+
+class Connection:
+    """One connection to a server; it may carry many sessions (`open`) and, in the async
+    face, be shared by any number of tasks.
+
+    `channel`, when given, is used instead of opening one for `url` (an embedded engine's
+    channel, for instance); `url` then only labels the connection. Without one, the blocking
+    face connects at once; the async face needs the classmethod `open_url`, which both have.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        codec: str = "json",
+        timeout: float | None = DEFAULT_TIMEOUT,
+        connect_timeout: float = 10.0,
+        channel: io.Channel | None = None,
+    ) -> None:
+        self.url = url
+        self.timeout = timeout
+        self.core = ClientCore(codec)
+        self.channel: io.Channel = (
+            channel if channel is not None else io.channel_now(url, codec, connect_timeout)
+        )
+        self.decode = self.core.decode
+        """How received frames are decoded (replaceable: a vector env installs one that decodes
+        observations straight into their type, in the same pass)."""
+        self._match = Matcher()
+        self._read_lock = io.Lock()
+        self._lost: ConnectionLost | None = None
+        self._closed = False
+
+    @classmethod
+    def open_url(
+        cls,
+        url: str,
+        *,
+        codec: str = "json",
+        timeout: float | None = DEFAULT_TIMEOUT,
+        connect_timeout: float = 10.0,
+    ) -> Connection:
+        """Connect to `url`: ws://, http://, tcp://, unix://, stdio:, inproc://, openenv+..."""
+        channel = io.open_channel(url, codec, connect_timeout)
+        return cls(url, codec=codec, timeout=timeout, channel=channel)
+
+    # --- requests ------------------------------------------------------------------------------
+
+    def _check(self) -> None:
+        if self._lost is not None:
+            raise self._lost
+        if self._closed:
+            raise ConnectionLost("this connection is closed")
+
+    def _send(self, frame: Any) -> None:
+        try:
+            self.channel.send(self.core.encode(frame))
+        except ConnectionLost as exc:
+            self._lost = exc
+            raise
+
+    def _read_once(self, deadline: float | None, reader: Slot | None) -> None:
+        """One read from the channel; every answer in it goes to its owner."""
+        try:
+            messages = self.channel.receive(deadline)
+        except ConnectionLost as exc:
+            self._lost = exc
+            raise
+        match, decode = self._match, self.decode
+        for message in messages:
+            match.deliver(decode(message), reader)
+
+    def request(self, frame: Any, timeout: float | None = None) -> Response:
+        """Send one request frame and return its answer (error frames included)."""
+        self._check()
+        timeout = self.timeout if timeout is None else timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        rid = frame.id
+        slot = self._match.expect(rid)
+        try:
+            with io.bounded(deadline):
+                self._send(frame)
+                while slot.response is None:
+                    with self._read_lock:
+                        if slot.response is not None:
+                            break
+                        self._check()
+                        self._read_once(deadline, slot)
+        except TimeoutError:
+            self._match.abandon(rid)
+            raise TimeoutError(
+                f"no answer to {type(frame).__name__.lower()} within {timeout}s "
+                "(its late answer will be ignored)"
+            ) from None
+        finally:
+            self._match.forget(rid)
+        return slot.response
+
+    # --- pipelining: send now, collect answers later -------------------------------------------
+
+    def send(self, frame: Any) -> None:
+        """Send one request frame without waiting; its answer comes out of `poll`."""
+        self._check()
+        rid = frame.id
+        self._match.detach(rid)
+        try:
+            self._send(frame)
+        except ConnectionLost:
+            self._match.undetach(rid)
+            raise
+
+    def poll(self, deadline: float | None = None) -> list[Response]:
+        """Answers to requests sent with `send`, as they arrive: whatever is in already, else
+        what the next reads bring (TimeoutError past `deadline`, a `time.monotonic()` value;
+        ConnectionLost if the connection broke). Cancelling it loses nothing. An
+        error frame the server could not tie to a request has `id` None."""
+        match = self._match
+        if not match.inbox:
+            with io.bounded(deadline):
+                while not match.inbox:
+                    with self._read_lock:
+                        if match.inbox:
+                            break
+                        self._check()
+                        self._read_once(deadline, None)
+        return match.take_inbox()
+
+    def abandon(self, rid: Any) -> None:
+        """Stop waiting for a request sent with `send`: its late answer will be dropped."""
+        self._match.abandon(rid)
+
+    @property
+    def pending(self) -> int:
+        """Requests sent with `send` whose answers have not arrived (nor been abandoned)."""
+        return len(self._match.detached)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or self._lost is not None
+
+    def fileno(self) -> int | None:
+        """The socket's file descriptor (for `select`); None when the channel has none."""
+        channel = self.channel
+        sock = getattr(channel, "sock", None) or getattr(channel, "_sock", None)
+        return sock.fileno() if sock is not None else None
+
+    # --- sessions ------------------------------------------------------------------------------
+
+    def open(
+        self,
+        env: str | None = None,
+        *,
+        observation_type: Any = None,
+        state_type: Any = None,
+        timeout: float | None = None,
+    ) -> EnvClient[Any, Any]:
+        """Open a session (its own env instance) on this connection."""
+        response = self.core.check(self.request(Open(id=self.core.next_id(), env=env), timeout))
+        assert isinstance(response, Opened)
+        types = EnvTypes(observation_type, state_type)
+        return EnvClient(self, response.session, response.env, types)
+
+    def describe(self, env: str | None = None) -> EnvInfo:
+        response = self.core.check(self.request(Describe(id=self.core.next_id(), env=env)))
+        assert isinstance(response, Described)
+        return response.info
+
+    def step_many(
+        self, steps: Iterable[tuple[EnvClient[Any, Any], Any]], timeout: float | None = None
+    ) -> list[StepResult[Any] | ServerError]:
+        """Step several sessions of this connection in one round trip. Results are in the
+        order given; a session that failed gets its ServerError in its place (a session
+        named twice gets `invalid_argument` for its second item, which is not stepped)."""
+        steps = list(steps)
+        core = self.core
+        frame = StepMany(
+            id=core.next_id(),
+            steps=[StepItem(session=c.session_id, action=core.raw(a)) for c, a in steps],
+        )
+        response = core.check(self.request(frame, timeout))
+        assert isinstance(response, StepManyResult)
+        out: list[StepResult[Any] | ServerError] = []
+        for (client, _), item in zip(steps, response.results, strict=True):
+            if isinstance(item, Error):
+                out.append(ServerError.from_frame(item))
+            else:
+                out.append(core.observation(item.observation, client.types))
+        return out
+
+    def close(self) -> None:
+        """Close the connection (the server closes its sessions with it). Idempotent."""
+        if not self._closed:
+            self._closed = True
+            with io.shielded():
+                self.channel.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class EnvClient(Generic[ObsT, StateT]):
+    """One session: reset, step, state, and closing it. A context manager that closes the
+    session (and the connection, when the client made its own: `connect` / `aconnect`)."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        session_id: str,
+        env: str,
+        types: EnvTypes,
+        owns_connection: bool = False,
+    ) -> None:
+        self.connection = connection
+        self.session_id = session_id
+        self.env = env
+        self.types = types
+        self._owns = owns_connection
+        self._closed = False
+
+    def reset(
+        self,
+        *,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        timeout: float | None = None,
+        **options: Any,
+    ) -> StepResult[ObsT]:
+        """Start an episode; `options` are the env's own reset options."""
+        core = self.connection.core
+        frame = Reset(
+            id=core.next_id(),
+            session=self.session_id,
+            seed=seed,
+            episode_id=episode_id,
+            options=options,
+        )
+        return core.step_result(self.connection.request(frame, timeout), self.types)
+
+    def step(self, action: Any, *, timeout: float | None = None) -> StepResult[ObsT]:
+        """Apply an action: a dict, or an instance of the env's Action type."""
+        core = self.connection.core
+        frame = Step(id=core.next_id(), session=self.session_id, action=core.raw(action))
+        return core.step_result(self.connection.request(frame, timeout), self.types)
+
+    def state(self, *, timeout: float | None = None) -> StateT:
+        core = self.connection.core
+        frame = GetState(id=core.next_id(), session=self.session_id)
+        return core.state(self.connection.request(frame, timeout), self.types)
+
+    def describe(self) -> EnvInfo:
+        return self.connection.describe(self.env)
+
+    def close(self) -> None:
+        """Close the session (idempotent; never raises for a connection already gone)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            core = self.connection.core
+            frame = Close(id=core.next_id(), session=self.session_id)
+            with io.shielded():
+                core.check(self.connection.request(frame, timeout=CLOSE_TIMEOUT))
+        except (ConnectionLost, TimeoutError):
+            pass  # the server closes the session itself when the connection goes
+        finally:
+            if self._owns:
+                self.connection.close()
+
+    def __enter__(self) -> EnvClient[ObsT, StateT]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        name = type(self).__name__
+        return f"<{name} {self.env} session={self.session_id} url={self.connection.url}>"
+
+
+def open_session(
+    url: str,
+    env: str | None = None,
+    *,
+    observation_type: Any = None,
+    state_type: Any = None,
+    codec: str = "json",
+    timeout: float | None = DEFAULT_TIMEOUT,
+    connect_timeout: float = 10.0,
+) -> EnvClient[Any, Any]:
+    """Connect to `url` and open one session on a connection of its own (closed with it)."""
+    connection = Connection.open_url(
+        url, codec=codec, timeout=timeout, connect_timeout=connect_timeout
+    )
+    try:
+        client = connection.open(env, observation_type=observation_type, state_type=state_type)
+    except BaseException:
+        with io.shielded():
+            connection.close()
+        raise
+    client._owns = True
+    return client

@@ -1,0 +1,102 @@
+"""What the blocking face does its own way: plain sockets, `select`, no event loop, no thread.
+
+The async face's twin is `ecotone/client/_async/io.py`; the code generated from the async
+source calls these by the same names. A blocking connection belongs to one thread at a time,
+so its lock is no lock, and deadlines are enforced by the channels themselves (SO_RCVTIMEO).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ecotone.client.channels import SyncChannel, open_sync_channel
+from ecotone.client.errors import ConnectionLost
+
+Channel = SyncChannel
+"""The channel type of this face."""
+
+ReplaceServer = Callable[[int, str], str]
+"""`replace_server(index, url) -> new_url` of a vector env: a plain function here."""
+
+OPENS_IN_CONSTRUCTOR = True
+"""`ecotone.Connection(url)` and `ecotone.VectorEnv(urls, n)` connect as they are made."""
+
+SLICE = 0.005
+"""Seconds one link is read for when several must be read and one cannot be selected on."""
+
+
+class Lock:
+    """No lock: a blocking connection is used by one thread at a time."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def bounded(deadline: float | None) -> contextlib.nullcontext[None]:
+    """Nothing to arm: every blocking receive is given the deadline itself."""
+    return contextlib.nullcontext()
+
+
+def shielded() -> contextlib.nullcontext[None]:
+    """Nothing to shield from: no cancellation here."""
+    return contextlib.nullcontext()
+
+
+def channel_now(url: str, codec: str, connect_timeout: float) -> Channel:
+    return open_sync_channel(url, codec, connect_timeout)
+
+
+def call_now(fn: Callable[[], Any]) -> None:
+    fn()
+
+
+def open_channel(url: str, codec: str, connect_timeout: float) -> Channel:
+    return open_sync_channel(url, codec, connect_timeout)
+
+
+def read_some(
+    links: Sequence[Any],
+    deadline: float | None,
+    answered: Callable[[Any, list[Any] | ConnectionLost], None],
+) -> None:
+    """Wait until at least one of `links` (a vector env's, each with a `conn`) has answers,
+    or `deadline` passes, and hand what arrived to `answered(link, responses)` (or
+    `answered(link, ConnectionLost)`): one `select` over their sockets, then a read of each
+    readable one; links without a socket are read in turn, briefly."""
+    if len(links) == 1:
+        _poll(links[0], deadline, answered)
+        return
+    fds = {link.conn.fileno(): link for link in links}
+    if None in fds:
+        for link in links:
+            end = time.monotonic() + SLICE
+            _poll(link, end if deadline is None else min(deadline, end), answered)
+        return
+    timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+    readable, _, _ = select.select(list(fds), [], [], timeout)
+    for fd in readable:
+        _poll(fds[fd], deadline, answered)
+
+
+def _poll(
+    link: Any,
+    deadline: float | None,
+    answered: Callable[[Any, list[Any] | ConnectionLost], None],
+) -> None:
+    try:
+        responses = link.conn.poll(deadline)
+    except TimeoutError:
+        return
+    except ConnectionLost as exc:
+        answered(link, exc)
+        return
+    answered(link, responses)

@@ -1,0 +1,87 @@
+"""The blocking and async clients are one implementation with two faces: the blocking one is
+generated from the async source (scripts/unasync.py; `make test` runs `--check`). These tests
+pin what generation cannot: the hand-written parts (`connect` / `aconnect`, the public
+modules) and the naming rule (async resources close with `aclose()` and `async with`,
+blocking ones with `close()` and `with`)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ecotone
+
+REPO = Path(__file__).resolve().parent.parent
+SYNC_NAME = {"aclose": "close", "aopen": "open", "__aenter__": "__enter__", "__aexit__": "__exit__"}
+PAIRS = [
+    (ecotone.Connection, ecotone.AsyncConnection),
+    (ecotone.EnvClient, ecotone.AsyncEnvClient),
+    (ecotone.VectorEnv, ecotone.AsyncVectorEnv),
+]
+
+
+def public(cls: type) -> dict[str, Any]:
+    return {
+        name: member
+        for name, member in inspect.getmembers(cls)
+        if not name.startswith("_") or name in ("__init__", "__enter__", "__aenter__")
+    }
+
+
+def test_the_generated_blocking_face_is_up_to_date() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "unasync.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("blocking", "asynchronous"), PAIRS, ids=lambda c: c.__name__)
+def test_both_faces_have_the_same_methods_and_signatures(
+    blocking: type, asynchronous: type
+) -> None:
+    sync_members = public(blocking)
+    async_members = public(asynchronous)
+    expected = {SYNC_NAME.get(name, name) for name in async_members}
+    assert set(sync_members) == expected
+    for name, member in async_members.items():
+        twin = sync_members[SYNC_NAME.get(name, name)]
+        if not callable(member) or isinstance(member, type):
+            continue
+        assert not inspect.iscoroutinefunction(twin), name  # the blocking face never awaits
+        assert inspect.signature(twin).parameters.keys() == (
+            inspect.signature(member).parameters.keys()
+        ), name
+
+
+def test_async_resources_close_with_aclose_and_blocking_ones_with_close() -> None:
+    for blocking, asynchronous in PAIRS:
+        assert hasattr(blocking, "close") and not hasattr(blocking, "aclose"), blocking
+        assert hasattr(asynchronous, "aclose") and not hasattr(asynchronous, "close"), asynchronous
+        assert inspect.iscoroutinefunction(asynchronous.aclose)
+
+
+def test_connect_and_aconnect_take_the_same_arguments() -> None:
+    assert inspect.signature(ecotone.connect).parameters.keys() == (
+        inspect.signature(ecotone.aconnect).parameters.keys()
+    )
+    for name, parameter in inspect.signature(ecotone.connect).parameters.items():
+        assert inspect.signature(ecotone.aconnect).parameters[name].default == parameter.default
+
+
+def test_the_blocking_face_uses_no_event_loop() -> None:
+    for path in (REPO / "ecotone" / "client" / "_sync").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            assert not isinstance(node, ast.AsyncFunctionDef | ast.Await | ast.AsyncWith), path
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+                assert not any(n.split(".")[0] in ("anyio", "trio", "asyncio") for n in names)
