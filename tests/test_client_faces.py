@@ -85,3 +85,24 @@ def test_the_blocking_face_uses_no_event_loop() -> None:
             if isinstance(node, ast.Import | ast.ImportFrom):
                 names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
                 assert not any(n.split(".")[0] in ("anyio", "trio", "asyncio") for n in names)
+
+
+def test_the_async_source_uses_only_what_the_generator_knows_how_to_turn() -> None:
+    """The generator's rules are textual: a construct it has no rule for would come out of
+    it as broken blocking code. Only io.py (written by hand for each face) may use them."""
+    unknown = {"__aiter__", "__anext__", "StopAsyncIteration", "AsyncGenerator", "anyio"}
+    for path in (REPO / "ecotone" / "client" / "_async").glob("*.py"):
+        if path.name in ("io.py", "__init__.py"):
+            continue
+        used: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Name):
+                used.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                used.add(node.attr)
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                used.add(node.name)
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                used.update(a.name.split(".")[0] for a in node.names)
+                used.add((getattr(node, "module", None) or "").split(".")[0])
+        assert not used & unknown, (path, used & unknown)

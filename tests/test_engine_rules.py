@@ -169,3 +169,39 @@ def test_a_blocking_inproc_call_interrupted_leaves_the_session_usable() -> None:
         with pytest.raises(KeyboardInterrupt):
             env.step({"delta": 1})
         assert env.step({"delta": 5}).observation["count"] == 5
+
+
+class SlowAsyncEnv(ecotone.AsyncEnvironment[CounterAction, CounterObservation, CounterState]):
+    """A counter whose step awaits a while."""
+
+    def __init__(self) -> None:
+        self._state = CounterState()
+
+    async def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None
+    ) -> CounterObservation:
+        self._state = CounterState(episode_id=episode_id)
+        return CounterObservation(count=0)
+
+    async def step(self, action: CounterAction) -> CounterObservation:
+        await anyio.sleep(0.2)
+        self._state.count += action.delta
+        return CounterObservation(count=self._state.count, reward=1.0)
+
+    async def state(self) -> CounterState:
+        return self._state
+
+
+async def test_a_step_many_given_up_on_inproc_strands_none_of_its_sessions() -> None:
+    engine = Engine(EnvSpec.from_class(SlowAsyncEnv, "slow_async"))
+    conn = ecotone.AsyncConnection("inproc://x", channel=InprocAsyncChannel(engine, "json"))
+    a, b = await conn.open(), await conn.open()
+    await a.reset()
+    await b.reset()
+    with pytest.raises(TimeoutError):
+        await conn.step_many([(a, {"delta": 1}), (b, {"delta": 1})], timeout=0.05)
+    # Neither session is left busy: both step again (b's batch item was made after all).
+    assert (await a.step({"delta": 5}, timeout=5)).observation["count"] >= 5
+    assert (await b.step({"delta": 5}, timeout=5)).observation["count"] >= 5
+    await conn.aclose()
+    assert len(engine.sessions) == 0

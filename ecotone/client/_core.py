@@ -99,6 +99,9 @@ class Matcher:
         rid = response.id
         slot = self.waiting.get(rid)
         if slot is not None:
+            held = slot.response
+            if held is not None and held.id is None:  # an id-less error, not this one's
+                self.inbox.append(held)
             slot.response = response
         elif rid in self.detached:
             self.detached.discard(rid)

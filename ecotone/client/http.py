@@ -72,6 +72,11 @@ class HttpSyncChannel:
                 raise ConnectionLost(f"cannot send to {self.url}: {exc}") from exc
         self._waiting = True
 
+    def fileno(self) -> int | None:
+        """The keep-alive socket's descriptor (for `select`), None while not connected."""
+        conn = self._conn
+        return conn.sock.fileno() if conn is not None and conn.sock is not None else None
+
     def receive(self, deadline: float | None) -> list[bytes | str]:
         conn = self._conn
         if conn is None or not self._waiting:

@@ -129,10 +129,16 @@ class AsyncConnection:
         timeout = self.timeout if timeout is None else timeout
         deadline = None if timeout is None else time.monotonic() + timeout
         rid = frame.id
-        slot = self._match.expect(rid)
+        match = self._match
+        slot = match.expect(rid)
+        data = self.core.encode(frame)
         try:
             with io.bounded(deadline):
-                await self._send(frame)
+                try:
+                    await self.channel.send(data)
+                except ConnectionLost as exc:
+                    self._lost = exc
+                    raise
                 while slot.response is None:
                     async with self._read_lock:
                         if slot.response is not None:
@@ -140,13 +146,13 @@ class AsyncConnection:
                         self._check()
                         await self._read_once(deadline, slot)
         except TimeoutError:
-            self._match.abandon(rid)
+            match.abandon(rid)
             raise TimeoutError(
                 f"no answer to {type(frame).__name__.lower()} within {timeout}s "
                 "(its late answer will be ignored)"
             ) from None
         finally:
-            self._match.forget(rid)
+            match.forget(rid)
         return slot.response
 
     # --- pipelining: send now, collect answers later -------------------------------------------
@@ -178,6 +184,19 @@ class AsyncConnection:
                         await self._read_once(deadline, None)
         return match.take_inbox()
 
+    async def poll_once(self, deadline: float | None = None) -> list[Response]:
+        """`poll` that reads at most once: what is in already, else the answers one read
+        brings, which may be none (a late answer dropped, a ping). For waiting on several
+        connections at once, where one must not hold up the others."""
+        match = self._match
+        if not match.inbox:
+            with io.bounded(deadline):
+                async with self._read_lock:
+                    if not match.inbox:
+                        self._check()
+                        await self._read_once(deadline, None)
+        return match.take_inbox()
+
     def abandon(self, rid: Any) -> None:
         """Stop waiting for a request sent with `send`: its late answer will be dropped."""
         self._match.abandon(rid)
@@ -194,6 +213,9 @@ class AsyncConnection:
     def fileno(self) -> int | None:
         """The socket's file descriptor (for `select`); None when the channel has none."""
         channel = self.channel
+        fileno = getattr(channel, "fileno", None)
+        if callable(fileno):
+            return int(fileno())
         sock = getattr(channel, "sock", None) or getattr(channel, "_sock", None)
         return sock.fileno() if sock is not None else None
 

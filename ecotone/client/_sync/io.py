@@ -68,10 +68,11 @@ def read_some(
     deadline: float | None,
     answered: Callable[[Any, list[Any] | ConnectionLost], None],
 ) -> None:
-    """Wait until at least one of `links` (a vector env's, each with a `conn`) has answers,
-    or `deadline` passes, and hand what arrived to `answered(link, responses)` (or
-    `answered(link, ConnectionLost)`): one `select` over their sockets, then a read of each
-    readable one; links without a socket are read in turn, briefly."""
+    """Wait until at least one of `links` (a vector env's, each with a `conn`) has something
+    to read, or `deadline` passes, and hand what arrived to `answered(link, responses)` (or
+    `answered(link, ConnectionLost)`): one `select` over their sockets, then one read of each
+    readable one, so that a link whose bytes hold no answer (a ping, a late answer dropped)
+    never holds up the others; links without a socket are read in turn, briefly."""
     if len(links) == 1:
         _poll(links[0], deadline, answered)
         return
@@ -83,17 +84,21 @@ def read_some(
         return
     timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
     readable, _, _ = select.select(list(fds), [], [], timeout)
-    for fd in readable:
-        _poll(fds[fd], deadline, answered)
+    for fd in readable:  # data is there: one read each, which does not block
+        _poll(fds[fd], None, answered, once=True)
 
 
 def _poll(
     link: Any,
     deadline: float | None,
     answered: Callable[[Any, list[Any] | ConnectionLost], None],
+    *,
+    once: bool = False,
 ) -> None:
+    """Read `link` until it has answers or `deadline` passes (`once`: one read, answers or
+    none), and hand what came to `answered`."""
     try:
-        responses = link.conn.poll(deadline)
+        responses = link.conn.poll_once(deadline) if once else link.conn.poll(deadline)
     except TimeoutError:
         return
     except ConnectionLost as exc:

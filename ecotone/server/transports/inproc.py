@@ -105,10 +105,11 @@ class InprocAsyncChannel:
     Each task makes the calls its own requests need: `send` those its frame starts, and
     `receive` (the waiting task holds the connection's read lock) those that became due while
     it waits, its own queued behind another task's or another's queued behind its own: those
-    run shielded, so a task's timeout never abandons another's request. A task cancelled in
-    the middle of its own env coroutine abandons that call only (answered as an error; the
-    session goes on); a worker-thread call always runs to its end, and env closes always
-    run."""
+    run shielded, so a task's timeout never abandons another task's request (the price, with
+    several tasks on one inproc connection: a reader's timeout can be late by the length of
+    another task's env call). A task cancelled in the middle of its own env coroutine
+    abandons that call only (answered as an error; the session goes on); a worker-thread call
+    always runs to its end, and env closes always run."""
 
     def __init__(self, engine: Engine, codec: str) -> None:
         self.engine = engine
@@ -145,9 +146,14 @@ class InprocAsyncChannel:
         self._nudge()
 
     async def send(self, data: bytes) -> None:
-        for call in self.peer.receive(data):
-            await self._make(call)
-        self._nudge()
+        calls = collections.deque(self.peer.receive(data))
+        try:
+            while calls:
+                await self._make(calls.popleft())
+        finally:
+            if calls:  # cancelled midway (a step_many's other items): made by whoever reads
+                self._due.extend(calls)
+            self._nudge()
 
     async def receive(self, deadline: float | None = None) -> list[bytes | str]:
         while not self.peer.outbox:
