@@ -236,6 +236,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                         file=sys.stderr,
                         flush=True,
                     )
+                    # Sessions get limits.shutdown_timeout to close; past that and a grace of
+                    # 5 s the process exits anyway, whatever env code still holds on.
+                    grace = config.limits.shutdown_timeout + 5.0
+                    hard_exit = threading.Timer(grace, os._exit, (1,))
+                    hard_exit.daemon = True
+                    hard_exit.start()
                     nursery.cancel_scope.cancel()
                     break
 

@@ -147,61 +147,45 @@ async def test_a_task_that_gives_up_on_inproc_never_abandons_another_tasks_reque
     await conn.aclose()
 
 
-def test_a_blocking_inproc_call_interrupted_leaves_the_session_usable() -> None:
-    class Interrupting(CounterEnv):
+def test_a_blocking_inproc_call_interrupted_leaves_the_session_usable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C in the caller's thread while it makes an env call (not the env raising: that is
+    an env_error): the call is answered as abandoned, and the session goes on."""
+    from ecotone.server.transports.inproc import InprocSyncChannel
+
+    class Thready(CounterEnv):
         inline = False
-        armed = threading.Event()
 
-        def step(self, action: CounterAction) -> CounterObservation:
-            if not Interrupting.armed.is_set():
-                Interrupting.armed.set()
-                raise KeyboardInterrupt  # as Ctrl-C would, in the caller's thread
-            return super().step(action)
+    channel = InprocSyncChannel(Engine(EnvSpec.from_class(Thready, "x")), "json")
+    real = channel._make
+    armed = threading.Event()
 
-    with ecotone.Connection(
-        "inproc://x",
-        channel=ecotone.server.transports.inproc.InprocSyncChannel(
-            Engine(EnvSpec.from_class(Interrupting, "x")), "json"
-        ),
-    ) as conn:
+    def interrupted(call: Any) -> None:
+        if not armed.is_set():
+            armed.set()
+            raise KeyboardInterrupt  # the signal arrives as the call starts
+        real(call)
+
+    with ecotone.Connection("inproc://x", channel=channel) as conn:
         env = conn.open()
-        env.reset()
+        monkeypatch.setattr(channel, "_make", interrupted)
         with pytest.raises(KeyboardInterrupt):
-            env.step({"delta": 1})
+            env.reset()
+        assert env.reset().observation["count"] == 0
         assert env.step({"delta": 5}).observation["count"] == 5
 
 
-class SlowAsyncEnv(ecotone.AsyncEnvironment[CounterAction, CounterObservation, CounterState]):
-    """A counter whose step awaits a while."""
+async def test_env_code_raising_keyboard_interrupt_is_its_own_failure() -> None:
+    class Raising(CounterEnv):
+        inline = False
 
-    def __init__(self) -> None:
-        self._state = CounterState()
+        def step(self, action: CounterAction) -> CounterObservation:
+            raise KeyboardInterrupt
 
-    async def reset(
-        self, *, seed: int | None = None, episode_id: str | None = None
-    ) -> CounterObservation:
-        self._state = CounterState(episode_id=episode_id)
-        return CounterObservation(count=0)
-
-    async def step(self, action: CounterAction) -> CounterObservation:
-        await anyio.sleep(0.2)
-        self._state.count += action.delta
-        return CounterObservation(count=self._state.count, reward=1.0)
-
-    async def state(self) -> CounterState:
-        return self._state
-
-
-async def test_a_step_many_given_up_on_inproc_strands_none_of_its_sessions() -> None:
-    engine = Engine(EnvSpec.from_class(SlowAsyncEnv, "slow_async"))
-    conn = ecotone.AsyncConnection("inproc://x", channel=InprocAsyncChannel(engine, "json"))
-    a, b = await conn.open(), await conn.open()
-    await a.reset()
-    await b.reset()
-    with pytest.raises(TimeoutError):
-        await conn.step_many([(a, {"delta": 1}), (b, {"delta": 1})], timeout=0.05)
-    # Neither session is left busy: both step again (b's batch item was made after all).
-    assert (await a.step({"delta": 5}, timeout=5)).observation["count"] >= 5
-    assert (await b.step({"delta": 5}, timeout=5)).observation["count"] >= 5
-    await conn.aclose()
-    assert len(engine.sessions) == 0
+    driver = Driver(Engine(EnvSpec.from_class(Raising, "raising")))
+    peer = driver.peer()
+    session = await _started(driver, peer, 1)
+    step = {"op": "step", "id": 2, "session": session, "action": {"delta": 1}}
+    error = await driver.ask(peer, step)
+    assert (error.code, error.details["type"]) == ("env_error", "KeyboardInterrupt")

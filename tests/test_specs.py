@@ -242,5 +242,6 @@ def test_error_codes_keep_their_wire_values() -> None:
         "episode_done",
         "unsupported",
         "env_error",
+        "timeout",
         "internal",
     }

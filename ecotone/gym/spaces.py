@@ -52,7 +52,7 @@ GYM_SPACE_KEY = "x-gym-space"
 
 ACTION_BASE_FIELDS = frozenset({"metadata"})
 OBSERVATION_BASE_FIELDS = frozenset({"reward", "done", "truncated", "metadata"})
-RESERVED_RESET_OPTIONS = frozenset({"seed", "episode_id", "timeout"})
+RESERVED_RESET_OPTIONS = frozenset({"seed", "episode_id", "timeout", "call_timeout"})
 
 
 class SpaceError(ValueError):

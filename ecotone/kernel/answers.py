@@ -10,6 +10,7 @@ import msgspec
 from ecotone.kernel.contract import InvalidAction
 from ecotone.kernel.validation import describe_validation_error
 from ecotone.wire import Error, ErrorCode
+from ecotone.wire.codec import TOO_DEEP
 from ecotone.wire.frames import RequestId
 
 
@@ -72,6 +73,18 @@ def invalid_action(exc: msgspec.DecodeError, env: str, rid: RequestId, session: 
     )
 
 
+def too_deep(env: str, rid: RequestId, session: str) -> Error:
+    return error(
+        ErrorCode.INVALID_ACTION,
+        f"invalid action for env {env!r}: {TOO_DEEP}",
+        rid,
+        session,
+        path="$",
+        field="",
+        reason=TOO_DEEP,
+    )
+
+
 def unknown_session(session: str, rid: RequestId | None) -> Error:
     return error(
         ErrorCode.UNKNOWN_SESSION,
@@ -97,6 +110,37 @@ def episode_done(session: str, rid: RequestId) -> Error:
         "the episode is over (done or truncated); call reset to start the next one",
         rid,
         session,
+    )
+
+
+def broken(session: str, rid: RequestId | None) -> Error:
+    """A request for a session whose env was set aside after a call outlived its deadline."""
+    return error(
+        ErrorCode.RESET_REQUIRED,
+        "the session's env was set aside after a call did not end within its deadline: "
+        "reset to get a fresh env instance, or close the session",
+        rid,
+        session,
+        reason="timed_out",
+    )
+
+
+def timed_out(
+    what: str,
+    seconds: float | None,
+    rid: RequestId | None,
+    session: str | None,
+    why: str | None = None,
+) -> Error:
+    """A call given up on: past its deadline, or because the server is stopping (`why`)."""
+    cause = why or f"the env's {what} did not end within {seconds}s"
+    then = "the session's env is set aside: reset for a fresh one, or close"
+    return error(
+        ErrorCode.TIMEOUT,
+        f"{cause}; {then if session else 'it was abandoned'}",
+        rid,
+        session,
+        seconds=seconds,
     )
 
 

@@ -10,8 +10,12 @@ The engine decides, once per env class, how each method runs (`Mode`):
 * `AWAIT`: a coroutine function. The driver awaits `Call.arun` on its event loop (trio in the
   server; trio or asyncio in the async inproc channel).
 
-A `Call` never raises out of `run`/`arun`: the outcome (`value` or `error`) is kept on it, and
-the driver hands the call back with `Engine.complete`, which turns it into the answer.
+A `Call` never raises out of `run`/`arun`, whatever the env raises (BaseException included:
+`SystemExit` or `KeyboardInterrupt` from env code is the env's failure, not the server's);
+only the driver's own cancellation goes through. The outcome (`value` or `error`) is kept on
+it, and the driver hands the call back with `Engine.complete`, which turns it into the answer.
+A call past its `timeout` (seconds, None: none) is handed back with `Engine.timed_out`
+instead.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from typing import Any, final
+
+import anyio
 
 
 class Mode(enum.Enum):
@@ -57,6 +63,7 @@ class Call:
         "request",
         "session",
         "started",
+        "timeout",
         "value",
     )
 
@@ -90,6 +97,8 @@ class Call:
         self.error: BaseException | None = None
         self.done = False
         """The call was made (`value` or `error` holds its outcome)."""
+        self.timeout: float | None = None
+        """Seconds the driver lets it run (None: no deadline)."""
 
     def run(self) -> None:
         """Make a blocking call (in a worker thread), keeping its result or exception."""
@@ -98,20 +107,28 @@ class Call:
                 self.value = self.fn(*self.args, **self.kwargs)
             else:
                 self.value = self.fn(*self.args)
-        except Exception as exc:
+        except BaseException as exc:  # env code: even SystemExit is the env's failure
             self.error = exc
         self.done = True
 
     async def arun(self) -> None:
-        """Await a coroutine call, keeping its result or exception (cancellation propagates)."""
+        """Await a coroutine call, keeping its result or exception (the driver's own
+        cancellation propagates)."""
         try:
             if self.kwargs:
                 self.value = await self.fn(*self.args, **self.kwargs)
             else:
                 self.value = await self.fn(*self.args)
-        except Exception as exc:
+        except BaseException as exc:
+            if isinstance(exc, anyio.get_cancelled_exc_class()):
+                raise
             self.error = exc
         self.done = True
+
+    @property
+    def env(self) -> Any:
+        """The env instance the call is made on (None for a constructor)."""
+        return getattr(self.fn, "__self__", None)
 
     def __repr__(self) -> str:
         name = getattr(self.fn, "__qualname__", repr(self.fn))

@@ -108,6 +108,10 @@ class _EnvironmentClass:
     readme: ClassVar[str] = ""
     render_kind: ClassVar[str] = "text"
     """What a str from `render()` is: "text", "markdown" or "html"."""
+    call_timeout: ClassVar[float | None] = None
+    """Seconds one call of this env may take (None: the server's `call_timeout`). Past it the
+    request is answered `timeout` and the instance is set aside (closed once the call ends);
+    the session's next reset gets a fresh instance."""
 
 
 class Environment(_EnvironmentClass, Generic[ActT, ObsT, StateT]):

@@ -53,7 +53,7 @@ from ecotone.kernel.envspec import EnvSpec
 from ecotone.kernel.incoming import decode_request, too_large
 from ecotone.kernel.limits import Limits
 from ecotone.kernel.operations import Operations
-from ecotone.kernel.sessions import CapacityError, Session, SessionTable
+from ecotone.kernel.sessions import CapacityError, Phase, Session, SessionTable
 from ecotone.wire import (
     CallTool,
     Close,
@@ -172,11 +172,12 @@ class _Queued:
 class _Batch:
     """A `step_many` being answered."""
 
-    __slots__ = ("held", "peer", "remaining", "results", "rid")
+    __slots__ = ("asked", "held", "peer", "remaining", "results", "rid")
 
-    def __init__(self, peer: Peer, rid: RequestId, size: int) -> None:
+    def __init__(self, peer: Peer, rid: RequestId, size: int, asked: float | None) -> None:
         self.peer = peer
         self.rid = rid
+        self.asked = asked
         self.results: list[Any] = [None] * size
         self.remaining = 0
         self.held: list[Session] = []
@@ -313,6 +314,71 @@ class Engine(Operations):
             call.done = True
         return self.complete(call)
 
+    def timed_out(self, call: Call, why: str | None = None) -> Sequence[Call]:
+        """The driver stopped waiting for `call` at its deadline (`call.timeout`): its request
+        is answered `timeout`, and a session's env is set aside (BROKEN: its next reset makes
+        a fresh instance). A worker-thread call may still be running: the driver closes its
+        env when it ends (`call.env`, or for a constructor `call.value`); a coroutine was
+        cancelled, so its env is closed here. Returns the next calls to run."""
+        jobs: list[Call] = []
+        session: Session | None = call.session
+        seconds = call.timeout
+        if call.finish == self._finish_open:  # a constructor
+            req, spec = call.request
+            self.sessions.release()
+            what = f"{spec.name} constructor"
+            call.peer.emit(answers.timed_out(what, seconds, req.id, None, why))
+            self._drain(jobs)
+            return jobs
+        if call.cleanup:  # an env's close() that hung: the session is gone all the same
+            log.error("an env's close() did not end within %ss; abandoned", seconds)
+            if call.finish == self._finish_close:  # a client's close: answer it
+                assert session is not None
+                if session.active is call:
+                    session.active = None
+                call.peer.emit(self._finish_close(call, jobs))
+            elif call.finish == self._finish_retire:
+                self._finish_retire(call, jobs)
+            self._drain(jobs)
+            return jobs
+        assert session is not None, call
+        env = session.env
+        session.phase = Phase.BROKEN
+        session.env = None
+        if call.mode is Mode.AWAIT and env is not None:  # cancelled mid-call: close it now
+            closing = self._invoke(
+                Mode.AWAIT,
+                env.close,
+                (),
+                None,
+                self._finish_quiet,
+                None,
+                None,
+                None,
+                jobs,
+                cleanup=True,
+                timeout=self._limit(session.spec),
+            )
+            jobs.append(closing)
+        what = type(call.request).__name__.lower() if call.batch is None else "step"
+        if what in ("int", "str"):  # a single step's request is its id
+            what = "step"
+        rid = call.batch.batch.rid if call.batch is not None else _rid(call.request)
+        error = answers.timed_out(what, seconds, rid, session.id, why)
+        if session.active is call:
+            session.active = None
+        session.last_used = self.clock()
+        if call.batch is not None:
+            self._entry_answered(session, call.batch, error, jobs)
+        elif call.peer is not None:
+            call.peer.emit(error)
+        if session.active is None:
+            if session.closing is not None and not session.closed:
+                self._retire(session, session.closing, jobs)
+            self._ready.append(session)
+        self._drain(jobs)
+        return jobs
+
     def disconnect(self, owner: Owner, reason: str = "disconnect") -> Sequence[Call]:
         """The owner is gone: close every session it owns (a busy one once its call ends)."""
         owner.closed = True
@@ -411,7 +477,11 @@ class Engine(Operations):
         """Run a request on its idle session: answered now, or a call for the driver."""
         try:
             if type(request) is Step:
-                outcome = self._begin_step(session, peer, request.action, request.id)
+                outcome = self._begin_step(
+                    session, peer, request.action, request.id, request.call_timeout
+                )
+            elif session.phase is Phase.BROKEN and type(request) not in (Reset, Close):
+                outcome = answers.broken(session.id, request.id)
             else:
                 outcome = self._begin[type(request)](session, peer, request, jobs)
                 session.last_used = self.clock()
@@ -443,7 +513,16 @@ class Engine(Operations):
         jobs: list[Call] = []
         mode = Mode.INLINE if spec.inline else Mode.THREAD
         outcome = self._invoke(
-            mode, spec.factory, (), None, self._finish_open, None, peer, (req, spec), jobs
+            mode,
+            spec.factory,
+            (),
+            None,
+            self._finish_open,
+            None,
+            peer,
+            (req, spec),
+            jobs,
+            timeout=self._limit(spec),
         )
         if type(outcome) is Call:
             jobs.append(outcome)
@@ -483,7 +562,7 @@ class Engine(Operations):
         if session.active is not None or session.queue:
             self._enqueue(session, _Queued(peer, req))
             return NO_CALLS
-        outcome = self._begin_step(session, peer, req.action, req.id)
+        outcome = self._begin_step(session, peer, req.action, req.id, req.call_timeout)
         if type(outcome) is Call:
             session.active = outcome
             return [outcome]
@@ -501,7 +580,7 @@ class Engine(Operations):
             if data is not None:
                 peer.emit(data)
                 return NO_CALLS
-        batch = _Batch(peer, rid, len(items))
+        batch = _Batch(peer, rid, len(items), req.call_timeout)
         first: dict[str, int] = {}
         starts: list[tuple[Session, _Entry]] = []
         for index, (item, session) in enumerate(zip(items, sessions, strict=True)):
@@ -531,7 +610,7 @@ class Engine(Operations):
     def _start_entry(self, session: Session, entry: _Entry, jobs: list[Call]) -> None:
         batch = entry.batch
         try:
-            outcome = self._begin_step(session, batch.peer, entry.action, batch.rid)
+            outcome = self._begin_step(session, batch.peer, entry.action, batch.rid, batch.asked)
         except Exception as exc:  # an engine bug: this item fails, the batch is answered
             log.exception("internal error starting a step_many item")
             outcome = answers.internal(exc, batch.rid, session.id)
@@ -569,6 +648,12 @@ class Engine(Operations):
     # --- closing ------------------------------------------------------------------------------
 
     def _begin_close(self, session: Session, peer: Peer, req: Close, jobs: list[Call]) -> Any:
+        if session.env is None:  # set aside after a timeout: closed once its call ends
+            self.sessions.remove(session)
+            self._ready.append(session)
+            if self._on_closed is not None:
+                self._on_closed(session_id=session.id, env=session.spec.name, reason="client")
+            return Closed(id=req.id, session=session.id)
         # The session stays in the table until its env is closed: requests arriving meanwhile
         # queue behind the close and learn afterwards, in order, that it is gone.
         return self._invoke(
@@ -582,6 +667,7 @@ class Engine(Operations):
             req,
             jobs,
             cleanup=True,
+            timeout=self._limit(session.spec),
         )
 
     def _finish_close(self, call: Call, jobs: list[Call]) -> Response:
@@ -601,6 +687,10 @@ class Engine(Operations):
             return
         self.sessions.remove(session)
         self._ready.append(session)
+        if session.env is None:  # set aside after a timeout: closed once its call ends
+            if not quiet and self._on_closed is not None:
+                self._on_closed(session_id=session.id, env=session.spec.name, reason=reason)
+            return
         call = self._invoke(
             session.spec.mode,
             session.env.close,
@@ -612,6 +702,7 @@ class Engine(Operations):
             reason,
             jobs,
             cleanup=True,
+            timeout=self._limit(session.spec),
         )
         if type(call) is Call:
             call.session = None  # the session is out of the table: nothing waits on this call

@@ -103,6 +103,18 @@ def _asynchronous(env_cls: type, label: str) -> bool:
     return bool(coroutines)
 
 
+def _call_timeout(env_cls: type, label: str) -> float | None:
+    value = getattr(env_cls, "call_timeout", None)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise EnvDefinitionError(
+            f"environment {label!r}: call_timeout must be a number of seconds > 0 or None, "
+            f"got {value!r}"
+        )
+    return float(value)
+
+
 def _names(methods: list[str]) -> str:
     return ", ".join(f"{m}()" for m in methods)
 
@@ -145,6 +157,8 @@ class EnvSpec:
     """The env implements `render()`: a custom view (text, markdown, HTML, or PNG bytes)."""
     render_kind: str = "text"
     """What a str from `render()` is: text, markdown or html."""
+    call_timeout: float | None = None
+    """The env's own deadline for a call (None: the server's)."""
     mode: Mode = attrs.field(init=False)
     """How every method of the env runs (ecotone.kernel.calls): awaited, inline, or in a
     worker thread."""
@@ -212,6 +226,7 @@ class EnvSpec:
             readme=_readme(env_cls),
             has_render=callable(getattr(env_cls, "render", None)),
             render_kind=render_kind,
+            call_timeout=_call_timeout(env_cls, label),
         )
 
     def info(self) -> EnvInfo:

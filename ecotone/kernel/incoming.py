@@ -3,10 +3,11 @@
 Rules:
 * A frame over `max_frame_bytes` is `too_large` (its size and the limit in the details).
 * Text on a connection that speaks MessagePack is `invalid_frame`, saying so.
-* Bytes that do not parse are `invalid_frame`; a frame without an `op`, or with an op nobody
-  knows, is `invalid_frame` / `unknown_op`; a known op with a bad field is `invalid_frame`
-  naming the field. The failed frame's `id` and `session` are salvaged when they can be read,
-  so the client can tell which request failed; otherwise the error's id is null.
+* Bytes that do not parse are `invalid_frame` (nesting too deep for the decoder included); a
+  frame without an `op`, or with an op nobody knows, is `invalid_frame` / `unknown_op`; a
+  known op with a bad field is `invalid_frame` naming the field. The failed frame's `id` and
+  `session` are salvaged when they can be read, so the client can tell which request failed;
+  otherwise the error's id is null.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import msgspec
 from ecotone.kernel.answers import error
 from ecotone.kernel.validation import describe_validation_error
 from ecotone.wire import Codec, Error, ErrorCode, Request
+from ecotone.wire.codec import TOO_DEEP
 from ecotone.wire.frames import REQUEST_OPS
 
 
@@ -48,6 +50,8 @@ def decode_request(codec: Codec, data: bytes | str, limit: int) -> Request | Err
         return _salvage(codec, data, exc)
     except msgspec.DecodeError as exc:
         return error(ErrorCode.INVALID_FRAME, f"frame is not valid {codec.name}: {exc}")
+    except RecursionError:
+        return error(ErrorCode.INVALID_FRAME, f"frame is {TOO_DEEP}")
 
 
 def _salvage(codec: Codec, data: bytes | str, exc: msgspec.ValidationError) -> Error:
@@ -55,6 +59,8 @@ def _salvage(codec: Codec, data: bytes | str, exc: msgspec.ValidationError) -> E
         loose = codec.decode_lenient(data)  # type: ignore[arg-type]
     except msgspec.DecodeError:
         loose = None
+    except RecursionError:
+        return error(ErrorCode.INVALID_FRAME, f"frame is {TOO_DEEP}")
     if not isinstance(loose, dict):
         return error(ErrorCode.INVALID_FRAME, "a frame must be an object with an `op` field")
     raw_id = loose.get("id")

@@ -28,3 +28,14 @@ class Limits:
     ping_timeout: float = attrs.field(default=20.0, validator=_positive)
     """Seconds the peer's TCP stack has to acknowledge what the server sends (a ping
     included) before the connection is dropped as dead (TCP_USER_TIMEOUT)."""
+    call_timeout: float | None = attrs.field(default=120.0, validator=_positive)
+    """Seconds an env call (reset, step, state, a tool, render, the env's constructor) may take
+    before it is answered `timeout` and the session's env is set aside (None: no deadline). An
+    env class may set its own (`call_timeout`); a request may ask for less. Inline envs run on
+    the event loop and cannot be interrupted: they must be fast."""
+    max_hung_calls: int = attrs.field(default=64, validator=_positive)
+    """Worker-thread calls past their deadline that may still be running (a thread cannot be
+    stopped, only abandoned); at this many, new thread calls are refused with `env_error`
+    until some end."""
+    shutdown_timeout: float = attrs.field(default=10.0, validator=_positive)
+    """Seconds the server gives its sessions' closes when it stops; then it exits anyway."""

@@ -22,6 +22,7 @@ from ecotone.kernel import answers
 from ecotone.kernel.calls import Call, Mode
 from ecotone.kernel.contract import InvalidAction
 from ecotone.kernel.envspec import EnvSpec
+from ecotone.kernel.limits import Limits
 from ecotone.kernel.sessions import Phase, Session
 from ecotone.wire import (
     PROTOCOL_VERSION,
@@ -71,11 +72,22 @@ class _StepManyAnswer(Frame, tag="step_many_result", gc=False):
     results: list[Any]
 
 
+def _not_running(session: Session, rid: RequestId) -> Error:
+    """Why a step of `session` cannot run now (its episode is not running)."""
+    phase = session.phase
+    if phase is Phase.FRESH:
+        return answers.reset_required(session.id, rid)
+    if phase is Phase.BROKEN:
+        return answers.broken(session.id, rid)
+    return answers.episode_done(session.id, rid)
+
+
 class Operations:
     """The per-operation half of the engine (a base class of `Engine`)."""
 
     envs: dict[str, EnvSpec]
     default_env: str
+    limits: Limits
     clock: Callable[[], float]
     _on_step: Any
     _on_episode: Any
@@ -92,8 +104,10 @@ class Operations:
         request: Any,
         jobs: list[Call],
         cleanup: bool = False,
+        timeout: float | None = None,
     ) -> Any:
-        """Call `fn` now (INLINE) and return its answer, or return the Call for the driver."""
+        """Call `fn` now (INLINE) and return its answer, or return the Call for the driver,
+        which makes it within `timeout` seconds."""
         call = Call(
             mode,
             fn,
@@ -108,7 +122,16 @@ class Operations:
         if mode is Mode.INLINE:
             call.run()
             return finish(call, jobs)
+        call.timeout = timeout
         return call
+
+    def _limit(self, spec: EnvSpec, asked: float | None = None) -> float | None:
+        """The deadline of a call of `spec`'s env: the env's own, else the server's; a request
+        may ask for less, never more."""
+        limit = spec.call_timeout if spec.call_timeout is not None else self.limits.call_timeout
+        if asked is not None and asked > 0 and (limit is None or asked < limit):
+            return asked
+        return limit
 
     def _hello(self, req: Hello) -> Response:
         if req.version != PROTOCOL_VERSION:
@@ -141,18 +164,23 @@ class Operations:
         return Described(id=req.id, info=spec.info())
 
     def _begin_step(
-        self, session: Session, peer: Peer, raw_action: msgspec.Raw, rid: RequestId
+        self,
+        session: Session,
+        peer: Peer,
+        raw_action: msgspec.Raw,
+        rid: RequestId,
+        asked: float | None = None,
     ) -> Any:
         phase = session.phase
         if phase is not Phase.RUNNING:
-            if phase is Phase.FRESH:
-                return answers.reset_required(session.id, rid)
-            return answers.episode_done(session.id, rid)
+            return _not_running(session, rid)
         spec = session.spec
         try:
             action = peer.codec.decode_as(raw_action, spec.action_type)
         except msgspec.DecodeError as exc:
             return answers.invalid_action(exc, spec.name, rid, session.id)
+        except RecursionError:
+            return answers.too_deep(spec.name, rid, session.id)
         started = time.perf_counter() if self._on_step is not None else 0.0
         mode = spec.mode
         if mode is not Mode.INLINE:
@@ -167,12 +195,13 @@ class Operations:
                 request=rid,
                 started=started,
             )
+            call.timeout = self._limit(spec, asked)
             return call
         try:
             obs = session.env.step(action)
         except InvalidAction as exc:
             return answers.rejected(exc, spec.name, rid, session.id)
-        except Exception as exc:
+        except BaseException as exc:  # env code: even SystemExit is the env's failure
             return answers.env_error(exc, rid, session.id, "step")
         finally:
             session.last_used = self.clock()
@@ -247,12 +276,8 @@ class Operations:
             if session is None:
                 append(answers.unknown_session(session_id, rid))
                 continue
-            phase = session.phase
-            if phase is not running:
-                if phase is Phase.FRESH:
-                    append(answers.reset_required(session_id, rid))
-                else:
-                    append(answers.episode_done(session_id, rid))
+            if session.phase is not running:
+                append(_not_running(session, rid))
                 continue
             spec = session.spec
             try:
@@ -260,12 +285,15 @@ class Operations:
             except msgspec.DecodeError as exc:
                 append(answers.invalid_action(exc, spec.name, rid, session_id))
                 continue
+            except RecursionError:
+                append(answers.too_deep(spec.name, rid, session_id))
+                continue
             try:
                 obs = session.env.step(action)
             except InvalidAction as exc:
                 append(answers.rejected(exc, spec.name, rid, session_id))
                 continue
-            except Exception as exc:
+            except BaseException as exc:
                 append(answers.env_error(exc, rid, session_id, "step"))
                 continue
             finally:
@@ -292,6 +320,19 @@ class Operations:
 
     def _begin_reset(self, session: Session, peer: Peer, req: Reset, jobs: list[Call]) -> Any:
         spec = session.spec
+        if session.env is None:  # set aside after a timeout: a fresh instance first
+            return self._invoke(
+                Mode.INLINE if spec.inline else Mode.THREAD,
+                spec.factory,
+                (),
+                None,
+                self._finish_replace,
+                session,
+                peer,
+                req,
+                jobs,
+                timeout=self._limit(spec),
+            )
         accepted = spec.reset_options
         if req.options and accepted is not None:
             unknown = sorted(set(req.options) - accepted)
@@ -318,7 +359,32 @@ class Operations:
             peer,
             req,
             jobs,
+            timeout=self._limit(spec, req.call_timeout),
         )
+
+    def _finish_replace(self, call: Call, jobs: list[Call]) -> Response | None:
+        """A fresh env instance for a BROKEN session was made: now the reset itself."""
+        session: Session = call.session
+        req: Reset = call.request
+        if call.error is not None:
+            kind = type(call.error).__qualname__
+            return answers.error(
+                ErrorCode.ENV_ERROR,
+                f"environment {session.spec.name!r} failed to start a fresh instance: "
+                f"{kind}: {call.error}",
+                req.id,
+                session.id,
+                type=kind,
+                message=str(call.error),
+            )
+        session.env = call.value
+        session.phase = Phase.FRESH
+        outcome = self._begin_reset(session, call.peer, req, jobs)
+        if type(outcome) is Call:
+            session.active = outcome  # the session stays busy: this reset is not answered yet
+            jobs.append(outcome)
+            return None
+        return outcome
 
     def _finish_reset(self, call: Call, jobs: list[Call]) -> Response:
         session: Session = call.session
@@ -345,7 +411,16 @@ class Operations:
     def _begin_state(self, session: Session, peer: Peer, req: GetState, jobs: list[Call]) -> Any:
         spec = session.spec
         return self._invoke(
-            spec.mode, session.env.state, (), None, self._finish_state, session, peer, req, jobs
+            spec.mode,
+            session.env.state,
+            (),
+            None,
+            self._finish_state,
+            session,
+            peer,
+            req,
+            jobs,
+            timeout=self._limit(spec, req.call_timeout),
         )
 
     def _finish_state(self, call: Call, jobs: list[Call]) -> Response:
@@ -383,6 +458,7 @@ class Operations:
             peer,
             req,
             jobs,
+            timeout=self._limit(spec, req.call_timeout),
         )
 
     def _finish_list_tools(self, call: Call, jobs: list[Call]) -> Response:
@@ -413,6 +489,7 @@ class Operations:
             peer,
             req,
             jobs,
+            timeout=self._limit(spec, req.call_timeout),
         )
 
     def _finish_call_tool(self, call: Call, jobs: list[Call]) -> Response:
@@ -454,6 +531,7 @@ class Operations:
             peer,
             req,
             jobs,
+            timeout=self._limit(spec, req.call_timeout),
         )
 
     def _finish_render(self, call: Call, jobs: list[Call]) -> Response:

@@ -2,13 +2,16 @@
 
 A session is one env instance owned by one connection. Its phase follows a small table:
 
-    phase     reset     step                          state   close
-    FRESH     RUNNING   error reset_required          ok      gone
-    RUNNING   RUNNING   RUNNING, or ENDED when done   ok      gone
-    ENDED     RUNNING   error episode_done            ok      gone
+    phase     reset                 step                          state           close
+    FRESH     RUNNING               error reset_required          ok              gone
+    RUNNING   RUNNING               RUNNING, or ENDED when done   ok              gone
+    ENDED     RUNNING               error episode_done            ok              gone
+    BROKEN    a fresh env, RUNNING  error reset_required          reset_required  gone
 
 A reset that raises leaves the session FRESH (the episode never started); a step that raises
-leaves it RUNNING (the env decides whether it can go on; the client may always reset).
+leaves it RUNNING (the env decides whether it can go on; the client may always reset). A call
+that outlives its deadline makes the session BROKEN: its env instance is set aside (closed
+once the call ends) and `env` is None until a reset makes a fresh one.
 
 A session also carries its place in the protocol's ordering (`queue`, `active`): the engine
 (`ecotone.kernel.engine`) runs one of its requests at a time, in arrival order, and keeps the
@@ -36,6 +39,7 @@ class Phase(enum.Enum):
     FRESH = "fresh"
     RUNNING = "running"
     ENDED = "ended"
+    BROKEN = "broken"
 
 
 class CapacityError(Exception):

@@ -8,8 +8,14 @@ The engine (`ecotone.kernel.engine`) decides everything; this module only execut
   session closes once it ends);
 * after anything that may have produced answers, `flush` writes the outbox of every peer that
   has one through the peer's `sink` (the transport's writer);
-* an env's `close()` runs shielded, so it happens even while the server stops; a call
-  cancelled because the server stops is answered as an error and its session closed.
+* every call has a deadline (`Call.timeout`): past it the request is answered `timeout` and
+  the env set aside (`Engine.timed_out`); a worker thread cannot be stopped, so it is
+  abandoned (counted in `hung`; past `limits.max_hung_calls` no new blocking call starts)
+  and closes its env itself when it ends; abandoned threads hold no slot, so they never
+  starve other sessions;
+* an env's `close()` runs shielded, so it happens even while the server stops, within
+  `limits.shutdown_timeout`; a call cancelled because the server stops is answered as an
+  error and its env set aside.
 
 Transports use `receive` (bytes in, from their receive loop), `flush` (once per received
 chunk, so answers to pipelined requests go out in one write), `ask` (one request, wait for
@@ -20,6 +26,8 @@ its answer: HTTP routes and OpenEnv's profile), `disconnect` (a connection went 
 from __future__ import annotations
 
 import logging
+import math
+import threading
 from collections.abc import Sequence
 from typing import final
 
@@ -37,10 +45,17 @@ STOPPING = "the server is stopping: the call was abandoned"
 class Runner:
     """Drives one engine. `nursery` holds the env calls (the server's, not a connection's)."""
 
-    def __init__(self, engine: Engine, nursery: trio.Nursery) -> None:
+    def __init__(self, engine: Engine, nursery: trio.Nursery, threads: int = 40) -> None:
         self.engine = engine
         self.nursery = nursery
         self.in_flight = 0
+        self.hung = 0
+        """Worker-thread calls abandoned at their deadline that are still running."""
+        self.abandoned_total = 0
+        self._threads = trio.CapacityLimiter(threads)
+        self._lock = threading.Lock()
+        self._abandoned: set[Call] = set()
+        self._stopping = False
 
     # --- for transports -----------------------------------------------------------------------
 
@@ -124,51 +139,112 @@ class Runner:
             self.reap()
 
     async def shutdown(self) -> None:
-        """Close every session and wait for the closes (call shielded, after the nursery's
-        tasks are done)."""
-        await self._finish_now(self.engine.shutdown())
+        """Close every session and wait for the closes, `limits.shutdown_timeout` at most (call
+        shielded, after the nursery's tasks are done)."""
+        self._stopping = True
+        with trio.move_on_after(self.engine.limits.shutdown_timeout):
+            await self._finish_now(self.engine.shutdown())
 
     # --- running calls ------------------------------------------------------------------------
 
     async def _run(self, call: Call) -> None:
         try:
             try:
-                with trio.CancelScope(shield=call.cleanup):
-                    await _execute(call)
+                with trio.CancelScope(shield=call.cleanup and not self._stopping):
+                    made = await self._make(call)
             except trio.Cancelled:  # the server is stopping
-                with trio.CancelScope(shield=True):
-                    await self._finish_now(self.engine.abandon(call, STOPPING))
+                with trio.CancelScope(shield=True) as shield:
+                    shield.deadline = trio.current_time() + self.engine.limits.shutdown_timeout
+                    await self._finish_now(self._given_up(call, STOPPING))
                     await self.flush()
                 raise
-            except Exception as exc:  # the driver failed (no thread to be had): the call did
-                log.exception("could not run %r", call)
-                call.error, call.done = exc, True
-            calls = self.engine.complete(call)
+            calls = self.engine.complete(call) if made else self._given_up(call, None)
             if calls:
                 self.start(calls)
             await self.flush()
         finally:
             self.in_flight -= 1
 
+    async def _make(self, call: Call) -> bool:
+        """Make `call` within its deadline: True when it was made (its outcome is on it),
+        False when the deadline passed first. A worker thread that outlives the deadline is
+        abandoned, counted in `hung`, and closes its env itself when it ends."""
+        deadline = trio.current_time() + call.timeout if call.timeout else math.inf
+        if call.mode is not Mode.THREAD:
+            with trio.move_on_at(deadline):
+                await call.arun()
+            return call.done
+        if self.hung >= self.engine.limits.max_hung_calls:
+            call.error = RuntimeError(
+                f"{self.hung} env calls are still running past their deadline "
+                "(limits.max_hung_calls): the server takes no new blocking calls until some end"
+            )
+            call.done = True
+            return True
+        try:
+            async with self._threads:  # a slot is held only while someone waits for the call
+                with trio.move_on_at(deadline):
+                    await trio.to_thread.run_sync(
+                        self._in_thread, call, abandon_on_cancel=True, limiter=_UNLIMITED
+                    )
+        except Exception as exc:  # the driver failed (no thread to be had): the call did
+            log.exception("could not run %r", call)
+            call.error, call.done = exc, True
+            return True
+        return self._settled(call)
+
+    def _settled(self, call: Call) -> bool:
+        """Whether a thread call ended; if not, it is abandoned from now on."""
+        with self._lock:
+            if call.done:
+                return True
+            self._abandoned.add(call)
+            self.hung += 1
+            self.abandoned_total += 1
+            return False
+
+    def _in_thread(self, call: Call) -> None:
+        """A worker thread's work: the call, then, if the runner gave up on it meanwhile, the
+        close of the env it was made on (the engine set that env aside)."""
+        call.run()
+        with self._lock:
+            late = call in self._abandoned
+            self._abandoned.discard(call)
+        if not late:
+            return
+        try:
+            env = call.value if call.env is None else call.env
+            if env is not None and not call.cleanup:
+                env.close()
+        except BaseException:
+            log.exception("an env set aside after its deadline raised in close()")
+        finally:
+            with self._lock:
+                self.hung -= 1
+
+    def _given_up(self, call: Call, why: str | None) -> Sequence[Call]:
+        """The call was not made (deadline, or the server stopping): a thread that still runs
+        is left to end on its own; the engine answers the request and sets the env aside."""
+        if call.done:
+            return self.engine.complete(call)
+        if call.mode is Mode.THREAD:
+            self._settled(call)
+        return self.engine.timed_out(call, why)
+
     async def _finish_now(self, calls: Sequence[Call]) -> None:
         """What follows a call while the server stops, run in this task (the caller shields
-        it): env closes are made, anything else is abandoned at once, so stopping never waits
-        for queued env work."""
+        it, with the shutdown deadline): env closes are made, anything else is abandoned at
+        once, so stopping never waits for queued env work."""
         pending = list(calls)
         while pending:
             call = pending.pop()
             if not call.cleanup:
                 pending.extend(self.engine.abandon(call, STOPPING))
                 continue
-            try:
-                await _execute(call)
-            except Exception as exc:
-                call.error, call.done = exc, True
-            pending.extend(self.engine.complete(call))
+            made = await self._make(call)
+            pending.extend(self.engine.complete(call) if made else self._given_up(call, None))
 
 
-async def _execute(call: Call) -> None:
-    if call.mode is Mode.THREAD:
-        await trio.to_thread.run_sync(call.run)
-    else:
-        await call.arun()
+_UNLIMITED = trio.CapacityLimiter(math.inf)
+"""Threads themselves are not limited: a hung one keeps its token forever; `Runner._threads`
+limits the threads someone still waits for."""

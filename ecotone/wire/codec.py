@@ -13,6 +13,12 @@ from ecotone.wire.frames import Request, Response
 
 T = TypeVar("T")
 
+TOO_DEEP = (
+    "nested too deeply to decode (more than about 1,000 levels of arrays and objects): "
+    "the decoder's recursion limit"
+)
+"""What is said of bytes whose nesting exhausts the decoder's recursion (RecursionError)."""
+
 
 class Codec(Protocol):
     """Encodes frames to bytes and back. `name` is `json` or `msgspec`'s `msgpack`."""

@@ -24,6 +24,7 @@ class ErrorCode(enum.StrEnum):
     EPISODE_DONE = "episode_done"
     UNSUPPORTED = "unsupported"
     ENV_ERROR = "env_error"
+    TIMEOUT = "timeout"
     INTERNAL = "internal"
 
 
@@ -62,6 +63,11 @@ ERROR_DESCRIPTIONS: dict[ErrorCode, str] = {
         "The environment raised; details carry the exception type and message. "
         "The session stays open and may be reset."
     ),
+    ErrorCode.TIMEOUT: (
+        "The env call did not end within its deadline (the server's `call_timeout`, the env's, "
+        "or the request's shorter one). The session's env is set aside: `reset` gets a fresh "
+        "env instance, or `close` the session."
+    ),
     ErrorCode.INTERNAL: ("A bug in ecotone itself. Please report it."),
 }
 """What each code means; published in docs/protocol.md."""
@@ -81,6 +87,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.UNSUPPORTED: 501,
     ErrorCode.CAPACITY: 503,
     ErrorCode.ENV_ERROR: 500,
+    ErrorCode.TIMEOUT: 504,
     ErrorCode.INTERNAL: 500,
 }
 """The HTTP status that carries each error frame over the HTTP transport."""

@@ -46,6 +46,14 @@ class RequestFrame(Frame, forbid_unknown_fields=True):
     session_bound: ClassVar[bool] = False
 
 
+class EnvCallFrame(RequestFrame, kw_only=True):
+    """Base of requests that call the env: they may ask for a shorter deadline."""
+
+    call_timeout: float | None = None
+    """Seconds the env call may take, at most; the server's (or the env's) deadline when
+    omitted, and never longer than it. Past it the request is answered `timeout`."""
+
+
 # --- requests (client -> server) -------------------------------------------------------------
 
 
@@ -69,7 +77,7 @@ class Open(RequestFrame, tag="open"):
     """Which env; the server's default env when omitted."""
 
 
-class Reset(RequestFrame, tag="reset"):
+class Reset(EnvCallFrame, tag="reset"):
     """Start a new episode in a session. Answered by `observation`."""
 
     session: str
@@ -80,7 +88,7 @@ class Reset(RequestFrame, tag="reset"):
     session_bound: ClassVar[bool] = True
 
 
-class Step(RequestFrame, tag="step"):
+class Step(EnvCallFrame, tag="step"):
     """Apply one action. Answered by `observation`, or `error` with `invalid_action` (details
     name the field), `reset_required`, `episode_done` or `env_error`."""
 
@@ -89,7 +97,7 @@ class Step(RequestFrame, tag="step"):
     session_bound: ClassVar[bool] = True
 
 
-class GetState(RequestFrame, tag="state"):
+class GetState(EnvCallFrame, tag="state"):
     """Ask for the session's current State. Answered by `state`."""
 
     session: str
@@ -111,7 +119,7 @@ class StepItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     action: msgspec.Raw
 
 
-class StepMany(RequestFrame, tag="step_many"):
+class StepMany(EnvCallFrame, tag="step_many"):
     """Step many sessions in one round trip. Each item is ordered with the other requests of
     its session; the items run concurrently across sessions. Answered by one `step_many_result`
     whose items are in the same order as the request's."""
@@ -119,7 +127,7 @@ class StepMany(RequestFrame, tag="step_many"):
     steps: list[StepItem]
 
 
-class ListTools(RequestFrame, tag="list_tools"):
+class ListTools(EnvCallFrame, tag="list_tools"):
     """Ask which tools the session's env exposes (MCP-style). Answered by `tools`, or
     `unsupported` when the env exposes none."""
 
@@ -127,7 +135,7 @@ class ListTools(RequestFrame, tag="list_tools"):
     session_bound: ClassVar[bool] = True
 
 
-class CallTool(RequestFrame, tag="call_tool"):
+class CallTool(EnvCallFrame, tag="call_tool"):
     """Call one of the env's tools. Answered by `tool_result`; an unknown tool name or bad
     arguments give `invalid_argument`, a tool that raises gives `env_error`."""
 
@@ -137,7 +145,7 @@ class CallTool(RequestFrame, tag="call_tool"):
     session_bound: ClassVar[bool] = True
 
 
-class Render(RequestFrame, tag="render"):
+class Render(EnvCallFrame, tag="render"):
     """Ask for the env's custom view of the session (its `render()` method: text, markdown,
     HTML or a PNG image). Answered by `rendered`, or `unsupported` when the env has none."""
 

@@ -243,16 +243,22 @@ class AsyncConnection:
         return response.info
 
     async def step_many(
-        self, steps: Iterable[tuple[AsyncEnvClient[Any, Any], Any]], timeout: float | None = None
+        self,
+        steps: Iterable[tuple[AsyncEnvClient[Any, Any], Any]],
+        timeout: float | None = None,
+        *,
+        call_timeout: float | None = None,
     ) -> list[StepResult[Any] | ServerError]:
         """Step several sessions of this connection in one round trip. Results are in the
         order given; a session that failed gets its ServerError in its place (a session
-        named twice gets `invalid_argument` for its second item, which is not stepped)."""
+        named twice gets `invalid_argument` for its second item, which is not stepped).
+        `call_timeout`: a shorter deadline for each env step than the server's."""
         steps = list(steps)
         core = self.core
         frame = StepMany(
             id=core.next_id(),
             steps=[StepItem(session=c.session_id, action=core.raw(a)) for c, a in steps],
+            call_timeout=call_timeout,
         )
         response = core.check(await self.request(frame, timeout))
         assert isinstance(response, StepManyResult)
@@ -303,9 +309,12 @@ class AsyncEnvClient(Generic[ObsT, StateT]):
         seed: int | None = None,
         episode_id: str | None = None,
         timeout: float | None = None,
+        call_timeout: float | None = None,
         **options: Any,
     ) -> StepResult[ObsT]:
-        """Start an episode; `options` are the env's own reset options."""
+        """Start an episode; `options` are the env's own reset options. `timeout`: seconds
+        to wait for the answer here; `call_timeout`: a shorter deadline for the env's call
+        on the server than the server's own (past it: a `timeout` error)."""
         core = self.connection.core
         frame = Reset(
             id=core.next_id(),
@@ -313,18 +322,29 @@ class AsyncEnvClient(Generic[ObsT, StateT]):
             seed=seed,
             episode_id=episode_id,
             options=options,
+            call_timeout=call_timeout,
         )
         return core.step_result(await self.connection.request(frame, timeout), self.types)
 
-    async def step(self, action: Any, *, timeout: float | None = None) -> StepResult[ObsT]:
-        """Apply an action: a dict, or an instance of the env's Action type."""
+    async def step(
+        self, action: Any, *, timeout: float | None = None, call_timeout: float | None = None
+    ) -> StepResult[ObsT]:
+        """Apply an action: a dict, or an instance of the env's Action type (`timeout` and
+        `call_timeout` as for `reset`)."""
         core = self.connection.core
-        frame = Step(id=core.next_id(), session=self.session_id, action=core.raw(action))
+        frame = Step(
+            id=core.next_id(),
+            session=self.session_id,
+            action=core.raw(action),
+            call_timeout=call_timeout,
+        )
         return core.step_result(await self.connection.request(frame, timeout), self.types)
 
-    async def state(self, *, timeout: float | None = None) -> StateT:
+    async def state(
+        self, *, timeout: float | None = None, call_timeout: float | None = None
+    ) -> StateT:
         core = self.connection.core
-        frame = GetState(id=core.next_id(), session=self.session_id)
+        frame = GetState(id=core.next_id(), session=self.session_id, call_timeout=call_timeout)
         return core.state(await self.connection.request(frame, timeout), self.types)
 
     async def describe(self) -> EnvInfo:

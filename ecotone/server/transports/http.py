@@ -55,6 +55,7 @@ from ecotone.wire import (
     Response,
     Step,
 )
+from ecotone.wire.codec import TOO_DEEP
 from ecotone.wire.errors import HTTP_STATUS
 from ecotone.wire.http import (
     JSON,
@@ -180,6 +181,8 @@ class HttpServer:
             body = msgspec.json.decode(request.body)
         except msgspec.DecodeError as exc:
             return _error_frame(ErrorCode.INVALID_FRAME, f"body is not valid JSON: {exc}")
+        except RecursionError:
+            return _error_frame(ErrorCode.INVALID_FRAME, f"body is {TOO_DEEP}")
         if not isinstance(body, dict):
             return _error_frame(ErrorCode.INVALID_FRAME, "body must be a JSON object")
         return body

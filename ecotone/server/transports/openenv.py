@@ -60,6 +60,7 @@ from ecotone.wire import (
     ToolResult,
     Tools,
 )
+from ecotone.wire.codec import TOO_DEEP
 from ecotone.wire.http import HttpRequest, HttpResponse, json_response
 
 log = logging.getLogger("ecotone.openenv")
@@ -145,6 +146,8 @@ class McpHandler:
                 payload = msgspec.json.decode(payload)
             except msgspec.DecodeError:
                 return rpc_error(None, -32700, "Parse error")
+            except RecursionError:
+                return rpc_error(None, -32700, f"Parse error: {TOO_DEEP}")
         if not isinstance(payload, dict):
             return rpc_error(None, -32700, "Parse error")
         try:
@@ -312,6 +315,9 @@ class OpenEnvWebSocket(WsPeer):
         except msgspec.DecodeError as exc:
             await self.send_message(_ws_error("INVALID_JSON", f"Invalid JSON: {exc}"))
             return
+        except RecursionError:
+            await self.send_message(_ws_error("INVALID_JSON", f"Invalid JSON: {TOO_DEEP}"))
+            return
         handler = _HANDLERS.get(msg.type)
         if handler is None:
             await self.send_message(_ws_error("UNKNOWN_TYPE", f"Unknown message type: {msg.type}"))
@@ -428,6 +434,8 @@ class OpenEnvHttp:
             return _detail(415, f"expected application/json, got {request.content_type}")
         try:
             body = msgspec.json.decode(request.body)
+        except RecursionError:
+            return _detail(422, [{"type": "json_invalid", "loc": ["body"], "msg": TOO_DEEP}])
         except msgspec.DecodeError as exc:
             return _detail(
                 422,

@@ -1,0 +1,119 @@
+"""Envs whose code misbehaves the ways untrusted env code can: raising what is not an
+Exception, hanging, blocking forever. The server must outlive each (tests/test_containment.py).
+Contributed to a registry as the plugin module `tests.hostile_envs`."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import anyio
+
+import ecotone
+
+
+class Misbehave(ecotone.Action, kw_only=True, forbid_unknown_fields=True):
+    do: Literal["ok", "system_exit", "keyboard_interrupt", "base_exception", "hang", "sleep"] = "ok"
+    seconds: float = 0.0
+
+
+class Seen(ecotone.Observation, kw_only=True):
+    steps: int = 0
+
+
+class Crash(BaseException):
+    """A BaseException that is neither SystemExit nor KeyboardInterrupt."""
+
+
+HANG = threading.Event()
+"""Hung env calls wait on this: set it to let them go (tests do, at the end)."""
+
+
+def misbehave(action: Misbehave) -> None:
+    if action.do == "system_exit":
+        raise SystemExit(3)
+    if action.do == "keyboard_interrupt":
+        raise KeyboardInterrupt
+    if action.do == "base_exception":
+        raise Crash("not an Exception")
+    if action.do == "hang":
+        HANG.wait()
+    if action.do == "sleep":
+        time.sleep(action.seconds)
+
+
+class ThreadHostile(ecotone.Environment[Misbehave, Seen, ecotone.State]):
+    """Runs in worker threads."""
+
+    name = "thread_hostile"
+
+    def __init__(self) -> None:
+        self._state = ecotone.State()
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, do: str = "ok"
+    ) -> Seen:
+        misbehave(Misbehave(do=do))  # type: ignore[arg-type]
+        self._state = ecotone.State(episode_id=episode_id)
+        return Seen()
+
+    def step(self, action: Misbehave) -> Seen:
+        misbehave(action)
+        self._state.step_count += 1
+        return Seen(steps=self._state.step_count, reward=1.0)
+
+    def state(self) -> ecotone.State:
+        return self._state
+
+
+class InlineHostile(ThreadHostile):
+    """Runs on the event loop (inline): it cannot be given a deadline, but may not kill."""
+
+    name = "inline_hostile"
+    inline = True
+
+
+class AsyncHostile(ecotone.AsyncEnvironment[Misbehave, Seen, ecotone.State]):
+    """Coroutines, awaited on the server's loop."""
+
+    name = "async_hostile"
+
+    def __init__(self) -> None:
+        self._state = ecotone.State()
+
+    async def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, do: str = "ok"
+    ) -> Seen:
+        await self._misbehave(Misbehave(do=do))  # type: ignore[arg-type]
+        self._state = ecotone.State(episode_id=episode_id)
+        return Seen()
+
+    async def _misbehave(self, action: Misbehave) -> None:
+        if action.do == "hang":
+            await anyio.sleep_forever()
+        if action.do == "sleep":
+            await anyio.sleep(action.seconds)
+        else:
+            misbehave(action)
+
+    async def step(self, action: Misbehave) -> Seen:
+        await self._misbehave(action)
+        self._state.step_count += 1
+        return Seen(steps=self._state.step_count, reward=1.0)
+
+    async def state(self) -> ecotone.State:
+        return self._state
+
+
+HOSTILE: dict[str, type] = {
+    "thread_hostile": ThreadHostile,
+    "inline_hostile": InlineHostile,
+    "async_hostile": AsyncHostile,
+}
+
+
+@ecotone.hookimpl
+def ecotone_environments() -> Mapping[str, Any]:
+    return dict(HOSTILE)
