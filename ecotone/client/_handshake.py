@@ -31,7 +31,8 @@ class WsClientProtocol:
         self._host = f"{host}:{port}"
         self._path = path or "/"
         self._h11: h11.Connection | None = h11.Connection(h11.CLIENT)
-        self._reader = wsf.FrameReader(masked=False, max_message=MAX_MESSAGE)
+        # The server's text is JSON the client decodes (and so checks) anyway.
+        self._reader = wsf.FrameReader(masked=False, max_message=MAX_MESSAGE, check_text=False)
         self.accepted = False
         self.closed = False
         self.outgoing = b""

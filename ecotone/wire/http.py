@@ -19,6 +19,8 @@ class HttpRequest:
     headers: dict[str, str]
     """Lower-cased names; repeated headers joined with `, `."""
     body: bytes
+    must_close: bool = False
+    """The connection closes after the answer (a request framed two ways at once)."""
 
     @property
     def content_type(self) -> str:

@@ -6,10 +6,16 @@ generator, per-byte state) costs more per message than a whole env step: measure
 server spent ~60 µs of CPU per WebSocket step with wsproto and ~20 µs per framed-TCP step.
 
 Rules kept: client frames must be masked and server frames must not be; control frames are at
-most 125 bytes and never fragmented; a message larger than `max_message` is skipped as it
-arrives (nothing buffered) and reported once as `TooLarge`; reserved bits set, an unknown
-opcode, a continuation without a start or a new message inside a fragmented one are protocol
-errors (the connection then closes with 1002).
+most 125 bytes and never fragmented; a 64-bit length has its top bit clear (§5.2); a message
+larger than `max_message` is skipped as it arrives (nothing buffered) and reported once as
+`TooLarge` (with its payload's size), every fragment after the first counting `FRAGMENT_COST`
+bytes besides its payload (so a flood of empty fragments is too large too) and at most
+`max_fragments` of them; reserved bits set, an
+unknown opcode, a continuation without a start or a new message inside a fragmented one are
+protocol errors (the connection then closes with 1002); a text message that is not UTF-8
+fails it with 1007 (§8.1). `close_reply` checks a received close frame and says what to
+answer (§5.5.1, §7.4): its code echoed, an empty close for an empty one, 1002 for a code no
+endpoint may send, 1007 for a reason that is not UTF-8.
 """
 
 from __future__ import annotations
@@ -84,7 +90,39 @@ class Control:
 
 
 class ProtocolError(Exception):
-    """The peer broke RFC 6455; close the connection with 1002."""
+    """The peer broke RFC 6455; close the connection with `code` (1002, or 1007 for text
+    that is not UTF-8)."""
+
+    def __init__(self, message: str, code: int = 1002) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+FRAGMENT_COST: Final = 64
+"""Bytes a fragment counts against `max_message` besides its payload (what holding it costs)."""
+
+_SENDABLE_CODES = frozenset(
+    {1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014}
+)
+
+
+def close_reply(payload: bytes) -> bytes:
+    """The payload of the close frame that answers a received one: its code echoed (never
+    1005, 1006 or 1015, which no endpoint may send), or nothing for an empty close. Raises
+    ProtocolError (1002) for a bad code or a one-byte payload, (1007) for a reason that is
+    not UTF-8."""
+    if not payload:
+        return b""
+    if len(payload) == 1:
+        raise ProtocolError("a close frame's payload is a 2-byte code, then a reason")
+    code = _U16.unpack_from(payload)[0]
+    if code not in _SENDABLE_CODES and not 3000 <= code <= 4999:
+        raise ProtocolError(f"close code {code} is not one an endpoint may send")
+    try:
+        payload[2:].decode("utf-8")
+    except UnicodeDecodeError:
+        raise ProtocolError("the close frame's reason is not UTF-8", 1007) from None
+    return payload[:2]
 
 
 Event = Message | TooLarge | Control
@@ -97,6 +135,11 @@ class FrameReader:
     masked: bool
     """True on a server (client frames are masked)."""
     max_message: int
+    max_fragments: int = 1024
+    """Frames one message may come in (more: the message is too large)."""
+    check_text: bool = True
+    """Fail a text message that is not UTF-8 (1007)."""
+    _fragments: int = attrs.field(default=0, init=False)
     _buf: bytearray = attrs.field(factory=bytearray, init=False)
     _parts: list[bytes] = attrs.field(factory=list, init=False)
     _size: int = attrs.field(default=0, init=False)
@@ -142,6 +185,8 @@ class FrameReader:
                 if size - pos < 10:
                     break
                 length = _U64.unpack_from(buf, pos + 2)[0]
+                if length >> 63:
+                    raise ProtocolError("a 64-bit frame length must have its top bit clear")
                 head = 10
             if self.masked:
                 head += 4
@@ -158,13 +203,22 @@ class FrameReader:
                     raise ProtocolError("new message inside a fragmented one")
             else:
                 raise ProtocolError(f"unknown opcode {opcode:#x}")
-            if opcode < 0x8 and (self._oversize or self._size + length > self.max_message):
-                # Over the limit: drop this frame's payload without buffering it.
+            fragments = self._fragments + 1  # counting this frame, once it is consumed
+            if opcode < 0x8 and (
+                self._oversize
+                or self._size + length + FRAGMENT_COST * (fragments - 1) > self.max_message
+                or fragments > self.max_fragments
+            ):
+                # Over the limit: drop this frame's payload without buffering it (once its
+                # header, mask key included, is all here).
+                if size - pos < head:
+                    break
                 if opcode != CONTINUATION:
                     self._text = opcode == TEXT
                 self._oversize = True
                 self._parts.clear()
                 self._size += length
+                self._fragments = fragments
                 available = size - pos - head
                 if available >= length:
                     pos += head + length
@@ -188,23 +242,32 @@ class FrameReader:
             if opcode >= 0x8:
                 out.append(Control(opcode, payload))
                 continue
+            self._fragments = fragments
             if opcode != CONTINUATION:
                 self._text = opcode == TEXT
             if fin and not self._parts:
-                out.append(Message(bool(self._text), payload))
-                self._text = None
-                self._size = 0
+                out.append(self._message(payload))
                 continue
             self._parts.append(payload)
             self._size += length
             if fin:
-                out.append(Message(bool(self._text), b"".join(self._parts)))
+                out.append(self._message(b"".join(self._parts)))
                 self._parts.clear()
-                self._text = None
-                self._size = 0
         if pos:
             del buf[:pos]
         return out
+
+    def _message(self, data: bytes) -> Message:
+        text = bool(self._text)
+        self._text = None
+        self._size = 0
+        self._fragments = 0
+        if text and self.check_text and not data.isascii():
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ProtocolError("a text message that is not UTF-8", 1007) from None
+        return Message(text, data)
 
     def _finish_oversize(self, out: list[Event]) -> None:
         out.append(TooLarge(self._size))
@@ -212,6 +275,7 @@ class FrameReader:
         self._skip_final = False
         self._text = None
         self._size = 0
+        self._fragments = 0
 
 
 # --- the opening handshake (RFC 6455 section 4) ------------------------------------------------

@@ -318,7 +318,9 @@ class HttpConnection:
             data = await self.stream.receive_some(RECEIVE_SIZE)
             self.h11.receive_data(bytes(data))
 
-    async def _send(self, response: HttpResponse, close: bool = False) -> None:
+    async def _send(self, response: HttpResponse, close: bool = False, head: bool = False) -> None:
+        """Write a response. `head`: the answer to a HEAD request, the GET's headers (its
+        Content-Length included) and no body (RFC 9110 §9.3.2)."""
         headers = [
             ("content-type", response.content_type),
             ("content-length", str(len(response.body))),
@@ -327,7 +329,8 @@ class HttpConnection:
         if close:
             headers.append(("connection", "close"))
         data = self.h11.send(h11.Response(status_code=response.status, headers=headers))
-        data += self.h11.send(h11.Data(data=response.body)) if response.body else b""
+        if response.body and not head:
+            data += self.h11.send(h11.Data(data=response.body))
         data += self.h11.send(h11.EndOfMessage())
         await self.stream.send_all(data)
 
@@ -350,6 +353,18 @@ class HttpConnection:
                     if isinstance(event, h11.ConnectionClosed):
                         return
                     assert isinstance(event, h11.Request), event
+                    head_size = len(event.target) + sum(
+                        len(name) + len(value) + 4 for name, value in event.headers
+                    )
+                    if head_size > MAX_HEAD:  # h11 limits only what arrives in pieces
+                        await self._send(
+                            json_response(
+                                431,
+                                {"detail": f"request head over {MAX_HEAD} bytes"},
+                            ),
+                            close=True,
+                        )
+                        return
                     headers: dict[str, str] = {}
                     for name, value in event.headers:
                         key = name.decode("latin-1").lower()
@@ -384,6 +399,9 @@ class HttpConnection:
                             close=True,
                         )
                         return
+                    if self.h11.they_are_waiting_for_100_continue:  # RFC 9110 §10.1.1
+                        interim = h11.InformationalResponse(status_code=100, headers=[])
+                        await self.stream.send_all(self.h11.send(interim))
                     body = bytearray()
                     while True:
                         event = await self._next_event()
@@ -404,6 +422,9 @@ class HttpConnection:
                             query=dict(parse_qsl(parts.query)),
                             headers=headers,
                             body=bytes(body),
+                            # Both framings at once (RFC 9112 §6.1): answer, then close.
+                            must_close="content-length" in headers
+                            and "transfer-encoding" in headers,
                         )
             except _Upgrade as upgrade:
                 await websocket.accept(self.runner, self.stream, *upgrade.args)
@@ -432,10 +453,7 @@ class HttpConnection:
                 return
             assert self.server is not None
             response = await self.server.handle(request)
-            if request.method == "HEAD":
-                response.headers.append(("x-content-length", str(len(response.body))))
-                response.body = b""
-            await self._send(response)
+            await self._send(response, close=request.must_close, head=request.method == "HEAD")
             if self.h11.our_state is h11.MUST_CLOSE:
                 return
             self.h11.start_next_cycle()
@@ -465,7 +483,7 @@ class HttpTransport:
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
             except h11.RemoteProtocolError as exc:
-                await _bad_request(stream, str(exc))
+                await _bad_request(stream, str(exc), exc.error_status_hint)
             except Exception:  # a bug on one connection must not take the server down
                 log.exception("HTTP connection handler failed; dropping that connection")
             finally:
@@ -474,11 +492,13 @@ class HttpTransport:
         await serve_tcp(runner, host, port, "http", handler, task_status)
 
 
-async def _bad_request(stream: trio.abc.Stream, reason: str) -> None:
+async def _bad_request(stream: trio.abc.Stream, reason: str, status: int = 400) -> None:
+    """The answer to bytes h11 refused: 400, or what h11 hints (431 for a head too large)."""
     body = msgspec.json.encode({"detail": f"bad request: {reason}"})
+    phrase = {431: b"Request Header Fields Too Large"}.get(status, b"Bad Request")
     head = (
-        b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
-        b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body)
+        b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\nconnection: close\r\n\r\n" % (status, phrase, len(body))
     )
     try:
         await stream.send_all(head + body)

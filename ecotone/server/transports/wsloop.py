@@ -181,14 +181,15 @@ class WsPeer:
                     elif event.opcode == wsf.PING:
                         await self.write(wsf.encode(wsf.PONG, event.payload, mask=False))
                     elif event.opcode == wsf.CLOSE:
+                        reply = wsf.close_reply(event.payload)  # ProtocolError if it is bad
                         if not self._closing:
-                            await self.write(wsf.encode(wsf.CLOSE, event.payload[:2], mask=False))
+                            await self.write(wsf.encode(wsf.CLOSE, reply, mask=False))
                         return
                     if self._closing:
                         return
             except wsf.ProtocolError as exc:
                 log.info("closing connection after a protocol error: %s", exc)
-                await self.close(1002, str(exc))
+                await self.close(exc.code, str(exc))
                 return
             except _GONE:
                 return
