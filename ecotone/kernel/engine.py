@@ -105,7 +105,7 @@ class Peer:
     the driver takes them with `take` and writes them. `sink` is the driver's: it is called
     (by the driver, through `Engine.take_touched`) for peers whose outbox became non-empty."""
 
-    __slots__ = ("closed", "codec", "engine", "frames", "outbox", "owner", "sink")
+    __slots__ = ("closed", "codec", "engine", "frames", "outbox", "owner", "pending", "sink")
 
     def __init__(
         self, engine: Engine, codec: Codec, owner: Owner, sink: Sink | None, frames: bool
@@ -117,9 +117,13 @@ class Peer:
         self.frames = frames
         self.outbox: list[Any] = []
         self.closed = False
+        self.pending = 0
+        """Requests received and not answered yet (a transport stops reading at
+        `limits.max_pending_requests`)."""
 
     def receive(self, data: bytes | str) -> Sequence[Call]:
         """Handle one received frame; returns the calls the driver must run."""
+        self.pending += 1
         engine = self.engine
         request = decode_request(self.codec, data, engine.limits.max_frame_bytes)
         if type(request) is Error:
@@ -129,16 +133,24 @@ class Peer:
 
     def submit(self, request: Request) -> Sequence[Call]:
         """Handle one request frame built by a profile (HTTP routes, OpenEnv's messages)."""
+        self.pending += 1
         return self.engine.submit(self, request)
 
     def too_large(self, size: int) -> None:
         """A frame was discarded unread (the transport's reader saw its size)."""
+        self.pending += 1
         self.emit(too_large(size, self.engine.limits.max_frame_bytes))
+
+    @property
+    def full(self) -> bool:
+        """As many requests wait for answers as the limits allow: stop reading."""
+        return self.pending >= self.engine.limits.max_pending_requests
 
     def emit(self, frame: Any) -> None:
         """Queue an answer (a Response, or bytes already encoded)."""
         if self.closed:
             return
+        self.pending -= 1
         if not self.outbox and self.sink is not None:
             self.engine._touched.append(self)
         if not self.frames and type(frame) is not bytes:
@@ -325,7 +337,7 @@ class Engine(Operations):
         seconds = call.timeout
         if call.finish == self._finish_open:  # a constructor
             req, spec = call.request
-            self.sessions.release()
+            self.sessions.release(call.peer.owner)
             what = f"{spec.name} constructor"
             call.peer.emit(answers.timed_out(what, seconds, req.id, None, why))
             self._drain(jobs)
@@ -502,13 +514,12 @@ class Engine(Operations):
             peer.emit(spec)
             return NO_CALLS
         try:
-            self.sessions.reserve()
+            self.sessions.reserve(peer.owner, self.limits.max_sessions_per_connection)
         except CapacityError as exc:
-            peer.emit(
-                answers.error(
-                    ErrorCode.CAPACITY, str(exc), req.id, active=exc.active, limit=exc.limit
-                )
-            )
+            details: dict[str, Any] = {"active": exc.active, "limit": exc.limit}
+            if exc.per_owner:
+                details["scope"] = "connection"
+            peer.emit(answers.error(ErrorCode.CAPACITY, str(exc), req.id, **details))
             return NO_CALLS
         jobs: list[Call] = []
         mode = Mode.INLINE if spec.inline else Mode.THREAD
@@ -535,7 +546,7 @@ class Engine(Operations):
         req, spec = call.request
         peer: Peer = call.peer
         if call.error is not None:
-            self.sessions.release()
+            self.sessions.release(peer.owner)
             kind = type(call.error).__qualname__
             return answers.error(
                 ErrorCode.ENV_ERROR,

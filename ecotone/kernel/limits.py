@@ -16,7 +16,7 @@ def _positive(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
 class Limits:
     """How much a server accepts before it says no (always with an error frame)."""
 
-    max_sessions: int = attrs.field(default=256, validator=_positive)
+    max_sessions: int = attrs.field(default=1024, validator=_positive)
     """Open sessions across all connections; one more gets a `capacity` error."""
     idle_timeout: float | None = attrs.field(default=300.0, validator=_positive)
     """Seconds without a request after which a session is closed (None: never)."""
@@ -39,3 +39,24 @@ class Limits:
     until some end."""
     shutdown_timeout: float = attrs.field(default=10.0, validator=_positive)
     """Seconds the server gives its sessions' closes when it stops; then it exits anyway."""
+    max_sessions_per_connection: int | None = attrs.field(default=256, validator=_positive)
+    """Sessions one connection (one owner: all HTTP requests of a server share one) may hold;
+    one more gets a `capacity` error naming this limit, so no one connection takes every
+    session (None: only `max_sessions`). 256 lets one VectorEnv of 256 sub-envs in."""
+    max_pending_requests: int = attrs.field(default=1024, validator=_positive)
+    """Requests of one connection received and not yet answered; at this many the server
+    stops reading from it until answers go out (backpressure: a peer that sends and never
+    reads holds this much, not the server's memory)."""
+    max_connections: int = attrs.field(default=4096, validator=_positive)
+    """Connections open at once; one more is refused at once (HTTP 503, or an error frame)."""
+    max_connections_per_ip: int = attrs.field(default=512, validator=_positive)
+    """Connections open at once from one address; one more is refused likewise."""
+    write_timeout: float = attrs.field(default=30.0, validator=_positive)
+    """Seconds a write to a peer may stay blocked (the peer stopped reading) before the
+    connection is dropped and its sessions closed."""
+    message_timeout: float = attrs.field(default=30.0, validator=_positive)
+    """Seconds a frame whose first bytes arrived has to arrive whole; a peer that stalls in
+    the middle of one is dropped."""
+    idle_connection_timeout: float | None = attrs.field(default=300.0, validator=_positive)
+    """Seconds a connection that holds no session may stay silent before it is closed
+    (None: never). With `idle_timeout`, a peer that vanished or froze leaves nothing behind."""

@@ -43,12 +43,20 @@ class Phase(enum.Enum):
 
 
 class CapacityError(Exception):
-    """The table is full."""
+    """The table is full, for the whole server or for one owner (`per_owner`)."""
 
-    def __init__(self, active: int, limit: int) -> None:
-        super().__init__(f"server is at capacity: {active} of {limit} sessions are open")
+    def __init__(self, active: int, limit: int, per_owner: bool = False) -> None:
+        if per_owner:
+            text = (
+                f"this connection holds {active} of the {limit} sessions one connection may "
+                "hold (max_sessions_per_connection)"
+            )
+        else:
+            text = f"server is at capacity: {active} of {limit} sessions are open"
+        super().__init__(text)
         self.active = active
         self.limit = limit
+        self.per_owner = per_owner
 
 
 @attrs.define(slots=True, eq=False)
@@ -85,6 +93,8 @@ class SessionTable:
     idle_timeout: float | None
     _sessions: dict[str, Session] = attrs.field(factory=dict, init=False)
     _reserved: int = attrs.field(default=0, init=False)
+    _held: dict[object, int] = attrs.field(factory=dict, init=False)
+    """Sessions (and reserved slots) per owner."""
 
     def __len__(self) -> int:
         return len(self._sessions) + self._reserved
@@ -92,19 +102,36 @@ class SessionTable:
     def __iter__(self) -> Iterator[Session]:
         return iter(list(self._sessions.values()))
 
-    def reserve(self) -> None:
-        """Claim a slot before building an env (construction may be slow). Raises
-        CapacityError when the table is full. Every reserve is followed by `add` or `release`."""
+    def reserve(self, owner: object, per_owner: int | None = None) -> None:
+        """Claim a slot for `owner` before building an env (construction may be slow).
+        Raises CapacityError when the table is full, or `owner` holds `per_owner` already.
+        Every reserve is followed by `add` or `release` for the same owner."""
         if len(self) >= self.max_sessions:
             raise CapacityError(len(self), self.max_sessions)
+        held = self._held.get(owner, 0)
+        if per_owner is not None and held >= per_owner:
+            raise CapacityError(held, per_owner, per_owner=True)
+        self._held[owner] = held + 1
         self._reserved += 1
 
-    def release(self) -> None:
+    def release(self, owner: object) -> None:
         """Give back a reserved slot whose env could not be built."""
         self._reserved -= 1
+        self._drop(owner)
+
+    def _drop(self, owner: object) -> None:
+        held = self._held.get(owner, 0) - 1
+        if held > 0:
+            self._held[owner] = held
+        else:
+            self._held.pop(owner, None)
+
+    def held_by(self, owner: object) -> int:
+        """Sessions `owner` holds (its slots being built included)."""
+        return self._held.get(owner, 0)
 
     def add(self, spec: EnvSpec, env: Any, owner: object, now: float) -> Session:
-        """Turn a reserved slot into a session with a fresh random id."""
+        """Turn `owner`'s reserved slot into a session with a fresh random id."""
         self._reserved -= 1
         session_id = secrets.token_hex(8)
         while session_id in self._sessions:
@@ -128,7 +155,8 @@ class SessionTable:
 
     def remove(self, session: Session) -> None:
         session.closed = True
-        self._sessions.pop(session.id, None)
+        if self._sessions.pop(session.id, None) is not None:
+            self._drop(session.owner)
 
     def owned_by(self, owner: object) -> list[Session]:
         return [s for s in self._sessions.values() if s.owner is owner]

@@ -34,6 +34,7 @@ from typing import final
 import trio
 
 from ecotone.kernel import Call, Engine, Mode, Owner, Peer
+from ecotone.server.admission import ConnectionGate
 from ecotone.wire import Codec, Request, Response
 
 log = logging.getLogger("ecotone.runner")
@@ -56,6 +57,8 @@ class Runner:
         self._lock = threading.Lock()
         self._abandoned: set[Call] = set()
         self._stopping = False
+        self.gate = ConnectionGate(engine.limits)
+        """Connections open, and who may open another (`ecotone.server.admission`)."""
 
     # --- for transports -----------------------------------------------------------------------
 

@@ -80,3 +80,8 @@ class FrameDecoder:
     @property
     def buffered(self) -> int:
         return len(self._buffer)
+
+    @property
+    def partial(self) -> bool:
+        """Part of a frame has arrived, and not the rest."""
+        return bool(self._buffer) or self._skip > 0

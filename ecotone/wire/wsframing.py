@@ -257,6 +257,11 @@ class FrameReader:
             del buf[:pos]
         return out
 
+    @property
+    def partial(self) -> bool:
+        """Part of a frame or message has arrived, and not the rest."""
+        return bool(self._buf) or bool(self._parts) or self._skip > 0 or self._oversize
+
     def _message(self, data: bytes) -> Message:
         text = bool(self._text)
         self._text = None

@@ -28,12 +28,22 @@ class FramedConnection:
     """One peer, speaking length-prefixed frames over `receive` / `send` streams."""
 
     def __init__(
-        self, runner: Runner, receive: trio.abc.ReceiveStream, send: trio.abc.SendStream
+        self,
+        runner: Runner,
+        receive: trio.abc.ReceiveStream,
+        send: trio.abc.SendStream,
+        *,
+        guard: bool = True,
     ) -> None:
         self.runner = runner
         self.receive = receive
         self.send = send
+        self.guard = guard
+        """Drop a peer that stalls mid-frame, or stays silent holding no session (stdio's
+        peer is the process that started the server: not guarded)."""
         self._lock = trio.Lock()
+        self._room = trio.Event()
+        self.dead = False
 
     async def write_answers(self, peer: Peer) -> None:
         """The peer's sink: its whole outbox, framed, in one write, taken under the lock so
@@ -58,19 +68,41 @@ class FramedConnection:
         try:
             await self.send.send_all(data)
         except _GONE:
-            pass  # the peer is gone; the receive loop sees it and cleans up
+            self.dead = True  # the peer is gone; the receive loop sees it and cleans up
+        finally:
+            if self.dead or not peer.full:
+                self._room.set()
 
     async def run(self) -> None:
         runner = self.runner
         decoder = FrameDecoder(runner.engine.limits.max_frame_bytes)
         peer: Peer | None = None
+        limits = runner.engine.limits
         try:
             while True:
-                try:
-                    data = await self.receive.receive_some(RECEIVE_SIZE)
-                except _GONE:
+                while peer is not None and peer.full and not self.dead:  # backpressure
+                    self._room = trio.Event()
+                    await self._room.wait()
+                wait = math.inf
+                if self.guard and decoder.partial:
+                    wait = limits.message_timeout
+                elif self.guard and limits.idle_connection_timeout is not None:
+                    wait = limits.idle_connection_timeout
+                with trio.move_on_after(wait) as scope:
+                    try:
+                        data = await self.receive.receive_some(RECEIVE_SIZE)
+                    except _GONE:
+                        return
+                if scope.cancelled_caught:
+                    held = peer is not None and runner.engine.sessions.held_by(peer.owner)
+                    if not decoder.partial and held:
+                        continue
+                    log.info(
+                        "closing a connection: %s",
+                        "stalled mid-frame" if decoder.partial else "idle, holding no session",
+                    )
                     return
-                if not data:
+                if not data or self.dead:
                     return
                 for item in decoder.feed(bytes(data)):
                     if peer is None:

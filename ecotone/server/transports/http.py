@@ -39,7 +39,12 @@ import ecotone.kernel
 from ecotone.server.runner import Runner
 from ecotone.server.transports import websocket, webui
 from ecotone.server.transports.openenv import OPENENV_API_VERSION, OpenEnvHttp
-from ecotone.server.transports.sockets import LeanSocketStream, serve_tcp
+from ecotone.server.transports.sockets import (
+    REFUSED,
+    LeanSocketStream,
+    http_refusal,
+    serve_tcp,
+)
 from ecotone.wire import (
     Close,
     Codec,
@@ -479,7 +484,9 @@ class HttpTransport:
 
         async def handler(stream: trio.SocketStream) -> None:
             try:
-                await HttpConnection(runner, server, LeanSocketStream(stream)).run()
+                await HttpConnection(
+                    runner, server, LeanSocketStream(stream, runner.engine.limits.write_timeout)
+                ).run()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
             except h11.RemoteProtocolError as exc:
@@ -489,7 +496,7 @@ class HttpTransport:
             finally:
                 await trio.aclose_forcefully(stream)
 
-        await serve_tcp(runner, host, port, "http", handler, task_status)
+        await serve_tcp(runner, host, port, "http", handler, task_status, http_refusal(REFUSED))
 
 
 async def _bad_request(stream: trio.abc.Stream, reason: str, status: int = 400) -> None:

@@ -289,6 +289,9 @@ class OpenEnvWebSocket(WsPeer):
     async def too_large(self, size: int) -> None:
         await self.send_message(_ws_error("INVALID_JSON", f"message of {size} bytes is too large"))
 
+    def holds_sessions(self) -> bool:
+        return self.session is not None
+
     async def message(self, data: bytes, text: bool) -> None:
         if not text:
             await self.send_message(_ws_error("SESSION_ERROR", "binary messages are not supported"))

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import math
 import os
 import socket
+import struct
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import msgspec
 import trio
 
 from ecotone.kernel import Limits
 from ecotone.server.runner import Runner
+
+log = logging.getLogger("ecotone.server")
 
 
 def tune_socket(stream: trio.SocketStream, limits: Limits) -> None:
@@ -50,10 +58,14 @@ class LeanSocketStream(trio.abc.HalfCloseableStream):
     concurrent senders must hold a lock, as the transports' writers do.
     """
 
-    def __init__(self, stream: trio.SocketStream) -> None:
+    def __init__(self, stream: trio.SocketStream, write_timeout: float | None = None) -> None:
         self.stream = stream
         self.socket = stream.socket
         self._fd = stream.socket.fileno()
+        self.write_timeout = write_timeout
+        """Seconds a write may wait for the peer to read; past it the connection is dropped
+        (the socket closed, so the receiving task sees it too) and BrokenResourceError
+        raised. Only a write that must wait pays for the deadline."""
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         size = max_bytes or 65536
@@ -73,7 +85,16 @@ class LeanSocketStream(trio.abc.HalfCloseableStream):
         except OSError as exc:
             raise trio.BrokenResourceError(str(exc)) from exc
         if sent < len(data):
-            await self.stream.send_all(memoryview(data)[sent:])
+            rest = memoryview(data)[sent:]
+            if self.write_timeout is None:
+                await self.stream.send_all(rest)
+                return
+            with trio.move_on_after(self.write_timeout) as scope:
+                await self.stream.send_all(rest)
+            if scope.cancelled_caught:
+                log.info("peer read nothing for %ss: connection dropped", self.write_timeout)
+                await trio.aclose_forcefully(self.stream)
+                raise trio.BrokenResourceError("the peer stopped reading")
 
     async def wait_send_all_might_not_block(self) -> None:
         await self.stream.wait_send_all_might_not_block()
@@ -88,6 +109,89 @@ class LeanSocketStream(trio.abc.HalfCloseableStream):
         self.stream.setsockopt(level, option, value)
 
 
+def peer_address(stream: Any) -> str:
+    try:
+        name = stream.socket.getpeername()
+    except (OSError, AttributeError):
+        return "?"
+    return str(name[0]) if isinstance(name, tuple) else "unix"
+
+
+async def guarded(
+    runner: Runner,
+    stream: Any,
+    refusal: bytes,
+    handler: Callable[[Any], Awaitable[None]],
+) -> None:
+    """Run `handler` for a new connection if the gate admits it; else write `refusal` (an
+    HTTP 503, an error frame) and close."""
+    gate = runner.gate
+    peer = peer_address(stream)
+    if not gate.admit(peer):
+        with trio.move_on_after(1.0):
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                await stream.send_all(refusal)
+        await trio.aclose_forcefully(stream)
+        throttled_log(f"refused a connection from {peer}: at a connection limit", "gate")
+        return
+    try:
+        await handler(stream)
+    finally:
+        gate.leave(peer)
+
+
+_last_logged: dict[str, float] = {}
+
+
+def throttled_log(message: str, key: str, every: float = 10.0) -> None:
+    """Log `message` at most once per `every` seconds per `key` (limits hit in a flood)."""
+    now = time.monotonic()
+    if now - _last_logged.get(key, -math.inf) >= every:
+        _last_logged[key] = now
+        log.warning(message)
+
+
+class _Throttle(logging.Filter):
+    """trio logs every failed accept (EMFILE at the fd limit: ten lines a second): one in ten
+    seconds is enough."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._last = -math.inf
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now = time.monotonic()
+        if now - self._last < 10.0:
+            return False
+        self._last = now
+        return True
+
+
+_accept_log = logging.getLogger("trio.serve_listeners")
+if not any(isinstance(f, _Throttle) for f in _accept_log.filters):
+    _accept_log.addFilter(_Throttle())
+
+
+def http_refusal(message: str) -> bytes:
+    body = msgspec.json.encode(
+        {"op": "error", "id": None, "code": "capacity", "message": message, "details": {}}
+    )
+    return (
+        b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body)
+    ) + body
+
+
+def frame_refusal(message: str) -> bytes:
+    body = msgspec.json.encode(
+        {"op": "error", "id": None, "code": "capacity", "message": message, "details": {}}
+    )
+    return struct.pack(">I", len(body)) + body
+
+
+REFUSED = "the server is at its connection limit (max_connections / max_connections_per_ip)"
+
+
 async def serve_tcp(
     runner: Runner,
     host: str,
@@ -95,13 +199,14 @@ async def serve_tcp(
     scheme: str,
     handler: Callable[[trio.SocketStream], Awaitable[None]],
     task_status: Any,
+    refusal: bytes = b"",
 ) -> None:
     """Listen on host:port, report `SCHEME://HOST:PORT` as started, and run `handler` for
     every connection (each tuned first) until cancelled."""
 
     async def tuned(stream: trio.SocketStream) -> None:
         tune_socket(stream, runner.engine.limits)
-        await handler(stream)
+        await guarded(runner, stream, refusal, handler)
 
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()

@@ -39,7 +39,7 @@ class StdioTransport:
         send = trio.lowlevel.FdStream(stdout_fd)
         task_status.started("stdio:")
         try:
-            await FramedConnection(runner, receive, send).run()
+            await FramedConnection(runner, receive, send, guard=False).run()
         finally:
             with trio.CancelScope(shield=True):
                 await receive.aclose()

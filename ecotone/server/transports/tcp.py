@@ -18,13 +18,19 @@ import trio
 import ecotone.kernel
 from ecotone.server.runner import Runner
 from ecotone.server.transports.framed import FramedConnection
-from ecotone.server.transports.sockets import LeanSocketStream, serve_tcp
+from ecotone.server.transports.sockets import (
+    REFUSED,
+    LeanSocketStream,
+    frame_refusal,
+    guarded,
+    serve_tcp,
+)
 
 log = logging.getLogger("ecotone.tcp")
 
 
 async def _handle(runner: Runner, stream: Any) -> None:
-    lean = LeanSocketStream(stream)
+    lean = LeanSocketStream(stream, runner.engine.limits.write_timeout)
     try:
         await FramedConnection(runner, lean, lean).run()
     except Exception:  # a bug on one connection must not take the server down
@@ -42,7 +48,15 @@ class TcpTransport:
     async def serve(
         self, runner: Runner, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED
     ) -> None:
-        await serve_tcp(runner, host, port, "tcp", lambda s: _handle(runner, s), task_status)
+        await serve_tcp(
+            runner,
+            host,
+            port,
+            "tcp",
+            lambda s: _handle(runner, s),
+            task_status,
+            frame_refusal(REFUSED),
+        )
 
 
 def _prepare_socket_path(path: str) -> str:
@@ -71,7 +85,12 @@ class UnixTransport:
         listener = trio.SocketListener(sock)
         try:
             task_status.started(f"unix://{path}")
-            await trio.serve_listeners(lambda s: _handle(runner, s), [listener])
+            refusal = frame_refusal(REFUSED)
+
+            async def handler(stream: Any) -> None:
+                await guarded(runner, stream, refusal, lambda s: _handle(runner, s))
+
+            await trio.serve_listeners(handler, [listener])
         finally:
             try:
                 os.unlink(path)

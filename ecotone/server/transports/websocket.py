@@ -30,8 +30,14 @@ import h11
 import trio
 
 import ecotone.kernel
+from ecotone.kernel import Peer
 from ecotone.server.runner import Runner
-from ecotone.server.transports.sockets import LeanSocketStream, serve_tcp
+from ecotone.server.transports.sockets import (
+    REFUSED,
+    LeanSocketStream,
+    http_refusal,
+    serve_tcp,
+)
 from ecotone.server.transports.wsloop import WsPeer
 from ecotone.wire import SUBPROTOCOLS, codec_for
 from ecotone.wire import wsframing as wsf
@@ -52,6 +58,7 @@ class NativeWebSocket(WsPeer):
         self.codec = codec_for(codec)
         self.binary = self.codec.binary
         self.peer = runner.engine.peer(self.codec, sink=self.write_answers)
+        self._room = trio.Event()
 
     async def message(self, data: bytes, text: bool) -> None:
         if text and self.binary:  # the engine answers why text is refused here
@@ -64,6 +71,19 @@ class NativeWebSocket(WsPeer):
 
     async def flush_answers(self) -> None:
         await self.runner.flush()
+
+    async def write_answers(self, peer: Peer) -> None:
+        await super().write_answers(peer)
+        if self.dead or not peer.full:
+            self._room.set()
+
+    async def wait_room(self) -> None:
+        while self.peer.full and not self.peer.closed and not self.dead:
+            self._room = trio.Event()
+            await self._room.wait()
+
+    def holds_sessions(self) -> bool:
+        return self.runner.engine.sessions.held_by(self.peer.owner) > 0
 
     async def closed(self, stopping: bool) -> None:
         self.peer.close()
@@ -152,7 +172,9 @@ class WebSocketTransport:
 
         async def handler(stream: trio.SocketStream) -> None:
             try:
-                await HttpConnection(runner, None, LeanSocketStream(stream)).run()
+                await HttpConnection(
+                    runner, None, LeanSocketStream(stream, runner.engine.limits.write_timeout)
+                ).run()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
             except h11.RemoteProtocolError as exc:
@@ -165,7 +187,7 @@ class WebSocketTransport:
             finally:
                 await trio.aclose_forcefully(stream)
 
-        await serve_tcp(runner, host, port, "ws", handler, task_status)
+        await serve_tcp(runner, host, port, "ws", handler, task_status, http_refusal(REFUSED))
 
 
 @ecotone.kernel.hookimpl

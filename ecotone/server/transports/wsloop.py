@@ -47,6 +47,8 @@ class WsPeer:
         self._batch: list[bytes] | None = None
         self._last_rx = trio.current_time()
         self._closing = False
+        self.dead = False
+        """A write failed: the peer is gone (or stopped reading past write_timeout)."""
 
     # --- hooks -----------------------------------------------------------------------------
 
@@ -65,6 +67,14 @@ class WsPeer:
 
     async def flush_answers(self) -> None:
         """Write the engine's answers out (after each received chunk)."""
+
+    async def wait_room(self) -> None:
+        """Before reading more: wait while too many requests wait for answers."""
+
+    def holds_sessions(self) -> bool:
+        """Whether the peer holds sessions (a silent connection without any is closed after
+        `idle_connection_timeout`)."""
+        return False
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -116,7 +126,7 @@ class WsPeer:
         try:
             await self.stream.send_all(data)
         except _GONE:
-            pass  # the receive loop sees the broken connection and cleans up
+            self.dead = True  # the receive loop sees the broken connection and cleans up
 
     async def _send_bytes(self, data: bytes) -> None:
         lock = self._send_lock
@@ -158,11 +168,28 @@ class WsPeer:
         reader = self._reader
         data: bytes = self._pending
         self._pending = b""
+        limits = self.limits
         while not self._closing:
             if not data:
-                try:
-                    data = bytes(await self.stream.receive_some(RECEIVE_SIZE))
-                except _GONE:
+                await self.wait_room()
+                # A frame begun must end within message_timeout; a connection holding no
+                # session may stay silent for idle_connection_timeout.
+                if reader.partial:
+                    wait, why = limits.message_timeout, "stalled in the middle of a frame"
+                elif limits.idle_connection_timeout is not None:
+                    wait, why = limits.idle_connection_timeout, "idle, holding no session"
+                else:
+                    wait, why = math.inf, ""
+                with trio.move_on_after(wait) as scope:
+                    try:
+                        data = bytes(await self.stream.receive_some(RECEIVE_SIZE))
+                    except _GONE:
+                        return
+                if scope.cancelled_caught:
+                    if not reader.partial and self.holds_sessions():
+                        continue  # silent, but it has sessions: theirs is idle_timeout
+                    log.info("closing a WebSocket connection: %s", why)
+                    await self.close(1008 if reader.partial else 1000, why)
                     return
                 if not data:
                     return
