@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ecotone.client.aio import AsyncConnection, AsyncEnvClient, aconnect
 from ecotone.client.errors import (
+    AccessDenied,
     CapacityError,
     ConnectionLost,
     EcotoneError,
@@ -73,6 +74,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AccessDenied",
     "Action",
     "AsyncConnection",
     "AsyncEnvClient",

@@ -23,6 +23,7 @@ from ecotone.kernel.config import ConfigError, ServerConfig, load
 from ecotone.kernel.envspec import EnvDefinitionError
 from ecotone.launcher.providers.engines import ENGINES
 from ecotone.server import BackgroundServer, build_engine, serve, transport_for, web_url
+from ecotone.server.admission import is_loopback, resolve_token
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,6 +40,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="config file (default: ./ecotone.toml if present)")
     p.add_argument("--max-sessions", type=int, help="open sessions allowed")
     p.add_argument("--idle-timeout", type=float, help="seconds before an idle session closes")
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="require the token in FILE's first line (default: a token is required, and made "
+        "and printed with the URL, when --host is beyond loopback; or set ECOTONE_AUTH_TOKEN)",
+    )
+    p.add_argument(
+        "--no-auth",
+        action="store_true",
+        default=None,
+        help="require no token, even beyond loopback (anyone who reaches the port can run the "
+        "env's code: only behind something else that authenticates)",
+    )
     p.add_argument("--record", metavar="DIR", help="record every episode's trajectory under DIR")
     p.add_argument("--record-format", choices=["jsonl", "msgpack"], help="recording format (jsonl)")
     p.add_argument(
@@ -176,6 +190,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         "port": args.port,
         "limits": {"max_sessions": args.max_sessions, "idle_timeout": args.idle_timeout},
         "recording": {"dir": args.record, "format": args.record_format},
+        "auth": {"token_file": args.token_file, "required": False if args.no_auth else None},
         "web": args.web,
     }
     lifeline: int | None = args.lifeline_fd
@@ -187,6 +202,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     config = load(args.config, overrides=overrides)
     registry = Registry.discover()
     build_engine(config, registry)  # an unknown env or transport fails here, before the loop
+    auth = config.auth
+    resolve_token(auth.token, auth.token_file, auth.required, config.host)  # a bad token too
     transport = transport_for(config, registry)
     if not getattr(transport, "listens", True):
         raise ValueError(f"transport {config.transport!r} cannot serve: {transport.description}")
@@ -229,6 +246,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             )
             if config.web:
                 print(f"ecotone: web UI at {web_url(url)}", file=sys.stderr, flush=True)
+            if not is_loopback(config.host) and config.auth.required is False:
+                print(
+                    f"ecotone: WARNING: serving on {config.host} with no token: anyone who "
+                    "can reach this port can run this env's code",
+                    file=sys.stderr,
+                    flush=True,
+                )
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
                     print(

@@ -47,8 +47,11 @@ def unavailable() -> str | None:
 
 
 @contextlib.contextmanager
-def chromium(profile: Path | None = None) -> Iterator[BrowserContext]:
-    """A browser context of a fresh headless Chromium (its own profile directory)."""
+def chromium(
+    profile: Path | None = None, extra_args: list[str] | None = None
+) -> Iterator[BrowserContext]:
+    """A browser context of a fresh headless Chromium (its own profile directory);
+    `extra_args`: more command-line switches (`--host-resolver-rules=...`)."""
     from playwright.sync_api import sync_playwright
 
     with contextlib.ExitStack() as stack:
@@ -58,7 +61,7 @@ def chromium(profile: Path | None = None) -> Iterator[BrowserContext]:
         context = playwright.chromium.launch_persistent_context(
             str(profile),
             executable_path=CHROMIUM,
-            args=CHROMIUM_ARGS,
+            args=[*CHROMIUM_ARGS, *(extra_args or [])],
             headless=True,
             accept_downloads=True,
             viewport={"width": 1280, "height": 900},

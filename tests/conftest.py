@@ -11,13 +11,14 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import attrs
 import pytest
 
 import ecotone
 from ecotone.kernel import Limits, Registry
-from ecotone.kernel.config import ServerConfig
+from ecotone.kernel.config import AccessConfig, AuthConfig, ServerConfig
 from ecotone.server import BackgroundServer
 from tests import envs
 
@@ -90,7 +91,7 @@ class RunningServer:
 
     @property
     def port(self) -> int:
-        return int(self.url.rsplit(":", 1)[1])
+        return int(urlsplit(self.url).port or 0)
 
     @property
     def ws_url(self) -> str:
@@ -107,14 +108,23 @@ def run_server(
     host: str = "127.0.0.1",
     transport: str = "websocket",
     web: bool = False,
+    auth: AuthConfig | None = None,
+    access: AccessConfig | None = None,
 ) -> Iterator[RunningServer]:
     """A real server in a background thread, serving `env` on a free port (websocket by
     default; `transport` picks another: http, tcp, or unix with the socket's path as `host`;
-    `web` serves the web UI too, over http)."""
+    `web` serves the web UI too, over http; `auth` and `access` as in the config file)."""
     recorder = SessionRecorder()
     registry = make_registry(recorder, *plugins)
     config = ServerConfig(
-        env=env, transport=transport, host=host, port=0, limits=limits or Limits(), web=web
+        env=env,
+        transport=transport,
+        host=host,
+        port=0,
+        limits=limits or Limits(),
+        web=web,
+        auth=auth or AuthConfig(),
+        access=access or AccessConfig(),
     )
     with BackgroundServer(config, registry=registry) as server:
         yield RunningServer(server.url, recorder)

@@ -246,7 +246,7 @@ def test_an_oversized_chunked_body_is_413() -> None:
     with run_server("counter", transport="http", limits=Limits(max_frame_bytes=1000)) as small:
         chunk = b"x" * 3000
         request = (
-            b"POST /v1/frames HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+            b"POST /v1/frames HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(chunk), chunk)
         )
         received, closed = raw_exchange(small.port, request)
@@ -317,7 +317,9 @@ def test_a_client_stalling_inside_its_request_head_gets_408_and_is_dropped(
     monkeypatch.setattr(ecotone.server.transports.http, "REQUEST_TIMEOUT", 0.5)
     with run_server("counter", transport="http") as server:
         sid = started_episode(server.port)
-        received, closed = raw_exchange(server.port, b"POST /v1/sessions HTTP/1.1\r\nHost: t\r\n")
+        received, closed = raw_exchange(
+            server.port, b"POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        )
         assert received.startswith(b"HTTP/1.1 408 "), received
         assert b"connection: close" in received.lower()
         assert closed
@@ -327,7 +329,7 @@ def test_a_client_stalling_inside_its_request_head_gets_408_and_is_dropped(
 def test_a_client_stalling_inside_its_body_gets_408(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ecotone.server.transports.http, "REQUEST_TIMEOUT", 0.5)
     with run_server("counter", transport="http") as server:
-        head = b"POST /v1/frames HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{"
+        head = b"POST /v1/frames HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{"
         received, closed = raw_exchange(server.port, head)
     assert received.startswith(b"HTTP/1.1 408 "), received
     assert closed
@@ -337,7 +339,7 @@ def test_garbage_bytes_get_400_and_are_dropped(server: RunningServer) -> None:
     sid = started_episode(server.port)
     for garbage in (
         b"\x00\x01\x02\xff not http at all\r\n\r\n",
-        b"GET / HTTP/1.1\r\nHost: t\r\nno colon here\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nno colon here\r\n\r\n",
     ):
         received, closed = raw_exchange(server.port, garbage)
         assert received.startswith(b"HTTP/1.1 400 "), received
@@ -392,10 +394,10 @@ def test_a_websocket_upgrade_to_an_unknown_path_is_refused(server: RunningServer
 
 def test_pipelined_requests_in_one_write_are_answered_in_order(server: RunningServer) -> None:
     requests = b"".join(
-        b"GET %s HTTP/1.1\r\nHost: t\r\n\r\n" % path
+        b"GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % path
         for path in (b"/health", b"/v1/describe", b"/nope")
     )
-    requests += b"GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    requests += b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
     received, closed = raw_exchange(server.port, requests)
     statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", received)
     assert statuses == [b"200", b"200", b"404", b"200"]
@@ -405,7 +407,7 @@ def test_pipelined_requests_in_one_write_are_answered_in_order(server: RunningSe
 
 def test_a_websocket_message_sent_with_the_handshake_is_not_lost(server: RunningServer) -> None:
     client = WSConnection(ConnectionType.CLIENT)
-    data = client.send(Request(host="t", target="/"))
+    data = client.send(Request(host="127.0.0.1", target="/"))
     data += FrameProtocol(client=True, extensions=[]).send_data('{"op":"ping","id":7}', True)
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         sock.sendall(data)  # the first message rides in the same write as the handshake

@@ -238,6 +238,11 @@ def test_launch_plays_an_episode_and_leaves_nothing_behind(
             assert stat.S_IMODE(folder.stat().st_mode) == 0o700
         else:
             assert urlsplit(url).hostname == "127.0.0.1"
+            # Published on the host's loopback, where every local user reaches it: the
+            # server requires the token the provider made (the client took it from the URL).
+            assert "token" not in url
+            with pytest.raises(ecotone.AccessDenied):
+                ecotone.connect(url, timeout=10)
     assert labelled(engine, labels) == []
     if transport == "unix":
         assert not folder.exists()

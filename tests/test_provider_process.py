@@ -189,6 +189,11 @@ def test_serves_an_episode_over_each_transport_then_leaves_nothing(
             assert server.url == f"unix://{handle.folder}/sock/server.sock"
         else:
             assert urlsplit(server.url).hostname == "127.0.0.1"
+            # Every local user reaches 127.0.0.1: the server made a token, the URL has it.
+            bare, _, token = server.url.partition("?token=")
+            assert token
+            with pytest.raises(ecotone.AccessDenied):
+                ecotone.connect(bare, timeout=10)
         assert server.alive()
         with server.connect() as env:
             play(env, env_name)
@@ -386,6 +391,17 @@ def test_secrets_reach_the_server_environment_and_no_command_line(sandbox: bool)
         for file in handle.folder.rglob("*"):
             if file.is_file():
                 assert secret not in file.read_text(errors="replace")
+
+
+def test_a_token_given_as_a_secret_is_the_servers_and_is_in_its_url() -> None:
+    with ecotone.start_server(
+        "counter", provider="process", secrets={"ECOTONE_AUTH_TOKEN": "mine-0123456789"}
+    ) as server:
+        assert server.url.endswith("?token=mine-0123456789")
+        with server.connect() as env:
+            env.reset()
+        with pytest.raises(ecotone.AccessDenied):
+            ecotone.connect(server.url.partition("?")[0], token="other", timeout=10)
 
 
 # --- no orphans ---

@@ -243,5 +243,7 @@ def test_error_codes_keep_their_wire_values() -> None:
         "unsupported",
         "env_error",
         "timeout",
+        "unauthorized",
+        "forbidden",
         "internal",
     }

@@ -131,10 +131,10 @@ def test_zero_byte_fragments_count_against_the_message_limit() -> None:
 
 def test_head_answers_with_the_gets_headers_and_no_body(http_server: RunningServer) -> None:
     get, _ = raw_exchange(
-        http_server.port, b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+        http_server.port, b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n"
     )
     head, _ = raw_exchange(
-        http_server.port, b"HEAD /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+        http_server.port, b"HEAD /health HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n"
     )
     _, get_body = get.split(b"\r\n\r\n", 1)
     head_head, head_body = head.split(b"\r\n\r\n", 1)
@@ -148,7 +148,7 @@ def test_expect_100_continue_is_answered_before_the_body_is_sent(
 ) -> None:
     with socket.create_connection(("127.0.0.1", http_server.port), timeout=5) as sock:
         sock.sendall(
-            b"POST /v1/sessions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            b"POST /v1/sessions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
             b"content-length: 2\r\nexpect: 100-continue\r\n\r\n"
         )
         interim = sock.recv(65536)
@@ -160,7 +160,8 @@ def test_expect_100_continue_is_answered_before_the_body_is_sent(
 
 def test_an_oversized_request_head_is_431(http_server: RunningServer) -> None:
     reply, closed = raw_exchange(
-        http_server.port, b"GET / HTTP/1.1\r\nhost: x\r\nx-big: " + b"a" * 40_000 + b"\r\n\r\n"
+        http_server.port,
+        b"GET / HTTP/1.1\r\nhost: 127.0.0.1\r\nx-big: " + b"a" * 40_000 + b"\r\n\r\n",
     )
     assert reply.startswith(b"HTTP/1.1 431 "), reply[:80]
     assert closed
@@ -171,7 +172,7 @@ def test_content_length_with_transfer_encoding_is_answered_then_closed(
 ) -> None:
     reply, closed = raw_exchange(
         http_server.port,
-        b"POST /v1/sessions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        b"POST /v1/sessions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
         b"content-length: 2\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
     )
     assert reply.startswith(b"HTTP/1.1 "), reply[:80]

@@ -47,6 +47,7 @@ class RawWebSocket:
         subprotocol: str | None = JSON,
         path: str = "/",
         timeout: float = 10.0,
+        headers: dict[str, str] | None = None,
     ) -> None:
         parts = urlsplit(url)
         assert parts.hostname is not None and parts.port is not None
@@ -67,6 +68,7 @@ class RawWebSocket:
             host=f"{parts.hostname}:{parts.port}",
             target=path,
             subprotocols=[subprotocol] if subprotocol else [],
+            extra_headers=[(k.encode(), v.encode()) for k, v in (headers or {}).items()],
         )
         self.sock.sendall(self.ws.send(request))
         self.subprotocol: str | None = None

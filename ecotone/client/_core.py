@@ -15,8 +15,9 @@ results; `Matcher` hands each received answer to whoever waits for it, by reques
 from __future__ import annotations
 
 import itertools
-from typing import Any
-from urllib.parse import urlsplit
+import os
+from typing import Any, Final
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import attrs
 
@@ -33,6 +34,25 @@ class Endpoint:
     host: str
     port: int
     path: str
+
+
+TOKEN_ENV: Final = "ECOTONE_TOKEN"
+"""The environment variable a client reads its server's token from when given none."""
+
+
+def credentials(url: str, token: str | None = None) -> tuple[str, str | None]:
+    """`url` without its `?token=` and the token to show the server: the one given, else
+    the URL's, else `$ECOTONE_TOKEN` (None: none). The token leaves the URL so that it is
+    sent in a header (or `hello`) and never shows in a repr or a log line."""
+    found: str | None = None
+    if "token=" in url and "?" in url:
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        rest = [(k, v) for k, v in query if k != "token"]
+        if len(rest) != len(query):
+            found = next(v for k, v in reversed(query) if k == "token") or None
+            url = urlunsplit(parts._replace(query=urlencode(rest)))
+    return url, token or found or os.environ.get(TOKEN_ENV) or None
 
 
 def parse_url(url: str) -> Endpoint:

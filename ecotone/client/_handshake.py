@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import h11
 
-from ecotone.client.errors import ConnectionLost, EcotoneError
+from ecotone.client.errors import ConnectionLost, EcotoneError, refused
 from ecotone.wire import SUBPROTOCOLS
 from ecotone.wire import wsframing as wsf
 
@@ -20,9 +20,17 @@ class WsClientProtocol:
     """Client side of one WebSocket: handshake, message framing, control frames."""
 
     def __init__(
-        self, host: str, port: int, path: str, codec: str, *, negotiate: bool = True
+        self,
+        host: str,
+        port: int,
+        path: str,
+        codec: str,
+        *,
+        negotiate: bool = True,
+        token: str | None = None,
     ) -> None:
-        """`negotiate=False` offers no subprotocol (OpenEnv's `/ws` speaks plain JSON)."""
+        """`negotiate=False` offers no subprotocol (OpenEnv's `/ws` speaks plain JSON);
+        `token`: sent as `Authorization: Bearer`."""
         self.subprotocol = next(k for k, v in SUBPROTOCOLS.items() if v == codec)
         self.binary = codec == "msgpack"
         self._opcode = wsf.BINARY if self.binary else wsf.TEXT
@@ -30,6 +38,7 @@ class WsClientProtocol:
         self._key = wsf.new_key()
         self._host = f"{host}:{port}"
         self._path = path or "/"
+        self._token = token
         self._h11: h11.Connection | None = h11.Connection(h11.CLIENT)
         # The server's text is JSON the client decodes (and so checks) anyway.
         self._reader = wsf.FrameReader(masked=False, max_message=MAX_MESSAGE, check_text=False)
@@ -48,6 +57,8 @@ class WsClientProtocol:
         ]
         if self._offered:
             headers.append(("sec-websocket-protocol", ", ".join(self._offered)))
+        if self._token:
+            headers.append(("authorization", f"Bearer {self._token}"))
         assert self._h11 is not None
         return self._h11.send(h11.Request(method="GET", target=self._path, headers=headers))
 
@@ -82,6 +93,10 @@ class WsClientProtocol:
                 return trailing
             if isinstance(event, h11.Response):
                 self.closed = True
+                if event.status_code in (401, 403):
+                    raise refused(
+                        event.status_code, "the server refused the WebSocket", bool(self._token)
+                    )
                 raise EcotoneError(
                     f"the server refused the WebSocket: HTTP {event.status_code} "
                     f"{event.reason.decode(errors='replace')}"

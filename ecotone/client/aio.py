@@ -52,6 +52,7 @@ def aconnect(
     codec: str = "json",
     timeout: float | None = DEFAULT_TIMEOUT,
     connect_timeout: float = 10.0,
+    token: str | None = None,
 ) -> _Connecting:
     """Connect to a server and open one session, asynchronously (trio or asyncio).
 
@@ -67,6 +68,7 @@ def aconnect(
             codec=codec,
             timeout=timeout,
             connect_timeout=connect_timeout,
+            token=token,
         ),
     )
 

@@ -54,8 +54,9 @@ class WsSyncChannel:
         connect_timeout: float,
         *,
         negotiate: bool = True,
+        token: str | None = None,
     ) -> None:
-        self.proto = WsClientProtocol(host, port, path, codec, negotiate=negotiate)
+        self.proto = WsClientProtocol(host, port, path, codec, negotiate=negotiate, token=token)
         try:
             self.sock = socket.create_connection((host, port), timeout=connect_timeout)
         except OSError as exc:
@@ -142,8 +143,9 @@ class WsAsyncChannel:
         connect_timeout: float,
         *,
         negotiate: bool = True,
+        token: str | None = None,
     ) -> WsAsyncChannel:
-        proto = WsClientProtocol(host, port, path, codec, negotiate=negotiate)
+        proto = WsClientProtocol(host, port, path, codec, negotiate=negotiate, token=token)
         try:
             with anyio.fail_after(connect_timeout):
                 stream = await anyio.connect_tcp(host, port)
@@ -243,9 +245,13 @@ def _channel_transport(scheme: str) -> Any:
     raise ValueError(f"no installed transport handles {scheme}:// URLs")
 
 
-def open_sync_channel(url: str, codec: str, connect_timeout: float) -> SyncChannel:
+def open_sync_channel(
+    url: str, codec: str, connect_timeout: float, token: str | None = None
+) -> SyncChannel:
     """A channel for `url`: ws://, http://, tcp://, unix://, stdio:, openenv+ws:// and
-    openenv+http:// here; other schemes from transports that declare them (inproc://)."""
+    openenv+http:// here; other schemes from transports that declare them (inproc://).
+    `token`: shown in a header where there are headers (framed channels have none: the
+    connection sends it in `hello`, see `needs_hello`)."""
     from ecotone.client._core import parse_url
     from ecotone.client.http import HttpSyncChannel
     from ecotone.client.openenv import OpenEnvSyncChannel
@@ -253,17 +259,19 @@ def open_sync_channel(url: str, codec: str, connect_timeout: float) -> SyncChann
     scheme = url.split(":", 1)[0]
     if scheme == "ws":
         ep = parse_url(url)
-        return WsSyncChannel(ep.host, ep.port, ep.path, codec, connect_timeout)
+        return WsSyncChannel(ep.host, ep.port, ep.path, codec, connect_timeout, token=token)
     if scheme == "http":
-        return HttpSyncChannel(url, codec, connect_timeout)
+        return HttpSyncChannel(url, codec, connect_timeout, token)
     if scheme.startswith("openenv+"):
-        return OpenEnvSyncChannel(url, codec, connect_timeout)
+        return OpenEnvSyncChannel(url, codec, connect_timeout, token)
     if scheme in FRAMED_SCHEMES:
         return FramedSyncChannel(url, connect_timeout)
     return _channel_transport(scheme).open_channel(url, codec)
 
 
-async def open_async_channel(url: str, codec: str, connect_timeout: float) -> AsyncChannel:
+async def open_async_channel(
+    url: str, codec: str, connect_timeout: float, token: str | None = None
+) -> AsyncChannel:
     from ecotone.client._core import parse_url
     from ecotone.client.http import HttpAsyncChannel
     from ecotone.client.openenv import OpenEnvAsyncChannel
@@ -271,11 +279,13 @@ async def open_async_channel(url: str, codec: str, connect_timeout: float) -> As
     scheme = url.split(":", 1)[0]
     if scheme == "ws":
         ep = parse_url(url)
-        return await WsAsyncChannel.open(ep.host, ep.port, ep.path, codec, connect_timeout)
+        return await WsAsyncChannel.open(
+            ep.host, ep.port, ep.path, codec, connect_timeout, token=token
+        )
     if scheme == "http":
-        return await HttpAsyncChannel.open(url, codec, connect_timeout)
+        return await HttpAsyncChannel.open(url, codec, connect_timeout, token)
     if scheme.startswith("openenv+"):
-        return await OpenEnvAsyncChannel.open(url, codec, connect_timeout)
+        return await OpenEnvAsyncChannel.open(url, codec, connect_timeout, token)
     if scheme in FRAMED_SCHEMES:
         return await FramedAsyncChannel.open(url, connect_timeout)
     return await _channel_transport(scheme).open_async_channel(url, codec)

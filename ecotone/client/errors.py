@@ -53,6 +53,12 @@ class EnvError(ServerError):
     """The environment raised; the session stays open and can be reset."""
 
 
+class AccessDenied(ServerError):
+    """The server refused this client: `unauthorized` (no token, or a wrong one: pass
+    `token=`, put `?token=` in the URL or set ECOTONE_TOKEN) or `forbidden` (the request's
+    Host or Origin is not one the server allows)."""
+
+
 class ConnectionLost(EcotoneError, ConnectionError):
     """The connection closed or broke; requests in flight have no answer."""
 
@@ -61,4 +67,24 @@ _BY_CODE: dict[str, type[ServerError]] = {
     ErrorCode.INVALID_ACTION: InvalidActionError,
     ErrorCode.CAPACITY: CapacityError,
     ErrorCode.ENV_ERROR: EnvError,
+    ErrorCode.UNAUTHORIZED: AccessDenied,
+    ErrorCode.FORBIDDEN: AccessDenied,
 }
+
+
+def refused(status: int, what: str, sent_token: bool = False) -> EcotoneError:
+    """The error for an HTTP refusal of a handshake or request (`what`: which;
+    `sent_token`: whether the request carried one)."""
+    if status == 401:
+        return AccessDenied(
+            str(ErrorCode.UNAUTHORIZED),
+            f"{what}: the token given is wrong"
+            if sent_token
+            else f"{what}: the server requires a token (pass token=, put ?token= in the URL, "
+            "or set ECOTONE_TOKEN)",
+        )
+    if status == 403:
+        return AccessDenied(
+            str(ErrorCode.FORBIDDEN), f"{what}: refused (HTTP 403: Host or Origin not allowed)"
+        )
+    return EcotoneError(f"{what}: refused with HTTP {status}")

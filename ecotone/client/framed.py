@@ -59,6 +59,9 @@ def _address(url: str) -> tuple[int, Any]:
 class FramedSyncChannel:
     """Blocking frames over a socket, or over a child process's stdin/stdout."""
 
+    needs_hello = True
+    """No headers here: a token goes in the connection's first frame, `hello`."""
+
     def __init__(self, url: str, connect_timeout: float) -> None:
         self.url = url
         self._decoder = FrameDecoder(MAX_INCOMING)
@@ -154,6 +157,9 @@ class FramedSyncChannel:
 
 class FramedAsyncChannel:
     """Frames over an anyio byte stream (trio or asyncio)."""
+
+    needs_hello = True
+    """No headers here: a token goes in the connection's first frame, `hello`."""
 
     def __init__(self, url: str, send_stream: Any, receive_stream: Any, closer: Any) -> None:
         self.url = url

@@ -38,10 +38,13 @@ def _content_type(codec: str) -> str:
 class HttpSyncChannel:
     """Blocking: the stdlib's http.client with keep-alive."""
 
-    def __init__(self, url: str, codec: str, connect_timeout: float) -> None:
+    def __init__(
+        self, url: str, codec: str, connect_timeout: float, token: str | None = None
+    ) -> None:
         self.url = url
         self.host, self.port, self.path = _endpoint(url)
         self.content_type = _content_type(codec)
+        self.auth = [("authorization", f"Bearer {token}")] if token else []
         self.connect_timeout = connect_timeout
         self._conn: http.client.HTTPConnection | None = None
         self._waiting = False
@@ -60,7 +63,11 @@ class HttpSyncChannel:
 
     def send(self, data: bytes) -> None:
         conn = self._conn or self._connect()
-        headers = {"content-type": self.content_type, "accept": self.content_type}
+        headers = {
+            "content-type": self.content_type,
+            "accept": self.content_type,
+            **dict(self.auth),
+        }
         try:
             conn.request("POST", self.path, body=data, headers=headers)
         except (OSError, http.client.HTTPException):
@@ -117,10 +124,13 @@ class HttpSyncChannel:
 class HttpAsyncChannel:
     """Async (trio or asyncio): h11 on an anyio stream; requests take turns on one connection."""
 
-    def __init__(self, url: str, codec: str, connect_timeout: float) -> None:
+    def __init__(
+        self, url: str, codec: str, connect_timeout: float, token: str | None = None
+    ) -> None:
         self.url = url
         self.host, self.port, self.path = _endpoint(url)
         self.content_type = _content_type(codec)
+        self.auth = [("authorization", f"Bearer {token}")] if token else []
         self.connect_timeout = connect_timeout
         self._stream: anyio.abc.ByteStream | None = None
         self._h11: h11.Connection | None = None
@@ -129,8 +139,10 @@ class HttpAsyncChannel:
         self._arrived = anyio.Event()
 
     @classmethod
-    async def open(cls, url: str, codec: str, connect_timeout: float) -> HttpAsyncChannel:
-        channel = cls(url, codec, connect_timeout)
+    async def open(
+        cls, url: str, codec: str, connect_timeout: float, token: str | None = None
+    ) -> HttpAsyncChannel:
+        channel = cls(url, codec, connect_timeout, token)
         await channel._connect()
         return channel
 
@@ -171,6 +183,7 @@ class HttpAsyncChannel:
                 ("host", f"{self.host}:{self.port}"),
                 ("content-type", self.content_type),
                 ("content-length", str(len(data))),
+                *self.auth,
             ],
         )
         try:

@@ -46,12 +46,13 @@ from ecotone.wire import (
 )
 
 
-def _describe(host: str, port: int, base: str, timeout: float) -> EnvInfo:
+def _describe(host: str, port: int, base: str, timeout: float, token: str | None) -> EnvInfo:
     conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    headers = {"authorization": f"Bearer {token}"} if token else {}
     try:
         docs: dict[str, Any] = {}
         for path in ("metadata", "schema"):
-            conn.request("GET", f"{base}/{path}")
+            conn.request("GET", f"{base}/{path}", headers=headers)
             response = conn.getresponse()
             body = response.read()
             docs[path] = json.loads(body) if response.status == 200 else {}
@@ -73,8 +74,11 @@ def _describe(host: str, port: int, base: str, timeout: float) -> EnvInfo:
 class OpenEnvSyncChannel:
     """Blocking; one WebSocket per session, read only while a call waits (no thread)."""
 
-    def __init__(self, url: str, codec: str, connect_timeout: float) -> None:
+    def __init__(
+        self, url: str, codec: str, connect_timeout: float, token: str | None = None
+    ) -> None:
         ep = parse_url(url)
+        self.token = token
         self.host, self.port = ep.host, ep.port
         self.base = ep.path.rstrip("/")
         self.connect_timeout = connect_timeout
@@ -97,7 +101,7 @@ class OpenEnvSyncChannel:
             self._reply(local)
             return
         if isinstance(frame, Describe):
-            info = _describe(self.host, self.port, self.base, self.connect_timeout)
+            info = _describe(self.host, self.port, self.base, self.connect_timeout, self.token)
             self._reply(Described(id=frame.id, info=info))
             return
         if isinstance(frame, Open):
@@ -109,6 +113,7 @@ class OpenEnvSyncChannel:
                 "json",
                 self.connect_timeout,
                 negotiate=False,
+                token=self.token,
             )
             self.sockets[session] = opened
             opened.send(t.message(frame))  # a state probe: capacity errors surface at open
@@ -201,8 +206,11 @@ class OpenEnvSyncChannel:
 class OpenEnvAsyncChannel:
     """Async (trio or asyncio): each call makes its round trip on its session's socket."""
 
-    def __init__(self, url: str, codec: str, connect_timeout: float) -> None:
+    def __init__(
+        self, url: str, codec: str, connect_timeout: float, token: str | None = None
+    ) -> None:
         ep = parse_url(url)
+        self.token = token
         self.host, self.port = ep.host, ep.port
         self.base = ep.path.rstrip("/")
         self.connect_timeout = connect_timeout
@@ -213,8 +221,10 @@ class OpenEnvAsyncChannel:
         self._arrived = anyio.Event()
 
     @classmethod
-    async def open(cls, url: str, codec: str, connect_timeout: float) -> OpenEnvAsyncChannel:
-        return cls(url, codec, connect_timeout)
+    async def open(
+        cls, url: str, codec: str, connect_timeout: float, token: str | None = None
+    ) -> OpenEnvAsyncChannel:
+        return cls(url, codec, connect_timeout, token)
 
     async def _roundtrip(self, frame: Request, session: str) -> Response:
         sock = self.sockets.get(session)
@@ -252,7 +262,7 @@ class OpenEnvAsyncChannel:
             return local
         if isinstance(frame, Describe):
             info = await anyio.to_thread.run_sync(
-                _describe, self.host, self.port, self.base, self.connect_timeout
+                _describe, self.host, self.port, self.base, self.connect_timeout, self.token
             )
             return Described(id=frame.id, info=info)
         if isinstance(frame, Open):
@@ -264,6 +274,7 @@ class OpenEnvAsyncChannel:
                 "json",
                 self.connect_timeout,
                 negotiate=False,
+                token=self.token,
             )
             self.sockets[session] = sock
             self.locks[session] = anyio.Lock()

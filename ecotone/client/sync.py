@@ -28,14 +28,16 @@ def connect(
     codec: str = "json",
     timeout: float | None = DEFAULT_TIMEOUT,
     connect_timeout: float = 10.0,
+    token: str | None = None,
 ) -> EnvClient[Any, Any]:
     """Connect to a server and open one session. Blocking.
 
     `url`: `ws://HOST:PORT`, `http://`, `tcp://`, `unix://`, `stdio:ENV`, `inproc://ENV`,
     `openenv+http://`... `env`: which env when the server serves several. Given
     `observation_type` / `state_type` the client decodes into them; otherwise into dicts.
-    `codec`: `json` or `msgpack`. `timeout`: default per-call timeout in seconds. Close the
-    session (and its connection) with `close()`, or use it as `with`.
+    `codec`: `json` or `msgpack`. `timeout`: default per-call timeout in seconds. `token`:
+    for a server that requires one (else `?token=` in the URL, else `$ECOTONE_TOKEN`).
+    Close the session (and its connection) with `close()`, or use it as `with`.
     """
     return open_session(
         url,
@@ -45,6 +47,7 @@ def connect(
         codec=codec,
         timeout=timeout,
         connect_timeout=connect_timeout,
+        token=token,
     )
 
 

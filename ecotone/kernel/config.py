@@ -8,12 +8,19 @@ command-line flags. Structured with cattrs, so a wrong key or type is an error n
     port = 8000
     web = false            # true: also serve the web UI at /web (implies the http transport)
 
-    [limits]
-    max_sessions = 256
+    [limits]               # every limit: ecotone/kernel/limits.py
+    max_sessions = 1024
     idle_timeout = 300.0
     max_frame_bytes = 4194304
     ping_interval = 20.0
     ping_timeout = 20.0
+
+    [auth]                 # bearer token: required by default beyond loopback
+    token_file = "/run/secrets/ecotone-token"   # or token = "..."; required = true/false
+
+    [access]               # browsers: Origins allowed besides the server's own, Host names
+    origins = ["https://lab.example"]
+    hosts = ["envs.lab.example"]
 
     [recording]            # trajectory recording, off unless dir is set
     dir = "runs/traj"
@@ -33,7 +40,8 @@ command-line flags. Structured with cattrs, so a wrong key or type is an error n
 Environment variables: `ECOTONE_ENV`, `ECOTONE_TRANSPORT`, `ECOTONE_HOST`, `ECOTONE_PORT`,
 `ECOTONE_WEB` (`true`/`false`, `1`/`0`, `yes`/`no`, `on`/`off`), and
 `ECOTONE_LIMITS_<NAME>` for each limit (`ECOTONE_LIMITS_MAX_SESSIONS=64`),
-`ECOTONE_RECORDING_DIR` and `ECOTONE_RECORDING_FORMAT`. The value `none`
+`ECOTONE_RECORDING_DIR`, `ECOTONE_RECORDING_FORMAT`, `ECOTONE_AUTH_TOKEN`,
+`ECOTONE_AUTH_TOKEN_FILE` and `ECOTONE_AUTH_REQUIRED`. The value `none`
 clears an optional limit. An unknown `ECOTONE_LIMITS_*` variable, or one a letter or two away
 from a known name (`ECOTONE_PROT`), is an error; other `ECOTONE_*` names are left to plugins
 (e.g. `ECOTONE_CODING_SANDBOX`).
@@ -48,6 +56,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import attrs
 import cattrs
@@ -79,6 +88,44 @@ class RecordingConfig:
 
 
 @attrs.frozen(slots=True, kw_only=True)
+class AuthConfig:
+    """Bearer-token authentication (`[auth]`): every request, on every transport but stdio
+    and inproc, must carry the token (HTTP `Authorization: Bearer`, `?token=` in the URL, the
+    web UI's cookie, or `hello`'s `token` on tcp/unix)."""
+
+    token: str | None = None
+    token_file: str | None = None
+    """A file holding the token (its first line); `ECOTONE_AUTH_TOKEN_FILE`."""
+    required: bool | None = None
+    """None (the default): required when the server binds beyond loopback, where a token is
+    made and printed if none is given."""
+
+
+TOKEN_VARIABLE = "ECOTONE_AUTH_TOKEN"
+"""The variable a server reads its token from (what launchers hand a server they start)."""
+
+
+def with_token(url: str, token: str) -> str:
+    """`url` carrying `?token=`: how a server's URL is shown when it needs a token, so that
+    the URL works as it is (the clients take the token out and send it in a header)."""
+    return f"{url}{'&' if '?' in url else '?'}token={quote(token, safe='')}"
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class AccessConfig:
+    """Who may talk to the server from a browser (`[access]`): the defences against web pages
+    (a page's socket or form aimed at a local server) and DNS rebinding."""
+
+    origins: list[str] = attrs.field(factory=list)
+    """Origins allowed besides the server's own (`"https://lab.example:8443"`; `"*"` for
+    any). A request with another `Origin` header is refused 403; one without is not a
+    browser's."""
+    hosts: list[str] | None = None
+    """Host names the `Host` header may carry (port ignored; `"*"` for any). None: the
+    loopback names when bound to loopback, any otherwise (where a token is required)."""
+
+
+@attrs.frozen(slots=True, kw_only=True)
 class ServerConfig:
     """Everything `ecotone serve` needs."""
 
@@ -88,6 +135,8 @@ class ServerConfig:
     port: int = attrs.field(default=8000)
     limits: Limits = attrs.field(factory=Limits)
     recording: RecordingConfig = attrs.field(factory=RecordingConfig)
+    auth: AuthConfig = attrs.field(factory=AuthConfig)
+    access: AccessConfig = attrs.field(factory=AccessConfig)
     launch: dict[str, Any] = attrs.field(factory=dict)
     """The `[launch]` table as read: `ecotone.launcher.config.launch_config` structures it
     (the kernel knows nothing of providers)."""
@@ -178,6 +227,8 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
             data.setdefault("limits", {})[key[len("limits_") :]] = parsed
         elif key.startswith("recording_"):
             data.setdefault("recording", {})[key[len("recording_") :]] = parsed
+        elif key.startswith("auth_"):
+            data.setdefault("auth", {})[key[len("auth_") :]] = parsed
         elif key in ("env", "transport", "host", "port", "web"):
             data[key] = parsed
         elif key == "config" or not difflib.get_close_matches(key, _TOP_KEYS, n=1, cutoff=0.75):
@@ -186,7 +237,7 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
             raise ConfigError(
                 f"unknown environment variable {name}: ecotone reads ECOTONE_ENV, "
                 "ECOTONE_TRANSPORT, ECOTONE_HOST, ECOTONE_PORT, ECOTONE_WEB, ECOTONE_CONFIG, "
-                "ECOTONE_LIMITS_<name> and ECOTONE_RECORDING_<name>"
+                "ECOTONE_LIMITS_<name>, ECOTONE_RECORDING_<name> and ECOTONE_AUTH_<name>"
             )
     return data
 
@@ -261,14 +312,11 @@ def load(
         source = f"config (file {path}, environment, flags)"
     data = _merge(data, _from_environ(environ))
     if overrides:
-        flat = {
-            k: v for k, v in overrides.items() if v is not None and k not in ("limits", "recording")
-        }
+        tables = ("limits", "recording", "auth")
+        flat = {k: v for k, v in overrides.items() if v is not None and k not in tables}
         data = _merge(data, flat)
-        recording = {k: v for k, v in (overrides.get("recording") or {}).items() if v is not None}
-        if recording:
-            data = _merge(data, {"recording": recording})
-        limits = {k: v for k, v in (overrides.get("limits") or {}).items() if v is not None}
-        if limits:
-            data = _merge(data, {"limits": limits})
+        for table in tables:
+            given = {k: v for k, v in (overrides.get(table) or {}).items() if v is not None}
+            if given:
+                data = _merge(data, {table: given})
     return structure(data, source)

@@ -40,6 +40,7 @@ The rules:
 from __future__ import annotations
 
 import collections
+import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -89,12 +90,14 @@ Sink = Callable[["Peer"], Awaitable[None]]
 
 @final
 class Owner:
-    """Who sessions belong to. `closed` once the owner is gone (its sessions are closing)."""
+    """Who sessions belong to. `closed` once the owner is gone (its sessions are closing);
+    `authenticated` once it showed the server's token (or needed none: see `Engine.owner`)."""
 
-    __slots__ = ("closed",)
+    __slots__ = ("authenticated", "closed")
 
-    def __init__(self) -> None:
+    def __init__(self, authenticated: bool = True) -> None:
         self.closed = False
+        self.authenticated = authenticated
 
 
 @final
@@ -218,6 +221,7 @@ class Engine(Operations):
         limits: Limits | None = None,
         hooks: Any = None,
         clock: Callable[[], float] = time.monotonic,
+        token: str | None = None,
     ) -> None:
         if isinstance(envs, EnvSpec):
             envs = {envs.name: envs}
@@ -228,6 +232,8 @@ class Engine(Operations):
         if self.default_env not in self.envs:
             raise ValueError(f"default env {self.default_env!r} is not among the served envs")
         self.limits = limits or Limits()
+        self.token = token
+        """The bearer token every owner must show (None: none needed)."""
         self.sessions = SessionTable(self.limits.max_sessions, self.limits.idle_timeout)
         self.clock = clock
         self._hooks = hooks
@@ -265,8 +271,10 @@ class Engine(Operations):
 
     # --- the driver's side --------------------------------------------------------------------
 
-    def owner(self) -> Owner:
-        return Owner()
+    def owner(self, authenticated: bool = False) -> Owner:
+        """A new owner. `authenticated`: the transport checked the token itself (HTTP and
+        WebSocket, by header); otherwise, with a token set, it must send `hello` with it."""
+        return Owner(authenticated or self.token is None)
 
     def peer(
         self,
@@ -277,7 +285,7 @@ class Engine(Operations):
         frames: bool = False,
     ) -> Peer:
         """A place for answers. Without `owner`, a new one (a connection of its own)."""
-        return Peer(self, codec, owner if owner is not None else Owner(), sink, frames)
+        return Peer(self, codec, owner if owner is not None else self.owner(), sink, frames)
 
     def take_touched(self) -> list[Peer]:
         """Peers (with a sink) whose outbox became non-empty since the last call."""
@@ -422,6 +430,9 @@ class Engine(Operations):
     def submit(self, peer: Peer, request: Request) -> Sequence[Call]:
         """Handle one request frame from `peer`; returns the calls the driver must run."""
         kind = type(request)
+        if not peer.owner.authenticated and kind is not Ping:  # a ping needs no token
+            peer.emit(self._authenticate(peer, request))
+            return NO_CALLS
         if kind is Step:  # the hot path first
             return self._submit_step(peer, request)  # type: ignore[arg-type]
         try:
@@ -454,6 +465,25 @@ class Engine(Operations):
             log.exception("internal error handling %s", kind.__name__)
             peer.emit(answers.internal(exc, request.id, getattr(request, "session", None)))
             return NO_CALLS
+
+    def _authenticate(self, peer: Peer, request: Request) -> Response:
+        """The answer to a request of an owner that has not shown the token: `hello` with the
+        right one admits it, anything else is `unauthorized`."""
+        token = self.token or ""
+        if type(request) is Hello:
+            given = request.token or ""
+            if given and hmac.compare_digest(given.encode(), token.encode()):
+                peer.owner.authenticated = True
+                return self._hello(request)
+        return answers.error(
+            ErrorCode.UNAUTHORIZED,
+            "this server requires a token: send `hello` with it first (`token=` in the "
+            "clients, or `?token=` in the URL)"
+            if type(request) is not Hello
+            else "wrong token",
+            request.id,
+            getattr(request, "session", None),
+        )
 
     def _enqueue(self, session: Session, item: _Queued | _Entry) -> None:
         queue = session.queue

@@ -1,13 +1,28 @@
-"""Who may connect: the server's admission rules, in one place for every transport.
+"""Who may connect and ask: the server's admission rules, in one place for every transport.
 
-`ConnectionGate` counts open connections, in all and per peer address, and refuses past
-`limits.max_connections` / `limits.max_connections_per_ip` (the transport writes the refusal:
-an HTTP 503, or an error frame, then closes).
+* `ConnectionGate` counts open connections, in all and per peer address, and refuses past
+  `limits.max_connections` / `limits.max_connections_per_ip` (the transport writes the
+  refusal: an HTTP 503, or an error frame, then closes).
+* `Admission` checks every HTTP request and WebSocket handshake: Host, Origin, token. On
+  tcp and unix, which have no headers, the engine asks for the token in `hello`.
 """
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
+import re
+import secrets
+from collections.abc import Mapping
+from typing import Final
+from urllib.parse import urlsplit
+
+import attrs
+
 from ecotone.kernel import Limits
+from ecotone.kernel.config import ConfigError
+from ecotone.wire import ErrorCode
+from ecotone.wire.http import cookie
 
 
 class ConnectionGate:
@@ -35,3 +50,155 @@ class ConnectionGate:
             self._per_peer[peer] = held
         else:
             self._per_peer.pop(peer, None)
+
+
+# --- who may ask: Host, Origin and the token ------------------------------------------------
+
+LOOPBACK_NAMES: Final = frozenset({"localhost", "127.0.0.1", "::1"})
+TOKEN_COOKIE: Final = "ecotone_token"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a bind address is reachable from this machine only (a unix socket path is)."""
+    if host in LOOPBACK_NAMES or host.startswith("/") or not host:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_name(value: str) -> str:
+    """`Host` without its port: `127.0.0.1:8000` -> `127.0.0.1`, `[::1]:80` -> `::1`."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1 : value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+_DEFAULT_PORTS = {"http": 80, "ws": 80, "https": 443, "wss": 443}
+
+
+def _same_origin(origin: str, host: str) -> bool:
+    parts = urlsplit(origin)
+    if not parts.hostname:
+        return False
+    port = parts.port or _DEFAULT_PORTS.get(parts.scheme, 0)
+    name = _host_name(host)
+    host_port = host.rsplit(":", 1)[1] if ":" in host and not host.endswith("]") else ""
+    wanted = int(host_port) if host_port.isdigit() else _DEFAULT_PORTS.get(parts.scheme, 0)
+    return parts.hostname.lower() == name and port == wanted
+
+
+def bearer(headers: Mapping[str, str]) -> str | None:
+    scheme, _, value = headers.get("authorization", "").partition(" ")
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
+
+@attrs.frozen
+class Refusal:
+    status: int
+    code: ErrorCode
+    message: str
+
+
+@attrs.frozen
+class Admission:
+    """The checks every HTTP request and WebSocket handshake passes before anything else:
+
+    * `Host` must name this server (DNS rebinding: a page of `evil.example` that resolves to
+      127.0.0.1 sends `Host: evil.example`): by default the loopback names when bound to
+      loopback, any when bound beyond it (where the token guards);
+    * a request with an `Origin` (a browser's) must come from the server's own origin or one
+      allowed in `[access] origins`, so no other web page can open a socket or send a form;
+    * with a token set, the request must carry it: `Authorization: Bearer TOKEN`, `?token=`
+      in the URL, or the web UI's cookie (set when `/web?token=` is opened).
+    """
+
+    token: str | None = None
+    origins: frozenset[str] = frozenset()
+    hosts: frozenset[str] | None = None
+    """Allowed Host names; None: any."""
+
+    def refuse(
+        self, headers: Mapping[str, str], query: Mapping[str, str], path: str = ""
+    ) -> Refusal | None:
+        """Why this request is refused, or None. `GET /health` needs no token (liveness
+        probes, launchers waiting for a server); it tells nothing but that the server is up."""
+        host = headers.get("host", "")
+        if self.hosts is not None and "*" not in self.hosts:
+            if _host_name(host) not in self.hosts:
+                return Refusal(
+                    403,
+                    ErrorCode.FORBIDDEN,
+                    f"Host {host!r} is not one this server answers for ([access] hosts)",
+                )
+        origin = headers.get("origin")
+        if origin and "*" not in self.origins and origin not in self.origins:
+            if not _same_origin(origin, host):
+                return Refusal(
+                    403,
+                    ErrorCode.FORBIDDEN,
+                    f"requests from web pages of {origin} are refused: only this server's "
+                    "own pages, and origins allowed in [access] origins",
+                )
+        if self.token is not None and path != "/health":
+            given = bearer(headers) or query.get("token") or cookie(headers, TOKEN_COOKIE)
+            if not given or not hmac.compare_digest(given.encode(), self.token.encode()):
+                return Refusal(
+                    401,
+                    ErrorCode.UNAUTHORIZED,
+                    "this server requires a token: `Authorization: Bearer TOKEN`, or "
+                    "`?token=TOKEN` in the URL" + (" (this one is wrong)" if given else ""),
+                )
+        return None
+
+    def valid(self, given: str | None) -> bool:
+        return (
+            self.token is not None
+            and given is not None
+            and hmac.compare_digest(given.encode(), self.token.encode())
+        )
+
+
+_TOKEN_CHARS: Final = re.compile(r"[!#-+\--:<-\[\]-~]+")
+
+
+def resolve_token(
+    token: str | None, token_file: str | None, required: bool | None, host: str
+) -> tuple[str | None, bool]:
+    """The server's token and whether it was made here (to be printed): the one given, or
+    the first line of `token_file`, or, when required (by default: bound beyond loopback)
+    and none is given, a new random one."""
+    if token is None and token_file is not None:
+        try:
+            with open(token_file, encoding="utf-8") as f:
+                token = f.readline().strip() or None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"[auth] token_file: cannot read {token_file}: {exc}") from None
+        if token is None:
+            raise ConfigError(f"[auth] token_file: {token_file} holds no token")
+    if token is not None:
+        if not _TOKEN_CHARS.fullmatch(token):
+            raise ConfigError(
+                "[auth] token: use printable ASCII with no spaces, quotes, commas, semicolons "
+                "or backslashes (it travels in headers, URLs and a cookie)"
+            )
+        return token, False
+    if required is None:
+        required = not is_loopback(host)
+    if not required:
+        return None, False
+    return secrets.token_urlsafe(24), True
+
+
+def admission_for(
+    token: str | None, origins: list[str], hosts: list[str] | None, bind_host: str
+) -> Admission:
+    if hosts is None:
+        allowed: frozenset[str] | None = LOOPBACK_NAMES if is_loopback(bind_host) else None
+        if allowed is not None and bind_host and not bind_host.startswith("/"):
+            allowed = allowed | {_host_name(bind_host)}
+    else:
+        allowed = frozenset(_host_name(h) for h in hosts)
+    return Admission(token=token, origins=frozenset(origins), hosts=allowed)

@@ -13,17 +13,18 @@ from typing import Any
 import trio
 
 from ecotone.kernel import Engine, Registry
-from ecotone.kernel.config import ServerConfig
+from ecotone.kernel.config import ServerConfig, with_token
+from ecotone.server.admission import admission_for, resolve_token
 from ecotone.server.runner import Runner
 
 log = logging.getLogger("ecotone.server")
 
 
-def build_engine(config: ServerConfig, registry: Registry) -> Engine:
+def build_engine(config: ServerConfig, registry: Registry, token: str | None = None) -> Engine:
     if not config.env:
         raise ValueError("no environment to serve: name one (ecotone serve ENV) or set `env`")
     spec = registry.env_spec(config.env)
-    return Engine(spec, limits=config.limits, hooks=registry.pm.hook)
+    return Engine(spec, limits=config.limits, hooks=registry.pm.hook, token=token)
 
 
 def transport_for(config: ServerConfig, registry: Registry) -> Any:
@@ -39,8 +40,9 @@ def transport_for(config: ServerConfig, registry: Registry) -> Any:
 
 
 def web_url(url: str) -> str:
-    """The web UI's address on a server started at `url` (http://HOST:PORT)."""
-    return url.rstrip("/") + "/web"
+    """The web UI's address on a server started at `url` (http://HOST:PORT[?token=...])."""
+    base, sep, query = url.partition("?")
+    return base.rstrip("/") + "/web" + sep + query
 
 
 async def serve(
@@ -59,14 +61,26 @@ async def serve(
         # Registered before the engine is built: the engine looks its hooks up once.
         recorder = TrajectoryRecorder(config.recording.dir, format=config.recording.format)  # type: ignore[arg-type]
         registry.register(recorder, name="ecotone.recording")
-    engine = build_engine(config, registry)
+    auth = config.auth
+    token, made = resolve_token(auth.token, auth.token_file, auth.required, config.host)
+    engine = build_engine(config, registry, token)
+    admission = admission_for(token, config.access.origins, config.access.hosts, config.host)
     options = {"web": True} if config.web else {}
     runner: Runner | None = None
+    if made and token is not None:
+        announced, shown = task_status, token
+
+        class _Announce:
+            def started(self, value: Any = None) -> None:
+                announced.started(with_token(str(value), shown))
+
+        task_status = _Announce()
     try:
         # The runner's nursery holds the env calls: they outlive the connection that asked
         # (its sessions close when they end) and end, at the latest, with the server.
         async with trio.open_nursery() as calls:
             runner = Runner(engine, calls)
+            runner.admission = admission
             calls.start_soon(runner.reap_idle)
             await transport.serve(
                 runner, config.host, config.port, task_status=task_status, **options

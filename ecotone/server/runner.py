@@ -34,7 +34,7 @@ from typing import final
 import trio
 
 from ecotone.kernel import Call, Engine, Mode, Owner, Peer
-from ecotone.server.admission import ConnectionGate
+from ecotone.server.admission import Admission, ConnectionGate
 from ecotone.wire import Codec, Request, Response
 
 log = logging.getLogger("ecotone.runner")
@@ -59,6 +59,9 @@ class Runner:
         self._stopping = False
         self.gate = ConnectionGate(engine.limits)
         """Connections open, and who may open another (`ecotone.server.admission`)."""
+        self.admission = Admission(token=engine.token)
+        """The Host, Origin and token checks of HTTP requests and handshakes (the server's
+        composition sets them from the config)."""
 
     # --- for transports -----------------------------------------------------------------------
 

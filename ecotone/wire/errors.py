@@ -25,6 +25,8 @@ class ErrorCode(enum.StrEnum):
     UNSUPPORTED = "unsupported"
     ENV_ERROR = "env_error"
     TIMEOUT = "timeout"
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
     INTERNAL = "internal"
 
 
@@ -68,6 +70,14 @@ ERROR_DESCRIPTIONS: dict[ErrorCode, str] = {
         "or the request's shorter one). The session's env is set aside: `reset` gets a fresh "
         "env instance, or `close` the session."
     ),
+    ErrorCode.UNAUTHORIZED: (
+        "The server requires a token and the request carried none, or a wrong one "
+        "(`Authorization: Bearer`, `?token=`, or `hello`'s `token` on tcp/unix)."
+    ),
+    ErrorCode.FORBIDDEN: (
+        "The request came from a web page of another origin, or named a host this server "
+        "does not answer for (`[access]` origins and hosts)."
+    ),
     ErrorCode.INTERNAL: ("A bug in ecotone itself. Please report it."),
 }
 """What each code means; published in docs/protocol.md."""
@@ -88,6 +98,8 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.CAPACITY: 503,
     ErrorCode.ENV_ERROR: 500,
     ErrorCode.TIMEOUT: 504,
+    ErrorCode.UNAUTHORIZED: 401,
+    ErrorCode.FORBIDDEN: 403,
     ErrorCode.INTERNAL: 500,
 }
 """The HTTP status that carries each error frame over the HTTP transport."""

@@ -58,9 +58,12 @@ class EnvCallFrame(RequestFrame, kw_only=True):
 
 
 class Hello(RequestFrame, tag="hello"):
-    """Optional first request: check the protocol version and learn what the server serves."""
+    """Optional first request: check the protocol version and learn what the server serves.
+    On tcp and unix, where there are no headers, it carries the token of a server that
+    requires one: until it does, every other request is answered `unauthorized`."""
 
     version: int = PROTOCOL_VERSION
+    token: str | None = None
 
 
 class Describe(RequestFrame, tag="describe"):

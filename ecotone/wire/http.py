@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -27,11 +28,16 @@ class HttpRequest:
         return self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
 
     def cookie(self, name: str) -> str | None:
-        for part in self.headers.get("cookie", "").split(";"):
-            key, _, value = part.strip().partition("=")
-            if key == name:
-                return value
-        return None
+        return cookie(self.headers, name)
+
+
+def cookie(headers: Mapping[str, str], name: str) -> str | None:
+    """The value of cookie `name` in a request's (lower-cased) `headers`."""
+    for part in headers.get("cookie", "").split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == name:
+            return value
+    return None
 
 
 @attrs.define(slots=True)

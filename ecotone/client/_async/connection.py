@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
 from ecotone.client._async import io
-from ecotone.client._core import ClientCore, EnvTypes, Matcher, Slot
+from ecotone.client._core import ClientCore, EnvTypes, Matcher, Slot, credentials
 from ecotone.client.errors import ConnectionLost, ServerError
 from ecotone.client.results import StepResult
 from ecotone.wire import (
@@ -32,6 +32,7 @@ from ecotone.wire import (
     EnvInfo,
     Error,
     GetState,
+    Hello,
     Open,
     Opened,
     Reset,
@@ -59,6 +60,9 @@ class AsyncConnection:
     `channel`, when given, is used instead of opening one for `url` (an embedded engine's
     channel, for instance); `url` then only labels the connection. Without one, the blocking
     face connects at once; the async face needs the classmethod `open_url`, which both have.
+
+    `token`: the server's token, for a server that requires one (else `?token=` in the URL,
+    else `$ECOTONE_TOKEN`); refused, it raises `AccessDenied`.
     """
 
     def __init__(
@@ -69,12 +73,14 @@ class AsyncConnection:
         timeout: float | None = DEFAULT_TIMEOUT,
         connect_timeout: float = 10.0,
         channel: io.Channel | None = None,
+        token: str | None = None,
     ) -> None:
+        url, token = credentials(url, token)
         self.url = url
         self.timeout = timeout
         self.core = ClientCore(codec)
         self.channel: io.Channel = (
-            channel if channel is not None else io.channel_now(url, codec, connect_timeout)
+            channel if channel is not None else io.channel_now(url, codec, connect_timeout, token)
         )
         self.decode = self.core.decode
         """How received frames are decoded (replaceable: a vector env installs one that decodes
@@ -83,6 +89,8 @@ class AsyncConnection:
         self._read_lock = io.Lock()
         self._lost: ConnectionLost | None = None
         self._closed = False
+        if channel is None and token is not None and getattr(self.channel, "needs_hello", False):
+            io.call_now(lambda: self._hello(token, connect_timeout))
 
     @classmethod
     async def open_url(
@@ -92,10 +100,26 @@ class AsyncConnection:
         codec: str = "json",
         timeout: float | None = DEFAULT_TIMEOUT,
         connect_timeout: float = 10.0,
+        token: str | None = None,
     ) -> AsyncConnection:
         """Connect to `url`: ws://, http://, tcp://, unix://, stdio:, inproc://, openenv+..."""
-        channel = await io.open_channel(url, codec, connect_timeout)
-        return cls(url, codec=codec, timeout=timeout, channel=channel)
+        url, token = credentials(url, token)
+        channel = await io.open_channel(url, codec, connect_timeout, token)
+        connection = cls(url, codec=codec, timeout=timeout, channel=channel)
+        if token is not None and getattr(channel, "needs_hello", False):
+            await connection._hello(token, connect_timeout)
+        return connection
+
+    async def _hello(self, token: str, timeout: float) -> None:
+        """Show the token in `hello`, on channels without headers (AccessDenied if refused;
+        the connection is closed then)."""
+        try:
+            self.core.check(await self.request(Hello(id=self.core.next_id(), token=token), timeout))
+        except BaseException:
+            if not self.closed:
+                with io.shielded():
+                    await self.aclose()
+            raise
 
     # --- requests ------------------------------------------------------------------------------
 
@@ -386,10 +410,11 @@ async def open_session(
     codec: str = "json",
     timeout: float | None = DEFAULT_TIMEOUT,
     connect_timeout: float = 10.0,
+    token: str | None = None,
 ) -> AsyncEnvClient[Any, Any]:
     """Connect to `url` and open one session on a connection of its own (closed with it)."""
     connection = await AsyncConnection.open_url(
-        url, codec=codec, timeout=timeout, connect_timeout=connect_timeout
+        url, codec=codec, timeout=timeout, connect_timeout=connect_timeout, token=token
     )
     try:
         client = await connection.open(

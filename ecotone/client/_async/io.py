@@ -46,7 +46,7 @@ def shielded() -> anyio.CancelScope:
     return anyio.CancelScope(shield=True)
 
 
-def channel_now(url: str, codec: str, connect_timeout: float) -> Channel:
+def channel_now(url: str, codec: str, connect_timeout: float, token: str | None) -> Channel:
     raise TypeError(
         "an async connection opens with `await AsyncConnection.open_url(url)` (or pass the "
         "`channel=` it should use)"
@@ -57,8 +57,8 @@ def call_now(fn: Callable[[], Awaitable[Any]]) -> None:  # pragma: no cover - ne
     raise AssertionError("the async face opens nothing in a constructor")
 
 
-async def open_channel(url: str, codec: str, connect_timeout: float) -> Channel:
-    return await open_async_channel(url, codec, connect_timeout)
+async def open_channel(url: str, codec: str, connect_timeout: float, token: str | None) -> Channel:
+    return await open_async_channel(url, codec, connect_timeout, token)
 
 
 async def read_some(

@@ -96,7 +96,8 @@ class AsyncVectorEnv:
     sub-env never holds back the fast ones (each is its own `step` frame here).
 
     `step_timeout`: seconds each step (or reset) may take (None: forever). `record_to`: a
-    directory where every sub-env episode is recorded (see `ecotone.recording`).
+    directory where every sub-env episode is recorded (see `ecotone.recording`). `token`:
+    for servers that require one (else each URL's `?token=`, else `$ECOTONE_TOKEN`).
     """
 
     def __init__(
@@ -115,6 +116,7 @@ class AsyncVectorEnv:
         record_to: Any = None,
         record_format: str = "jsonl",
         replace_server: io.ReplaceServer | None = None,
+        token: str | None = None,
     ) -> None:
         self._core = VectorCore(
             urls,
@@ -131,6 +133,7 @@ class AsyncVectorEnv:
         self._codec = codec
         self._replace_server = replace_server
         self._connect_timeout = connect_timeout
+        self._token = token
         self._opened = False
         self._closed = False
         self._started = False
@@ -166,6 +169,7 @@ class AsyncVectorEnv:
             codec=self._codec,
             timeout=self._core.step_timeout,
             connect_timeout=self._connect_timeout,
+            token=self._token,
         )
 
     # --- properties ----------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
-from ecotone.client._core import ClientCore, EnvTypes, Matcher, Slot
+from ecotone.client._core import ClientCore, EnvTypes, Matcher, Slot, credentials
 from ecotone.client._sync import io
 from ecotone.client.errors import ConnectionLost, ServerError
 from ecotone.client.results import StepResult
@@ -33,6 +33,7 @@ from ecotone.wire import (
     EnvInfo,
     Error,
     GetState,
+    Hello,
     Open,
     Opened,
     Reset,
@@ -60,6 +61,9 @@ class Connection:
     `channel`, when given, is used instead of opening one for `url` (an embedded engine's
     channel, for instance); `url` then only labels the connection. Without one, the blocking
     face connects at once; the async face needs the classmethod `open_url`, which both have.
+
+    `token`: the server's token, for a server that requires one (else `?token=` in the URL,
+    else `$ECOTONE_TOKEN`); refused, it raises `AccessDenied`.
     """
 
     def __init__(
@@ -70,12 +74,14 @@ class Connection:
         timeout: float | None = DEFAULT_TIMEOUT,
         connect_timeout: float = 10.0,
         channel: io.Channel | None = None,
+        token: str | None = None,
     ) -> None:
+        url, token = credentials(url, token)
         self.url = url
         self.timeout = timeout
         self.core = ClientCore(codec)
         self.channel: io.Channel = (
-            channel if channel is not None else io.channel_now(url, codec, connect_timeout)
+            channel if channel is not None else io.channel_now(url, codec, connect_timeout, token)
         )
         self.decode = self.core.decode
         """How received frames are decoded (replaceable: a vector env installs one that decodes
@@ -84,6 +90,8 @@ class Connection:
         self._read_lock = io.Lock()
         self._lost: ConnectionLost | None = None
         self._closed = False
+        if channel is None and token is not None and getattr(self.channel, "needs_hello", False):
+            io.call_now(lambda: self._hello(token, connect_timeout))
 
     @classmethod
     def open_url(
@@ -93,10 +101,26 @@ class Connection:
         codec: str = "json",
         timeout: float | None = DEFAULT_TIMEOUT,
         connect_timeout: float = 10.0,
+        token: str | None = None,
     ) -> Connection:
         """Connect to `url`: ws://, http://, tcp://, unix://, stdio:, inproc://, openenv+..."""
-        channel = io.open_channel(url, codec, connect_timeout)
-        return cls(url, codec=codec, timeout=timeout, channel=channel)
+        url, token = credentials(url, token)
+        channel = io.open_channel(url, codec, connect_timeout, token)
+        connection = cls(url, codec=codec, timeout=timeout, channel=channel)
+        if token is not None and getattr(channel, "needs_hello", False):
+            connection._hello(token, connect_timeout)
+        return connection
+
+    def _hello(self, token: str, timeout: float) -> None:
+        """Show the token in `hello`, on channels without headers (AccessDenied if refused;
+        the connection is closed then)."""
+        try:
+            self.core.check(self.request(Hello(id=self.core.next_id(), token=token), timeout))
+        except BaseException:
+            if not self.closed:
+                with io.shielded():
+                    self.close()
+            raise
 
     # --- requests ------------------------------------------------------------------------------
 
@@ -383,10 +407,11 @@ def open_session(
     codec: str = "json",
     timeout: float | None = DEFAULT_TIMEOUT,
     connect_timeout: float = 10.0,
+    token: str | None = None,
 ) -> EnvClient[Any, Any]:
     """Connect to `url` and open one session on a connection of its own (closed with it)."""
     connection = Connection.open_url(
-        url, codec=codec, timeout=timeout, connect_timeout=connect_timeout
+        url, codec=codec, timeout=timeout, connect_timeout=connect_timeout, token=token
     )
     try:
         client = connection.open(env, observation_type=observation_type, state_type=state_type)

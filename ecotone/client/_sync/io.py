@@ -51,16 +51,16 @@ def shielded() -> contextlib.nullcontext[None]:
     return contextlib.nullcontext()
 
 
-def channel_now(url: str, codec: str, connect_timeout: float) -> Channel:
-    return open_sync_channel(url, codec, connect_timeout)
+def channel_now(url: str, codec: str, connect_timeout: float, token: str | None) -> Channel:
+    return open_sync_channel(url, codec, connect_timeout, token)
 
 
 def call_now(fn: Callable[[], Any]) -> None:
     fn()
 
 
-def open_channel(url: str, codec: str, connect_timeout: float) -> Channel:
-    return open_sync_channel(url, codec, connect_timeout)
+def open_channel(url: str, codec: str, connect_timeout: float, token: str | None) -> Channel:
+    return open_sync_channel(url, codec, connect_timeout, token)
 
 
 def read_some(

@@ -13,7 +13,10 @@ What every container gets, and why:
   (`--init`), since Python as pid 1 would ignore SIGTERM and every stop would wait for the
   kill.
 - Network. `websocket`, `http`, `tcp`: the server listens on 0.0.0.0:8000 inside, published
-  on 127.0.0.1 at a port the engine picks, read back from the container after start. `unix`:
+  on 127.0.0.1 at a port the engine picks, read back from the container after start. It
+  requires a token, made here and handed over as a secret (`ECOTONE_AUTH_TOKEN`, unless the
+  spec sets it), so that no other local user reaches it; `handle.url` carries it as
+  `?token=`, which the clients send in a header. `unix`:
   no network at all (`--network none`, only `lo` inside); the server's socket is in a private
   host folder bind-mounted at /run/ecotone, and the URL is `unix:///HOSTFOLDER/server.sock`.
 - Hardened defaults: read-only root filesystem with a size-limited tmpfs at /tmp, no new
@@ -64,6 +67,7 @@ import anyio
 import anyio.to_thread
 import attrs
 
+from ecotone.kernel.config import TOKEN_VARIABLE, with_token
 from ecotone.launcher.contract import (
     EngineUnavailable,
     ImageNotFound,
@@ -255,6 +259,21 @@ def server_command(spec: LaunchSpec) -> list[str]:
     return ["python3", "-m", "ecotone", *serve]
 
 
+def _with_server_token(spec: LaunchSpec) -> tuple[LaunchSpec, str | None]:
+    """The spec with the token its server will require, and the token. A server on a
+    network transport listens on 0.0.0.0 in its container, so it requires a token (reachable
+    on the host's loopback, it would otherwise serve any local user): a new one, handed over
+    as a secret, unless the spec's secrets or environment set one. `unix` needs none: the
+    socket lives in a private folder."""
+    if spec.transport == "unix":
+        return spec, None
+    given = spec.secrets.get(TOKEN_VARIABLE) or spec.environment.get(TOKEN_VARIABLE)
+    if given:
+        return spec, given
+    token = secrets_module.token_urlsafe(24)
+    return attrs.evolve(spec, secrets={**spec.secrets, TOKEN_VARIABLE: token}), token
+
+
 def _url(transport: str, host_port: int | None, folder: str | None) -> str:
     if transport == "unix":
         assert folder is not None
@@ -364,6 +383,7 @@ class ContainerProvider:
 
     async def start(self, spec: LaunchSpec) -> ContainerHandle:
         options = check_container_spec(spec)
+        spec, token = _with_server_token(spec)
         deadline = anyio.current_time() + spec.ready_timeout
         engine = self.engine
         client = await anyio.to_thread.run_sync(engine.client)
@@ -445,7 +465,7 @@ class ContainerProvider:
             if spec.secrets and folder is not None:
                 _forget_secrets(folder)
             return ContainerHandle(
-                url=url,
+                url=url if token is None else with_token(url, token),
                 id=container.id,
                 provider=self.name,
                 name=name,

@@ -23,6 +23,9 @@ The rules it keeps, beyond the provider contract (`ecotone.launcher.contract`):
   are seen as `ecotone serve` run here would see them), and this process's environment plus
   `spec.environment` plus `spec.secrets`. Secrets travel only in the environment, never on
   the command line.
+- A server on a network transport requires a token (on 127.0.0.1 every local user reaches
+  its port): the server makes it and prints it in its URL (`?token=`), which becomes
+  `handle.url`; a token in `spec.secrets` (`ECOTONE_AUTH_TOKEN`) is used instead.
 - The port: the server binds port 0 itself and prints the address the kernel gave it
   (`ecotone: serving 'ENV' over T at URL`); the provider reads it from the log. A port
   picked here and handed down would be free when picked and maybe taken when bound (by
@@ -82,6 +85,8 @@ import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 
+from ecotone.kernel.config import TOKEN_VARIABLE as AUTH_TOKEN_VARIABLE
+from ecotone.kernel.config import with_token
 from ecotone.kernel.hookspecs import hookimpl
 from ecotone.launcher.contract import (
     EngineUnavailable,
@@ -188,7 +193,20 @@ def _server_environment(spec: LaunchSpec, token: str) -> dict[str, str]:
     environment.update(spec.environment)
     environment.update(spec.secrets)
     environment[TOKEN_VARIABLE] = token
+    if spec.transport != "unix" and not environment.get(AUTH_TOKEN_VARIABLE):
+        # On 127.0.0.1 every local user reaches the port: the server makes a token and
+        # prints it in the URL the provider reads back (a unix socket's folder is private).
+        environment["ECOTONE_AUTH_REQUIRED"] = "true"
     return environment
+
+
+def _authenticated_url(url: str, spec: LaunchSpec) -> str:
+    """The announced URL, carrying the token the spec gave the server (a server prints only
+    a token it made itself)."""
+    given = spec.secrets.get(AUTH_TOKEN_VARIABLE) or spec.environment.get(AUTH_TOKEN_VARIABLE)
+    if given and spec.transport != "unix" and "token=" not in url:
+        return with_token(url, given)
+    return url
 
 
 def _read_tail(path: Path, max_bytes: int) -> str:
@@ -295,7 +313,7 @@ class ProcessServer:
             raise await self._timeout(spec, str(exc)) from None
         if not answered:
             raise await self._exited(spec)
-        self.url = url
+        self.url = _authenticated_url(url, spec)
 
     async def _announced_url(self, spec: LaunchSpec, deadline: float) -> str:
         """The URL from the server's `ecotone: serving ...` line, read off its log."""

@@ -107,7 +107,9 @@ class FramedConnection:
                 for item in decoder.feed(bytes(data)):
                     if peer is None:
                         name = "json" if isinstance(item, TooLarge) else detect_codec(item)
-                        peer = runner.engine.peer(codec_for(name), sink=self.write_answers)
+                        # stdio's peer started the server: it needs no token
+                        owner = runner.engine.owner(authenticated=not self.guard)
+                        peer = runner.engine.peer(codec_for(name), owner, sink=self.write_answers)
                     if isinstance(item, TooLarge):
                         peer.too_large(item.size)
                     else:

@@ -36,6 +36,7 @@ import msgspec
 import trio
 
 import ecotone.kernel
+from ecotone.server.admission import TOKEN_COOKIE
 from ecotone.server.runner import Runner
 from ecotone.server.transports import websocket, webui
 from ecotone.server.transports.openenv import OPENENV_API_VERSION, OpenEnvHttp
@@ -96,7 +97,7 @@ class HttpServer:
     def __init__(self, runner: Runner, *, web: bool = False) -> None:
         self.runner = runner
         self.engine = runner.engine
-        self.owner = runner.engine.owner()
+        self.owner = runner.engine.owner(authenticated=True)  # requests pass Admission
         self.json = JsonCodec()
         self.msgpack = MsgpackCodec()
         self.openenv = OpenEnvHttp(runner, self.owner)
@@ -252,9 +253,11 @@ class HttpServer:
         return await self._dispatch(Render(id=self._next_id(), session=params["sid"]))
 
     async def web_root(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
-        return HttpResponse(302, b"", "text/plain", [("location", "/web")])
+        return _to_web(request)
 
     async def web_page(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        if "token" in request.query:  # it passed Admission: keep it in a cookie, not the URL
+            return _to_web(request)
         page = webui.asset(self.web_assets, "index.html")
         assert page is not None  # webui.load checks it is there
         return page
@@ -292,6 +295,17 @@ class HttpServer:
 
 
 # --- the connection loop ----------------------------------------------------------------------
+
+
+def _to_web(request: HttpRequest) -> HttpResponse:
+    """A redirect to the web UI; a `?token=` (checked already) becomes its cookie: HttpOnly,
+    so the page's scripts cannot read it, and SameSite=Strict, so no other site's page can
+    make the browser send it."""
+    headers = [("location", "/web")]
+    token = request.query.get("token")
+    if token:
+        headers.append(("set-cookie", f"{TOKEN_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"))
+    return HttpResponse(303 if token else 302, b"", "text/plain", headers)
 
 
 def _is_websocket(headers: dict[str, str]) -> bool:
@@ -377,6 +391,15 @@ class HttpConnection:
                         headers[key] = f"{headers[key]}, {text}" if key in headers else text
                     target = event.target.decode("latin-1")
                     method = event.method.decode("ascii")
+                    parts = urlsplit(target)
+                    query = dict(parse_qsl(parts.query))
+                    refusal = self.runner.admission.refuse(headers, query, parts.path)
+                    if refusal is not None:  # Host, Origin, token: before anything else
+                        refused = _error_frame(refusal.code, refusal.message)
+                        if refusal.status == 401:
+                            refused.headers.append(("www-authenticate", "Bearer"))
+                        await self._send(refused, close=True)
+                        return
                     if _is_websocket(headers):
                         # Leave the request deadline before serving the socket: it must not
                         # bound the WebSocket's whole life.

@@ -264,7 +264,7 @@ class OpenEnvWebSocket(WsPeer):
 
     def __init__(self, runner: Runner, stream: trio.abc.Stream, pending: bytes = b"") -> None:
         super().__init__(runner, stream, pending)
-        self.owner = runner.engine.owner()
+        self.owner = runner.engine.owner(authenticated=True)  # its handshake passed Admission
         self.bridge = Bridge(runner, self.owner)
         self.session: str | None = None
         self.mcp: McpHandler | None = None

@@ -57,7 +57,8 @@ class NativeWebSocket(WsPeer):
         super().__init__(runner, stream, pending)
         self.codec = codec_for(codec)
         self.binary = self.codec.binary
-        self.peer = runner.engine.peer(self.codec, sink=self.write_answers)
+        owner = runner.engine.owner(authenticated=True)  # its handshake passed Admission
+        self.peer = runner.engine.peer(self.codec, owner, sink=self.write_answers)
         self._room = trio.Event()
 
     async def message(self, data: bytes, text: bool) -> None:
