@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import secrets
 import tarfile
 import tempfile
@@ -195,9 +196,9 @@ def built(engine: str, xdg_cache: Path) -> Iterator[tuple[str, list[str]]]:
 
 
 @contextlib.contextmanager
-def running(engine: str, image: str) -> Iterator[int]:
+def running(engine: str, image: str) -> Iterator[tuple[int, Any]]:
     """A container of `image` with its default command, port 8000 on a loopback port the
-    engine picks; removed afterwards."""
+    engine picks, and the container; removed afterwards."""
     client = engine_client(engine)
     any_port: Any = 0 if engine == "podman" else None
     container = client.containers.run(
@@ -210,7 +211,7 @@ def running(engine: str, image: str) -> Iterator[int]:
     try:
         container.reload()
         binding = container.attrs["NetworkSettings"]["Ports"]["8000/tcp"][0]
-        yield int(binding["HostPort"])
+        yield int(binding["HostPort"]), container
     finally:
         container.remove(force=True)
 
@@ -230,11 +231,20 @@ def test_the_image_serves_the_env_with_its_default_command(
     engine: str, built: tuple[str, list[str]]
 ) -> None:
     tag, _ = built
-    with running(engine, tag) as port, connect_when_ready(f"ws://127.0.0.1:{port}") as env:
-        assert env.env == "counter"
-        env.reset(seed=0)
-        counts = [env.step({"delta": d}).observation["count"] for d in (1, 2, 3)]
-        assert counts == [1, 3, 6]
+    with running(engine, tag) as (port, container):
+        # Bound to 0.0.0.0 inside, the server made a token and printed its URL with it.
+        deadline = time.monotonic() + 20
+        while (found := re.search(rb"\?token=(\S+)", container.logs())) is None:
+            assert time.monotonic() < deadline, container.logs()
+            time.sleep(0.1)
+        token = found.group(1).decode()
+        with pytest.raises(ecotone.AccessDenied):
+            ecotone.connect(f"ws://127.0.0.1:{port}", connect_timeout=5.0)
+        with connect_when_ready(f"ws://127.0.0.1:{port}?token={token}") as env:
+            assert env.env == "counter"
+            env.reset(seed=0)
+            counts = [env.step({"delta": d}).observation["count"] for d in (1, 2, 3)]
+            assert counts == [1, 3, 6]
 
 
 def test_the_image_is_labelled_and_runs_as_nobody(
