@@ -32,6 +32,8 @@ from ecotone.wire import (
     Render,
     Rendered,
     Reset,
+    Share,
+    SharedSteps,
     StateFrame,
     Step,
     StepItem,
@@ -146,6 +148,8 @@ MINIMAL_REQUESTS: dict[str, tuple[dict[str, Any], type]] = {
     "call_tool": ({"session": "s", "name": "shout", "arguments": {"message": "hi"}}, CallTool),
     "ping": ({}, Ping),
     "render": ({"session": "s"}, Render),
+    "share": ({"session": "s"}, Share),
+    "shared_steps": ({"session": "s", "since": 0}, SharedSteps),
 }
 
 

@@ -28,7 +28,9 @@ The rules:
 * **Ownership.** Sessions belong to an `Owner` (one connection, or every HTTP request of a
   server); a peer sees only its owner's sessions: another owner's session id is
   `unknown_session`. When the owner goes (`disconnect`), its sessions close: idle ones at
-  once, busy ones as soon as their call ends.
+  once, busy ones as soon as their call ends. An owner may `share` a session: another owner
+  that presents the key (`attach`) becomes its guest, and may do anything in it but reset,
+  close or share it (`forbidden`); a guest's going closes nothing.
 * **Closing.** `close` waits for the session's earlier requests like any request; the session
   leaves the table (freeing capacity) when `close` is reached, its env's `close()` runs
   exactly once, and requests queued behind it get `unknown_session`.
@@ -74,6 +76,10 @@ from ecotone.wire import (
     Request,
     Reset,
     Response,
+    Share,
+    Shared,
+    SharedSteps,
+    SharedStepsResult,
     Step,
     StepMany,
     StepManyResult,
@@ -86,6 +92,15 @@ NO_CALLS: Final[Sequence[Call]] = ()
 
 Sink = Callable[["Peer"], Awaitable[None]]
 """How a driver writes a peer's outbox out (the engine only stores it on the peer)."""
+
+
+_OWNER_ONLY: dict[type, str] = {
+    Reset: "resets",
+    Close: "closes",
+    Share: "shares",
+    SharedSteps: "reads the steps of",
+}
+"""What a guest of a shared session may not do, and who does it instead."""
 
 
 @final
@@ -250,6 +265,8 @@ class Engine(Operations):
             ListTools: self._begin_list_tools,
             CallTool: self._begin_call_tool,
             Render: self._begin_render,
+            Share: self._begin_share,
+            SharedSteps: self._begin_shared_steps,
         }
 
     def _hook(self, name: str) -> Any:
@@ -400,8 +417,10 @@ class Engine(Operations):
         return jobs
 
     def disconnect(self, owner: Owner, reason: str = "disconnect") -> Sequence[Call]:
-        """The owner is gone: close every session it owns (a busy one once its call ends)."""
+        """The owner is gone: close every session it owns (a busy one once its call ends);
+        sessions it was only a guest of stay open."""
         owner.closed = True
+        self.sessions.detach(owner)
         jobs: list[Call] = []
         for session in self.sessions.owned_by(owner):
             self._retire(session, reason, jobs)
@@ -521,6 +540,14 @@ class Engine(Operations):
             if type(request) is Step:
                 outcome = self._begin_step(
                     session, peer, request.action, request.id, request.call_timeout
+                )
+            elif session.owner is not peer.owner and type(request) in _OWNER_ONLY:
+                outcome = answers.error(
+                    ErrorCode.FORBIDDEN,
+                    f"session {session.id} was shared with this connection: its owner "
+                    f"{_OWNER_ONLY[type(request)]} it",
+                    request.id,
+                    session.id,
                 )
             elif session.phase is Phase.BROKEN and type(request) not in (Reset, Close):
                 outcome = answers.broken(session.id, request.id)
@@ -685,6 +712,33 @@ class Engine(Operations):
                 if session.closing is not None and not session.closed:
                     self._retire(session, session.closing, jobs)
                 self._ready.append(session)
+
+    # --- sharing ------------------------------------------------------------------------------
+
+    def _begin_share(self, session: Session, peer: Peer, req: Share, jobs: list[Call]) -> Any:
+        return Shared(id=req.id, session=session.id, key=self.sessions.share(session))
+
+    def _begin_shared_steps(
+        self, session: Session, peer: Peer, req: SharedSteps, jobs: list[Call]
+    ) -> Any:
+        kept = list(session.guest_steps or ())
+        first = session.guest_count - len(kept)
+        since = max(0, req.since)
+        start = max(since, first)
+        raw = peer.codec.raw
+        return SharedStepsResult(
+            id=req.id,
+            session=session.id,
+            observations=[raw(obs) for obs in kept[start - first :]],
+            next=session.guest_count,
+            dropped=start - since,
+        )
+
+    def attach(self, owner: Owner, key: str) -> str | None:
+        """Make `owner` a guest of the session shared with `key` (see `Share`): the session's
+        id, or None when no open session has that key."""
+        session = self.sessions.attach(key, owner)
+        return None if session is None else session.id
 
     # --- closing ------------------------------------------------------------------------------
 

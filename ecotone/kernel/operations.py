@@ -233,6 +233,8 @@ class Operations:
             return answers.unencodable(session.spec.name, "an observation", exc, rid, session.id)
         ended = getattr(obs, "done", False) or getattr(obs, "truncated", False)
         session.phase = Phase.ENDED if ended else Phase.RUNNING
+        if session.guests is not None and peer.owner is not session.owner:
+            session.record_guest_step(obs)  # for its owner (`shared_steps`)
         if self._on_step is not None:
             self._on_step(
                 session_id=session.id,
@@ -264,6 +266,8 @@ class Operations:
                 if session.active is not None or session.queue:
                     return None
                 if session.phase is running and session.spec.mode is not inline:
+                    return None
+                if session.guests is not None:  # a shared session: `_stepped` records
                     return None
         if len({item.session for item in items}) != len(items):
             return None

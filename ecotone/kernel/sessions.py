@@ -59,6 +59,10 @@ class CapacityError(Exception):
         self.per_owner = per_owner
 
 
+GUEST_STEPS_KEPT = 1024
+"""Observations of guest steps a shared session keeps for its owner."""
+
+
 @attrs.define(slots=True, eq=False)
 class Session:
     """One env instance and its bookkeeping. Mutable; owned by the kernel."""
@@ -78,6 +82,19 @@ class Session:
     """Why the session is to be closed as soon as its active call ends (disconnect, shutdown);
     None when it is not."""
     closed: bool = False
+    guests: set[object] | None = None
+    """Owners that were given this session's share key (None until one is)."""
+    share_key: str | None = None
+    guest_steps: collections.deque[Any] | None = None
+    """The observations of the last guest steps (`SharedSteps`), oldest first."""
+    guest_count: int = 0
+    """Guest steps so far: the number the next one gets."""
+
+    def record_guest_step(self, observation: Any) -> None:
+        if self.guest_steps is None:
+            self.guest_steps = collections.deque(maxlen=GUEST_STEPS_KEPT)
+        self.guest_steps.append(observation)
+        self.guest_count += 1
 
     @property
     def busy(self) -> bool:
@@ -94,6 +111,7 @@ class SessionTable:
     _sessions: dict[str, Session] = attrs.field(factory=dict, init=False)
     _reserved: int = attrs.field(default=0, init=False)
     _held: dict[object, int] = attrs.field(factory=dict, init=False)
+    _shared: dict[str, Session] = attrs.field(factory=dict, init=False)
     """Sessions (and reserved slots) per owner."""
 
     def __len__(self) -> int:
@@ -143,7 +161,9 @@ class SessionTable:
     def get(self, session_id: str, owner: object) -> Session | None:
         """The session, if it is open and belongs to `owner` (a connection sees only its own)."""
         session = self._sessions.get(session_id)
-        if session is None or session.owner is not owner:
+        if session is None:
+            return None
+        if session.owner is not owner and (session.guests is None or owner not in session.guests):
             return None
         return session
 
@@ -151,12 +171,43 @@ class SessionTable:
         """`get` for each id, in order (one call for a whole `step_many`)."""
         sessions = self._sessions
         found = [sessions.get(session_id) for session_id in session_ids]
-        return [s if s is not None and s.owner is owner else None for s in found]
+        return [
+            s
+            if s is not None and (s.owner is owner or (s.guests is not None and owner in s.guests))
+            else None
+            for s in found
+        ]
 
     def remove(self, session: Session) -> None:
         session.closed = True
+        if session.share_key is not None:
+            self._shared.pop(session.share_key, None)
         if self._sessions.pop(session.id, None) is not None:
             self._drop(session.owner)
+
+    def share(self, session: Session) -> str:
+        """The key that lets another owner act in `session` (made once, then the same)."""
+        if session.share_key is None:
+            session.share_key = secrets.token_urlsafe(24)
+            self._shared[session.share_key] = session
+        return session.share_key
+
+    def attach(self, key: str, guest: object) -> Session | None:
+        """Let `guest` act in the session shared with `key`; None for a key unknown (or of
+        a session closed since)."""
+        session = self._shared.get(key)
+        if session is None or session.closed:
+            return None
+        if session.guests is None:
+            session.guests = set()
+        session.guests.add(guest)
+        return session
+
+    def detach(self, guest: object) -> None:
+        """`guest` is gone: it no longer visits any session (they stay open)."""
+        for session in self._shared.values():
+            if session.guests is not None:
+                session.guests.discard(guest)
 
     def owned_by(self, owner: object) -> list[Session]:
         return [s for s in self._sessions.values() if s.owner is owner]

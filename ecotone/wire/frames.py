@@ -156,6 +156,28 @@ class Render(EnvCallFrame, tag="render"):
     session_bound: ClassVar[bool] = True
 
 
+class Share(RequestFrame, tag="share"):
+    """Let another connection act in this session: answered by `shared` with a key. Whoever
+    presents the key (the MCP face: an `X-Ecotone-Share` header) may step the session, read
+    its state and call its tools, in order with the owner's requests; resetting, closing and
+    sharing stay with the owner (`forbidden` otherwise), and the session still closes when
+    its owner goes. So an orchestrator keeps reset and reward while an agent acts. The same
+    key is answered every time; it dies with the session."""
+
+    session: str
+    session_bound: ClassVar[bool] = True
+
+
+class SharedSteps(RequestFrame, tag="shared_steps"):
+    """The owner of a shared session asks what its guests' steps observed (rewards, ends
+    included), from step number `since` on (steps are numbered from 0, in the order they
+    ran). Answered by `shared_steps_result`. The server keeps the last 1,024."""
+
+    session: str
+    since: int = 0
+    session_bound: ClassVar[bool] = True
+
+
 class Ping(RequestFrame, tag="ping"):
     """Application-level liveness check. Answered by `pong`."""
 
@@ -172,6 +194,8 @@ Request = (
     | ListTools
     | CallTool
     | Render
+    | Share
+    | SharedSteps
     | Ping
 )
 """Every client -> server frame."""
@@ -190,6 +214,8 @@ REQUEST_OPS: frozenset[str] = frozenset(
         ListTools,
         CallTool,
         Render,
+        Share,
+        SharedSteps,
         Ping,
     )
 )
@@ -305,6 +331,24 @@ class Rendered(Frame, tag="rendered"):
     content: str
 
 
+class Shared(Frame, tag="shared"):
+    """Answer to `share`: the key that lets another connection act in the session."""
+
+    session: str
+    key: str
+
+
+class SharedStepsResult(Frame, tag="shared_steps_result"):
+    """Answer to `shared_steps`: the observations of the guests' steps numbered `since` to
+    `next - 1` (fewer when some are no longer kept: `dropped` says how many were skipped).
+    Ask again with `since = next` for the ones after."""
+
+    session: str
+    observations: list[msgspec.Raw]
+    next: int
+    dropped: int = 0
+
+
 class Pong(Frame, tag="pong"):
     """Answer to `ping`."""
 
@@ -320,6 +364,8 @@ Response = (
     | Tools
     | ToolResult
     | Rendered
+    | Shared
+    | SharedStepsResult
     | Pong
     | Error
 )

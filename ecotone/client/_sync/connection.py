@@ -38,6 +38,10 @@ from ecotone.wire import (
     Opened,
     Reset,
     Response,
+    Share,
+    Shared,
+    SharedSteps,
+    SharedStepsResult,
     Step,
     StepItem,
     StepMany,
@@ -370,6 +374,28 @@ class EnvClient(Generic[ObsT, StateT]):
 
     def describe(self) -> EnvInfo:
         return self.connection.describe(self.env)
+
+    def share(self, *, timeout: float | None = None) -> str:
+        """A key that lets another connection act in this session (an MCP agent: pass it as
+        the `X-Ecotone-Share` header). It may step, read state and call tools; resetting
+        and closing stay here, and the session closes with this client."""
+        core = self.connection.core
+        frame = Share(id=core.next_id(), session=self.session_id)
+        answer = core.check(self.connection.request(frame, timeout))
+        assert isinstance(answer, Shared), answer
+        return answer.key
+
+    def shared_steps(
+        self, since: int = 0, *, timeout: float | None = None
+    ) -> tuple[list[StepResult[ObsT]], int]:
+        """What the steps others made in this shared session observed (reward, done
+        included), from step number `since` on; and the number to ask from next time."""
+        core = self.connection.core
+        frame = SharedSteps(id=core.next_id(), session=self.session_id, since=since)
+        answer = core.check(self.connection.request(frame, timeout))
+        assert isinstance(answer, SharedStepsResult), answer
+        steps = [core.observation(raw, self.types) for raw in answer.observations]
+        return steps, answer.next
 
     def close(self) -> None:
         """Close the session (idempotent; never raises for a connection already gone)."""
