@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 OPENENV_VENV := .venv-openenv
+MCP_VENV := .venv-mcp
+MCP_NODE := .mcp-node
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck pytest bench docs base-image clean
@@ -37,8 +39,23 @@ $(OPENENV_VENV)/.installed: bench/requirements-openenv.txt
 	$(OPENENV_VENV)/bin/python -m pip install --quiet -r bench/requirements-openenv.txt
 	touch $@
 
-pytest: $(STAMP) $(OPENENV_VENV)/.installed
-	OPENENV_PYTHON=$(CURDIR)/$(OPENENV_VENV)/bin/python $(PY) -m pytest -q
+# MCP servers and a client nobody here wrote (tests/mcp_servers): Python ones in their own
+# venv, Node ones (npm, pinned by the lock file) in .mcp-node; the tests run them as programs.
+# Without npm the Node part is left out here (those tests skip, or fail on CI).
+$(MCP_VENV)/.installed: tests/mcp_servers/requirements.txt
+	test -x $(MCP_VENV)/bin/python || $(PYTHON) -m venv $(MCP_VENV)
+	$(MCP_VENV)/bin/python -m pip install --quiet -r tests/mcp_servers/requirements.txt
+	touch $@
+
+$(MCP_NODE)/.installed: tests/mcp_servers/package.json tests/mcp_servers/package-lock.json
+	if command -v npm >/dev/null 2>&1; then \
+	  mkdir -p $(MCP_NODE) && cp tests/mcp_servers/package.json tests/mcp_servers/package-lock.json $(MCP_NODE)/ \
+	  && npm ci --prefix $(MCP_NODE) --no-audit --no-fund --silent && touch $@; \
+	else echo "make: no npm: the tests with Node MCP servers will skip" >&2; fi
+
+pytest: $(STAMP) $(OPENENV_VENV)/.installed $(MCP_VENV)/.installed $(MCP_NODE)/.installed
+	OPENENV_PYTHON=$(CURDIR)/$(OPENENV_VENV)/bin/python MCP_VENV=$(CURDIR)/$(MCP_VENV) \
+	  MCP_NODE=$(CURDIR)/$(MCP_NODE) $(PY) -m pytest -q
 
 ## make docs: regenerate docs/protocol.md from ecotone/wire
 docs: $(STAMP)
@@ -54,4 +71,4 @@ base-image:
 	scripts/base-image.sh
 
 clean:
-	rm -rf $(VENV) $(OPENENV_VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(OPENENV_VENV) $(MCP_VENV) $(MCP_NODE) .mypy_cache .ruff_cache .pytest_cache

@@ -26,6 +26,31 @@ from ecotone.server import BackgroundServer, build_engine, serve, transport_for,
 from ecotone.server.admission import is_loopback, resolve_token
 
 
+def _mcp_options(p: argparse.ArgumentParser, prefix: str) -> None:
+    """The `[mcp]` flags, as `--actions` on `ecotone mcp` and `--mcp-actions` on `serve`."""
+    p.add_argument(
+        f"{prefix}actions",
+        dest="mcp_actions",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="offer the env's actions as MCP tools (default: when the env has no tools)",
+    )
+    p.add_argument(
+        f"{prefix}reset-tool",
+        dest="mcp_reset_tool",
+        action="store_true",
+        default=None,
+        help="offer a `reset` tool to the agent (default: resetting is the orchestrator's)",
+    )
+    p.add_argument(
+        f"{prefix}reveal-reward",
+        dest="mcp_reveal_reward",
+        action="store_true",
+        default=None,
+        help="show reward, done and truncated in MCP tool results (default: hidden)",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ecotone", description=__doc__)
     parser.add_argument("--version", action="version", version=f"ecotone {ecotone.__version__}")
@@ -62,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
         help="also serve the web UI at /web (switches the default websocket transport to http, "
         "which serves WebSocket at / too)",
     )
+    _mcp_options(p, prefix="--mcp-")
     p.add_argument(
         "--lifeline-fd",
         type=int,
@@ -70,6 +96,14 @@ def _parser() -> argparse.ArgumentParser:
         "the launching process holds) reaches end of file: the server never outlives its "
         "launcher, however the launcher dies",
     )
+
+    p = sub.add_parser(
+        "mcp",
+        help="serve an env as an MCP server on stdin/stdout (what an MCP client's config runs)",
+    )
+    p.add_argument("env", nargs="?", help="environment name (or `env` in the config)")
+    p.add_argument("--config", help="config file (default: ./ecotone.toml if present)")
+    _mcp_options(p, prefix="--")
 
     sub.add_parser("list", help="installed environments, transports and providers")
 
@@ -182,6 +216,16 @@ DEMO_ACTIONS: dict[str, list[dict[str, Any]]] = {
 }
 
 
+def _cmd_mcp(args: argparse.Namespace) -> int:
+    """`ecotone mcp ENV`: `serve ENV --transport mcp`."""
+    serve_args = _parser().parse_args(["serve"])
+    for name, value in vars(args).items():
+        setattr(serve_args, name, value)
+    serve_args.command = "serve"
+    serve_args.transport = "mcp"
+    return _cmd_serve(serve_args)
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     overrides = {
         "env": args.env,
@@ -191,6 +235,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         "limits": {"max_sessions": args.max_sessions, "idle_timeout": args.idle_timeout},
         "recording": {"dir": args.record, "format": args.record_format},
         "auth": {"token_file": args.token_file, "required": False if args.no_auth else None},
+        "mcp": {
+            "actions": args.mcp_actions,
+            "reset_tool": args.mcp_reset_tool,
+            "reveal_reward": args.mcp_reveal_reward,
+        },
         "web": args.web,
     }
     lifeline: int | None = args.lifeline_fd
@@ -518,6 +567,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     commands = {
         "serve": _cmd_serve,
+        "mcp": _cmd_mcp,
         "list": _cmd_list,
         "play": _cmd_play,
         "validate": _cmd_validate,

@@ -25,7 +25,7 @@ from ecotone.kernel import Limits
 from ecotone.kernel.config import ServerConfig
 from ecotone.server import Runner, build_engine
 from ecotone.server.transports.http import HttpServer
-from ecotone.wire.http import HttpRequest
+from ecotone.wire.http import HttpRequest, HttpResponse
 from tests.conftest import RunningServer, make_registry, run_server, wait_until
 from tests.httpraw import JSON, MSGPACK, Http, raw_exchange
 from tests.wsraw import HandshakeRefused, RawWebSocket
@@ -465,6 +465,7 @@ async def _dead_sessions_leave_nothing(routes: HttpServer) -> None:
     async def call(method: str, path: str, body: bytes = b"", session: str = "") -> int:
         headers = {"x-ecotone-session": session} if session else {}
         response = await routes.handle(HttpRequest(method, path, {}, headers, body))
+        assert isinstance(response, HttpResponse)
         return response.status
 
     action = b'{"action": {"delta": 1}}'
@@ -472,6 +473,7 @@ async def _dead_sessions_leave_nothing(routes: HttpServer) -> None:
         assert await call("GET", f"/v1/sessions/nope{i}/state") == 404
         assert await call("POST", "/step", action, session=f"gone{i}") == 404
     opened = await routes.handle(HttpRequest("POST", "/v1/sessions", {}, {}, b""))
+    assert isinstance(opened, HttpResponse)
     sid = json.loads(opened.body)["session"]
     assert await call("POST", f"/v1/sessions/{sid}/reset") == 200
     assert await call("POST", f"/v1/sessions/{sid}/step", action) == 200

@@ -22,6 +22,11 @@ command-line flags. Structured with cattrs, so a wrong key or type is an error n
     origins = ["https://lab.example"]
     hosts = ["envs.lab.example"]
 
+    [mcp]                  # the MCP face: actions as tools, a reset tool, rewards shown
+    actions = true
+    reset_tool = false
+    reveal_reward = false
+
     [recording]            # trajectory recording, off unless dir is set
     dir = "runs/traj"
     format = "jsonl"       # or "msgpack"
@@ -41,7 +46,7 @@ Environment variables: `ECOTONE_ENV`, `ECOTONE_TRANSPORT`, `ECOTONE_HOST`, `ECOT
 `ECOTONE_WEB` (`true`/`false`, `1`/`0`, `yes`/`no`, `on`/`off`), and
 `ECOTONE_LIMITS_<NAME>` for each limit (`ECOTONE_LIMITS_MAX_SESSIONS=64`),
 `ECOTONE_RECORDING_DIR`, `ECOTONE_RECORDING_FORMAT`, `ECOTONE_AUTH_TOKEN`,
-`ECOTONE_AUTH_TOKEN_FILE` and `ECOTONE_AUTH_REQUIRED`. The value `none`
+`ECOTONE_AUTH_TOKEN_FILE`, `ECOTONE_AUTH_REQUIRED` and `ECOTONE_MCP_<NAME>`. The value `none`
 clears an optional limit. An unknown `ECOTONE_LIMITS_*` variable, or one a letter or two away
 from a known name (`ECOTONE_PROT`), is an error; other `ECOTONE_*` names are left to plugins
 (e.g. `ECOTONE_CODING_SANDBOX`).
@@ -126,6 +131,21 @@ class AccessConfig:
 
 
 @attrs.frozen(slots=True, kw_only=True)
+class McpConfig:
+    """The MCP face (`[mcp]`): what an agent reaching an env over MCP may do and see."""
+
+    actions: bool | None = None
+    """Offer the env's actions as tools (one per action variant, or `step`). None: as the
+    env class says (`mcp_actions`), else yes for an env without tools of its own."""
+    reset_tool: bool = False
+    """Offer a `reset` tool. Off: resetting is the orchestrator's (or happens once, when an
+    MCP connection that brought no shared session starts)."""
+    reveal_reward: bool = False
+    """Show `reward`, `done` and `truncated` in tool results (hidden by default: they are
+    the orchestrator's)."""
+
+
+@attrs.frozen(slots=True, kw_only=True)
 class ServerConfig:
     """Everything `ecotone serve` needs."""
 
@@ -137,6 +157,7 @@ class ServerConfig:
     recording: RecordingConfig = attrs.field(factory=RecordingConfig)
     auth: AuthConfig = attrs.field(factory=AuthConfig)
     access: AccessConfig = attrs.field(factory=AccessConfig)
+    mcp: McpConfig = attrs.field(factory=McpConfig)
     launch: dict[str, Any] = attrs.field(factory=dict)
     """The `[launch]` table as read: `ecotone.launcher.config.launch_config` structures it
     (the kernel knows nothing of providers)."""
@@ -229,6 +250,8 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
             data.setdefault("recording", {})[key[len("recording_") :]] = parsed
         elif key.startswith("auth_"):
             data.setdefault("auth", {})[key[len("auth_") :]] = parsed
+        elif key.startswith("mcp_"):
+            data.setdefault("mcp", {})[key[len("mcp_") :]] = parsed
         elif key in ("env", "transport", "host", "port", "web"):
             data[key] = parsed
         elif key == "config" or not difflib.get_close_matches(key, _TOP_KEYS, n=1, cutoff=0.75):
@@ -237,7 +260,8 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
             raise ConfigError(
                 f"unknown environment variable {name}: ecotone reads ECOTONE_ENV, "
                 "ECOTONE_TRANSPORT, ECOTONE_HOST, ECOTONE_PORT, ECOTONE_WEB, ECOTONE_CONFIG, "
-                "ECOTONE_LIMITS_<name>, ECOTONE_RECORDING_<name> and ECOTONE_AUTH_<name>"
+                "ECOTONE_LIMITS_<name>, ECOTONE_RECORDING_<name>, ECOTONE_AUTH_<name> and "
+                "ECOTONE_MCP_<name>"
             )
     return data
 
@@ -312,7 +336,7 @@ def load(
         source = f"config (file {path}, environment, flags)"
     data = _merge(data, _from_environ(environ))
     if overrides:
-        tables = ("limits", "recording", "auth")
+        tables = ("limits", "recording", "auth", "mcp")
         flat = {k: v for k, v in overrides.items() if v is not None and k not in tables}
         data = _merge(data, flat)
         for table in tables:

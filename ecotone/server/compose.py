@@ -81,6 +81,7 @@ async def serve(
         async with trio.open_nursery() as calls:
             runner = Runner(engine, calls)
             runner.admission = admission
+            runner.mcp = config.mcp
             calls.start_soon(runner.reap_idle)
             await transport.serve(
                 runner, config.host, config.port, task_status=task_status, **options

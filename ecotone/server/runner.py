@@ -34,6 +34,7 @@ from typing import final
 import trio
 
 from ecotone.kernel import Call, Engine, Mode, Owner, Peer
+from ecotone.kernel.config import McpConfig
 from ecotone.server.admission import Admission, ConnectionGate
 from ecotone.wire import Codec, Request, Response
 
@@ -62,6 +63,8 @@ class Runner:
         self.admission = Admission(token=engine.token)
         """The Host, Origin and token checks of HTTP requests and handshakes (the server's
         composition sets them from the config)."""
+        self.mcp = McpConfig()
+        """What the MCP face offers (`[mcp]`; set from the config likewise)."""
 
     # --- for transports -----------------------------------------------------------------------
 

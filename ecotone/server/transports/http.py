@@ -37,8 +37,11 @@ import trio
 
 import ecotone.kernel
 from ecotone.server.admission import TOKEN_COOKIE
+from ecotone.server.mcp import available as mcp_missing
+from ecotone.server.mcp.http import McpHttp, speaks_streamable_http
 from ecotone.server.runner import Runner
 from ecotone.server.transports import websocket, webui
+from ecotone.server.transports.asgi import Streamed, serve_asgi
 from ecotone.server.transports.openenv import OPENENV_API_VERSION, OpenEnvHttp
 from ecotone.server.transports.sockets import (
     REFUSED,
@@ -82,7 +85,7 @@ MAX_HEAD = 16384
 
 STATUS = HTTP_STATUS
 
-Handler = Callable[[HttpRequest, dict[str, str]], Awaitable[HttpResponse]]
+Handler = Callable[[HttpRequest, dict[str, str]], Awaitable[HttpResponse | Streamed]]
 
 
 def _error_frame(code: ErrorCode, message: str, **details: Any) -> HttpResponse:
@@ -94,8 +97,11 @@ class HttpServer:
     """Routes for one kernel. All HTTP requests share one session owner. `web`: also serve
     the web UI's page and files under /web."""
 
-    def __init__(self, runner: Runner, *, web: bool = False) -> None:
+    def __init__(
+        self, runner: Runner, *, web: bool = False, background: trio.Nursery | None = None
+    ) -> None:
         self.runner = runner
+        self.mcp_http = McpHttp(runner, background) if background is not None else None
         self.engine = runner.engine
         self.owner = runner.engine.owner(authenticated=True)  # requests pass Admission
         self.json = JsonCodec()
@@ -117,7 +123,7 @@ class HttpServer:
         self._route(r"/reset", POST=lambda r, _: self.openenv.reset(r))
         self._route(r"/step", POST=lambda r, _: self.openenv.step(r))
         self._route(r"/state", GET=lambda r, _: self.openenv.state(r))
-        self._route(r"/mcp", POST=lambda r, _: self.openenv.mcp(r))
+        self._route(r"/mcp", POST=self.mcp, GET=self.mcp, DELETE=self.mcp)
         self._route(r"/metadata", GET=self._sync(self.openenv.metadata))
         self._route(r"/schema", GET=self._sync(self.openenv.schema))
         self.web_assets = webui.load() if web else {}
@@ -137,7 +143,27 @@ class HttpServer:
     def _route(self, pattern: str, **methods: Handler) -> None:
         self.routes.append((re.compile(pattern + r"\Z"), methods))
 
-    async def handle(self, request: HttpRequest) -> HttpResponse:
+    async def mcp(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse | Streamed:
+        """MCP's streamable HTTP (the SDK, `ecotone/server/mcp/http.py`), or OpenEnv's
+        JSON-RPC dialect for plain POSTs."""
+        if speaks_streamable_http(request):
+            if request.method == "POST" and request.body.lstrip()[:1] == b"[":
+                error = {
+                    "code": -32600,
+                    "message": "Invalid Request: a JSON-RPC batch; MCP (since 2025-06-18) "
+                    "takes one message per request",
+                }
+                return json_response(400, {"jsonrpc": "2.0", "id": None, "error": error})
+            missing = mcp_missing()
+            if missing is not None or self.mcp_http is None:
+                error = {"code": -32603, "message": missing or "MCP is not served here"}
+                return json_response(501, {"jsonrpc": "2.0", "id": None, "error": error})
+            return Streamed(await self.mcp_http.app())
+        if request.method != "POST":
+            return json_response(405, {"detail": "Method Not Allowed"}, [("Allow", "POST")])
+        return await self.openenv.mcp(request)
+
+    async def handle(self, request: HttpRequest) -> HttpResponse | Streamed:
         for pattern, methods in self.routes:
             match = pattern.match(request.path)
             if match is None:
@@ -481,7 +507,11 @@ class HttpConnection:
                 return
             assert self.server is not None
             response = await self.server.handle(request)
-            await self._send(response, close=request.must_close, head=request.method == "HEAD")
+            if isinstance(response, Streamed):
+                if not await serve_asgi(response.app, request, self.stream, self.h11):
+                    return
+            else:
+                await self._send(response, close=request.must_close, head=request.method == "HEAD")
             if self.h11.our_state is h11.MUST_CLOSE:
                 return
             self.h11.start_next_cycle()
@@ -503,8 +533,14 @@ class HttpTransport:
         task_status: Any = trio.TASK_STATUS_IGNORED,
         web: bool = False,
     ) -> None:
-        server = HttpServer(runner, web=web)
+        async with trio.open_nursery() as background:  # what routes start (MCP's manager)
+            server = HttpServer(runner, web=web, background=background)
+            await self._serve(runner, host, port, server, task_status)
+            background.cancel_scope.cancel()
 
+    async def _serve(
+        self, runner: Runner, host: str, port: int, server: HttpServer, task_status: Any
+    ) -> None:
         async def handler(stream: trio.SocketStream) -> None:
             try:
                 await HttpConnection(

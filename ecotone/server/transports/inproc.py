@@ -32,6 +32,8 @@ def engine_for_url(url: str) -> Engine:
     name = (parts.netloc + parts.path).strip("/")
     if parts.query:  # part of the env name (`inproc://gymnasium:FrozenLake-v1?is_slippery=false`)
         name = f"{name}?{parts.query}"
+    if parts.fragment:  # likewise (`inproc://mcp+stdio:CMD#timeout=5`)
+        name = f"{name}#{parts.fragment}"
     if not name:
         raise ValueError(f"inproc URL {url!r} names no environment: use inproc://ENV")
     spec = Registry.discover().env_spec(name)

@@ -1,0 +1,351 @@
+"""Any MCP server as an env: `mcp+stdio:COMMAND ARGS` or `mcp+http://HOST:PORT/PATH`.
+
+    ecotone serve "mcp+stdio:mcp-server-time --local-timezone UTC"
+    ecotone serve "mcp+http://127.0.0.1:9000/mcp#timeout=10"
+
+The action is a tool call, `{"tool": NAME, "arguments": {...}}`, checked against the tool's
+input schema before it is sent (an unknown tool or a bad argument is `invalid_action` naming
+the field, with the tools or the schema's reason in the details). The observation is the
+tool's result: its text, its content blocks, its structured content and whether the tool
+said it failed (`is_error`; a failing tool is an observation, not an env error: the agent
+should see it). `list_tools`/`call_tool` pass through to the server as the env's own tools.
+The first observation of an episode lists the tools.
+
+Reward: zero, unless the name's `#reward=MODULE:FUNCTION` names a function
+`(action, observation) -> float` (the server operator's choice; clients cannot pick it).
+Options after `#`: `reward`, `timeout` (seconds per tool call, default 30).
+
+Each session runs its own MCP client (the official SDK, in a private event loop thread) and,
+for stdio, its own server process, started on the first reset. A server that crashed or
+stopped answering is an `env_error` for that step; the next reset starts it again.
+Needs the `mcp` package (`pip install 'ecotone[mcp]'`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import shlex
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, ClassVar
+from urllib.parse import parse_qsl
+
+import ecotone
+
+STDIO = "mcp+stdio:"
+HTTP = ("mcp+http://", "mcp+https://")
+DEFAULT_TIMEOUT = 30.0
+START_TIMEOUT = 30.0
+"""Seconds a server has to start and answer `initialize` and `tools/list`."""
+
+
+class McpEnvError(Exception):
+    """An `mcp+...` env name that cannot work (said before anything starts)."""
+
+
+class McpToolAction(ecotone.Action, kw_only=True, forbid_unknown_fields=True):
+    """Call one of the MCP server's tools with these arguments."""
+
+    tool: str
+    arguments: dict[str, Any] = {}
+
+
+class McpToolObservation(ecotone.Observation, kw_only=True):
+    tool: str = ""
+    """The tool called (empty on reset)."""
+    text: str = ""
+    """The result's text content, joined; on reset, the tools the server offers."""
+    content: list[dict[str, Any]] = []
+    """The result's content blocks as the server sent them (text, image, resource...)."""
+    structured: dict[str, Any] | None = None
+    """The result's structured content, when the tool gives one."""
+    is_error: bool = False
+    """The tool said it failed (its text says why)."""
+    tools: list[dict[str, Any]] = []
+    """On reset: each tool's name, description and input schema."""
+
+
+class McpToolState(ecotone.State, kw_only=True):
+    server: str = ""
+    tools: list[str] = []
+    calls: int = 0
+    starts: int = 0
+    """How many times this session's server was started (1 + restarts)."""
+
+
+def parse_name(name: str) -> tuple[str, dict[str, str]]:
+    """`mcp+...:TARGET#k=v&...` -> (TARGET as after the prefix, options)."""
+    target, _, fragment = name.partition("#")
+    options = dict(parse_qsl(fragment, keep_blank_values=True)) if fragment else {}
+    unknown = set(options) - {"reward", "timeout"}
+    if unknown:
+        raise McpEnvError(f"{name!r}: unknown option(s) {sorted(unknown)}: reward, timeout")
+    if target.startswith(STDIO):
+        command = shlex.split(target[len(STDIO) :])
+        if not command:
+            raise McpEnvError(f"{name!r} names no command: mcp+stdio:COMMAND ARGS")
+    elif not target.startswith(HTTP):
+        raise McpEnvError(f"{name!r}: an MCP env is mcp+stdio:COMMAND or mcp+http://URL")
+    return target, options
+
+
+def _reward_function(spec: str | None) -> Callable[[Any, Any], float] | None:
+    if not spec:
+        return None
+    module, _, attr = spec.partition(":")
+    if not module or not attr:
+        raise McpEnvError(f"reward={spec!r}: name it MODULE:FUNCTION")
+    try:
+        fn = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise McpEnvError(f"reward={spec!r}: {exc}") from exc
+    if not callable(fn):
+        raise McpEnvError(f"reward={spec!r} is not callable")
+    return fn
+
+
+@contextlib.asynccontextmanager
+async def _client(target: str) -> AsyncIterator[Any]:
+    """An initialized `ClientSession` to the server `target` names."""
+    from mcp import ClientSession
+
+    if target.startswith(STDIO):
+        from mcp import StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
+        command = shlex.split(target[len(STDIO) :])
+        params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
+        transport: Any = stdio_client(params)
+    else:
+        from mcp.client.streamable_http import streamable_http_client
+
+        transport = streamable_http_client(target.removeprefix("mcp+"))
+    import anyio
+
+    async with transport as streams, ClientSession(streams[0], streams[1]) as session:
+        with anyio.fail_after(START_TIMEOUT):
+            await session.initialize()
+        yield session
+
+
+class _Link:
+    """One MCP client connection, run in a private event loop thread (an anyio portal), so
+    that the env's blocking methods can call it from any worker thread."""
+
+    def __init__(self, target: str) -> None:
+        from anyio.from_thread import start_blocking_portal
+
+        self._stack = contextlib.ExitStack()
+        try:
+            self.portal = self._stack.enter_context(start_blocking_portal("asyncio"))
+            self.session = self._stack.enter_context(
+                self.portal.wrap_async_context_manager(_client(target))
+            )
+            listed = self.portal.call(self._list_tools)
+        except BaseException:
+            self.close()
+            raise
+        self.tools: dict[str, Any] = {t.name: t for t in listed}
+        self.alive = True
+
+    async def _list_tools(self) -> list[Any]:
+        import anyio
+
+        tools: list[Any] = []
+        cursor = None
+        with anyio.fail_after(START_TIMEOUT):
+            while True:
+                from mcp.types import PaginatedRequestParams
+
+                params = None if cursor is None else PaginatedRequestParams(cursor=cursor)
+                page = await self.session.list_tools(params=params)
+                tools += page.tools
+                cursor = page.next_cursor
+                if not cursor:
+                    return tools
+
+    def call(self, name: str, arguments: dict[str, Any], timeout: float) -> Any:
+        async def call() -> Any:
+            return await self.session.call_tool(name, arguments, read_timeout_seconds=timeout)
+
+        try:
+            return self.portal.call(call)
+        except Exception:
+            self.alive = False  # crashed, or too slow: the next reset starts it again
+            raise
+
+    def close(self) -> None:
+        self.alive = False
+        with contextlib.suppress(Exception):
+            self._stack.close()
+
+
+def _block(block: Any) -> dict[str, Any]:
+    return block.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class McpServerEnv(ecotone.Environment[McpToolAction, McpToolObservation, McpToolState]):
+    """An MCP server's tools as an env (see the module docstring). Subclassed per name."""
+
+    target: ClassVar[str] = ""
+    timeout: ClassVar[float] = DEFAULT_TIMEOUT
+    reward_fn: ClassVar[Callable[[Any, Any], float] | None] = None
+
+    def __init__(self) -> None:
+        self._link: _Link | None = None
+        self._lock = threading.Lock()
+        self._state = McpToolState(server=self.target)
+
+    def _connected(self) -> _Link:
+        if self._link is None or not self._link.alive:
+            if self._link is not None:
+                self._link.close()
+            try:
+                self._link = _Link(self.target)
+            except BaseException as exc:
+                self._link = None
+                raise RuntimeError(f"the MCP server {self.target!r} did not start: {exc}") from exc
+            self._state.starts += 1
+        return self._link
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None
+    ) -> McpToolObservation:
+        link = self._connected()
+        tools = [
+            {"name": t.name, "description": t.description or "", "input_schema": t.input_schema}
+            for t in link.tools.values()
+        ]
+        starts = self._state.starts
+        self._state = McpToolState(
+            episode_id=episode_id or uuid.uuid4().hex,
+            server=self.target,
+            tools=list(link.tools),
+            starts=starts,
+        )
+        text = "\n".join(f"{t['name']}: {t['description']}".strip() for t in tools)
+        return McpToolObservation(text=text, tools=tools)
+
+    def step(self, action: McpToolAction) -> McpToolObservation:
+        link = self._connected()
+        tool = link.tools.get(action.tool)
+        if tool is None:
+            raise ecotone.InvalidAction(
+                f"the server has no tool {action.tool!r}",
+                field="tool",
+                tools=sorted(link.tools),
+            )
+        _check_arguments(tool.input_schema, action.arguments)
+        try:
+            result = link.call(action.tool, action.arguments, self.timeout)
+        except Exception as exc:
+            raise RuntimeError(
+                f"the MCP server {self.target!r} failed on tool {action.tool!r} "
+                f"({type(exc).__name__}: {exc}); the next reset starts it again"
+            ) from exc
+        self._state.step_count += 1
+        self._state.calls += 1
+        texts = [getattr(b, "text", "") for b in result.content if getattr(b, "type", "") == "text"]
+        observation = McpToolObservation(
+            tool=action.tool,
+            text="\n".join(texts),
+            content=[_block(b) for b in result.content],
+            structured=result.structured_content,
+            is_error=bool(result.is_error),
+        )
+        reward_fn = type(self).reward_fn
+        observation.reward = float(reward_fn(action, observation)) if reward_fn else 0.0
+        return observation
+
+    def state(self) -> McpToolState:
+        return self._state
+
+    # The server's tools, as the env's own (a side channel: no step, no reward).
+
+    def list_tools(self) -> list[ecotone.ToolInfo]:
+        link = self._connected()
+        return [
+            ecotone.ToolInfo(
+                name=t.name, description=t.description or "", input_schema=t.input_schema
+            )
+            for t in link.tools.values()
+        ]
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        link = self._connected()
+        if name not in link.tools:
+            raise LookupError(f"unknown tool {name!r}; tools: {', '.join(sorted(link.tools))}")
+        result = link.call(name, arguments, self.timeout)
+        if result.structured_content is not None:
+            return result.structured_content
+        return "\n".join(getattr(b, "text", "") for b in result.content)
+
+    def close(self) -> None:
+        if self._link is not None:
+            self._link.close()
+            self._link = None
+
+
+def _check_arguments(schema: Mapping[str, Any], arguments: dict[str, Any]) -> None:
+    """InvalidAction naming the first argument that does not fit the tool's schema."""
+    import jsonschema  # type: ignore[import-untyped]
+
+    try:
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+    except jsonschema.exceptions.SchemaError:
+        return  # the server's schema is broken: let the server judge
+    if error is None:
+        return
+    path = ".".join(str(p) for p in error.absolute_path)
+    raise ecotone.InvalidAction(
+        f"arguments{'.' + path if path else ''}: {error.message}",
+        field=f"arguments.{path}" if path else "arguments",
+        schema=json.loads(json.dumps(error.schema, default=str)),
+    )
+
+
+_classes: dict[str, type[McpServerEnv]] = {}
+_classes_lock = threading.Lock()
+
+
+def env_class(name: str) -> type[McpServerEnv]:
+    """The env class for an `mcp+...` name, made once per name."""
+    with _classes_lock:
+        cls = _classes.get(name)
+        if cls is None:
+            target, options = parse_name(name)
+            try:
+                timeout = float(options.get("timeout", DEFAULT_TIMEOUT))
+            except ValueError as exc:
+                raise McpEnvError(f"{name!r}: timeout must be a number of seconds") from exc
+            reward = _reward_function(options.get("reward"))
+            attributes: dict[str, Any] = {
+                "target": target,
+                "timeout": timeout,
+                "reward_fn": None if reward is None else staticmethod(reward),
+                "name": name,
+                "description": f"the tools of the MCP server {target}",
+                "call_timeout": timeout + 15.0,
+            }
+            cls = _classes[name] = type("McpServerEnv", (McpServerEnv,), attributes)
+        return cls
+
+
+@ecotone.hookimpl
+def ecotone_environment_patterns() -> dict[str, str]:
+    return {
+        "mcp+stdio:COMMAND [ARGS]": "the tools of an MCP server run as a command (needs mcp)",
+        "mcp+http://HOST:PORT/PATH": "the tools of an MCP server over streamable HTTP",
+    }
+
+
+@ecotone.hookimpl
+def ecotone_resolve_environment(name: str) -> type | None:
+    if not name.startswith((STDIO, *HTTP)):
+        return None
+    return env_class(name)

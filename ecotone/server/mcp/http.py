@@ -1,0 +1,69 @@
+"""MCP over streamable HTTP at the http transport's `/mcp`: the official SDK's
+`StreamableHTTPSessionManager`, made and started on the first MCP request (a server nobody
+reaches over MCP never imports the SDK).
+
+Which requests are MCP's: `/mcp` also answers OpenEnv's own JSON-RPC dialect (plain POSTs,
+`openenv.py`). A streamable-HTTP client must accept `text/event-stream` on every POST (MCP
+spec, transports), and sends `Mcp-Session-Id` / `MCP-Protocol-Version` once it has them; GET
+and DELETE are the transport's too. Those requests go to the SDK; the rest to OpenEnv's.
+
+The SDK's own Host/Origin checks are off: the http transport's admission (`admission.py`)
+has already checked Host, Origin and the token of every request. Its limits follow the
+server's: `max_sessions`, `idle_timeout` (an MCP session idle that long ends, and its env
+session with it), `max_frame_bytes` for a request body.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from ecotone.server.runner import Runner
+from ecotone.server.transports.asgi import App
+from ecotone.wire.http import HttpRequest
+
+
+def speaks_streamable_http(request: HttpRequest) -> bool:
+    headers = request.headers
+    return (
+        request.method in ("GET", "DELETE")
+        or "mcp-session-id" in headers
+        or "mcp-protocol-version" in headers
+        or "text/event-stream" in headers.get("accept", "")
+    )
+
+
+class McpHttp:
+    """The session manager behind `/mcp`, started once in `background` when first needed."""
+
+    def __init__(self, runner: Runner, background: trio.Nursery) -> None:
+        self.runner = runner
+        self.background = background
+        self._app: App | None = None
+        self._lock = trio.Lock()
+
+    async def app(self) -> App:
+        async with self._lock:
+            if self._app is None:
+                from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+                from ecotone.server.mcp.face import McpFace
+
+                limits = self.runner.engine.limits
+                face = McpFace(self.runner, self.runner.mcp)
+                manager = StreamableHTTPSessionManager(
+                    app=face.server,
+                    session_idle_timeout=limits.idle_timeout,
+                    max_request_body_size=limits.max_frame_bytes,
+                    max_sessions=limits.max_sessions,
+                )
+                await self.background.start(self._run, manager)
+                self._app = manager.handle_request
+        return self._app
+
+    @staticmethod
+    async def _run(manager: Any, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        async with manager.run():
+            task_status.started()
+            await trio.sleep_forever()
