@@ -51,3 +51,9 @@ def test_any_other_action_is_one_step_tool_and_the_agent_sees_no_reward() -> Non
     shown = catalog.shown({"hint": "G....", "reward": 1.0, "done": True}, reveal=False)
     assert shown == {"hint": "G...."}
     assert "reward" in catalog.output_schema(msgspec.json.schema(Seen), reveal=True)["properties"]
+
+
+def test_an_agent_cannot_set_metadata_nor_another_variants_tag() -> None:
+    tools = {t.name: t for t in catalog.action_tools(msgspec.json.schema(Move | Say), "")}
+    action = tools["move"].action({"direction": "up", "metadata": {"admin": True}, "type": "say"})
+    assert action == {"direction": "up", "type": "move"}

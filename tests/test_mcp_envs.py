@@ -113,6 +113,10 @@ def test_a_crashed_server_is_an_env_error_and_the_next_reset_starts_it_again(
         os.kill(pid, signal.SIGKILL)
         with pytest.raises(ecotone.EnvError, match="the next reset starts it again"):
             env.step(call)
+        # Not replaced behind the episode's back: its state is gone until a reset.
+        with pytest.raises(ecotone.EnvError, match="reset to start it again"):
+            env.step(call)
+        assert _children_running("mcp-server-time") == []
         env.reset()
         assert not env.step(call).observation["is_error"]
         assert env.state()["starts"] == 2
@@ -274,3 +278,16 @@ def test_fastmcps_client_plays_over_stdio_and_streamable_http(mcp_bin: Path) -> 
         over_http = _fastmcp(mcp_bin, f"{server.url}/mcp")
         assert over_http["tools"] == ["step"]
         assert "reward" not in over_http["structured"]
+
+
+def test_a_stdio_server_gets_none_of_this_servers_secrets_unless_passed_on(
+    node_bin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ECOTONE_AUTH_TOKEN", "server-secret-0123")
+    monkeypatch.setenv("GIVEN_TO_TOOLS", "for-the-tool")
+    name = f"mcp+stdio:{node_bin}/mcp-server-everything#env=GIVEN_TO_TOOLS"
+    with ecotone.connect(f"inproc://{name}") as env:
+        env.reset()
+        seen = env.step({"tool": "get-env", "arguments": {}}).observation["text"]
+        assert "for-the-tool" in seen
+        assert "server-secret-0123" not in seen and "ECOTONE_AUTH_TOKEN" not in seen

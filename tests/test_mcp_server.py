@@ -290,3 +290,87 @@ async def test_a_cancelled_call_leaves_the_session_working() -> None:
             assert after.structured_content is not None
             assert after.structured_content["tag"] == "next"
             await session.send_ping()
+
+
+class _Plugin:
+    @ecotone.hookimpl
+    def ecotone_environments(self) -> dict[str, type]:
+        from ecotone.plugins.counter import CounterAction, CounterObservation, CounterState
+
+        class ResetFails(ecotone.Environment[CounterAction, CounterObservation, CounterState]):
+            def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> Any:
+                raise RuntimeError("no episode for you")
+
+            def step(self, action: CounterAction) -> CounterObservation:
+                raise AssertionError  # pragma: no cover
+
+            def state(self) -> CounterState:
+                return CounterState()
+
+        return {"reset_fails": ResetFails}
+
+
+async def test_an_env_that_cannot_start_an_episode_leaves_no_session_behind() -> None:
+    with run_server("reset_fails", transport="http", plugins=[_Plugin()]) as server:
+        async with http_session(server) as session:
+            for _ in range(5):
+                with pytest.raises(MCPError, match="no episode for you"):
+                    await session.call_tool("step", {"delta": 1})
+            assert wait_until(lambda: server.recorder.open_sessions == set())
+            assert len(server.recorder.opened) == 5
+
+
+async def test_an_episode_closed_while_idle_is_said_and_the_next_call_starts_another() -> None:
+    from ecotone.kernel import Limits
+
+    with run_server("wordle", transport="http", limits=Limits(idle_timeout=0.3)) as server:
+        async with http_session(server) as session:
+            assert not (await session.call_tool("step", {"guess": "crane"})).is_error
+            assert wait_until(lambda: server.recorder.open_sessions == set())
+            closed = await session.call_tool("step", {"guess": "slate"})
+            assert closed.is_error
+            assert "next call starts a new episode" in closed.content[0].text  # type: ignore[union-attr]
+            again = await session.call_tool("step", {"guess": "slate"})
+            assert again.structured_content is not None, again.content
+            assert [h["guess"] for h in again.structured_content["history"]] == ["slate"]
+
+
+async def test_a_share_key_alone_admits_an_agent_to_that_session_and_nothing_else() -> None:
+    with run_server("wordle", transport="http", auth=AuthConfig(token="orchestrator-only")) as s:
+        base = s.url.partition("?")[0]
+        async with ecotone.aconnect(
+            f"ws://{base.split('://')[1]}", token="orchestrator-only"
+        ) as env:
+            await env.reset(seed=1)
+            key = await env.share()
+            async with http_session(s, {"x-ecotone-share": key}) as agent:
+                assert not (await agent.call_tool("step", {"guess": "crane"})).is_error
+            async with http_session(s, {"x-ecotone-share": "a-guess"}) as stranger:
+                with pytest.raises(MCPError, match="share key"):
+                    await stranger.call_tool("step", {"guess": "crane"})
+            # The key is for the MCP face only: not OpenEnv's dialect, not the native API.
+            http = Http(s.port)
+            header = {"x-ecotone-share": key}
+            rpc = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
+            assert http.request("POST", "/mcp", rpc, header).status == 401
+            assert http.request("POST", "/v1/sessions", b"", header).status == 401
+            steps, _ = await env.shared_steps()
+            assert [x.observation["guess"] for x in steps] == ["crane"]
+            assert len(s.recorder.opened) == 1
+
+
+def test_a_request_framed_two_ways_at_once_is_answered_then_closed_on_mcp_too() -> None:
+    with run_server("wordle", transport="http") as server:
+        body = json.dumps(INITIALIZE).encode()
+        request = (
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            b"accept: application/json, text/event-stream\r\ncontent-length: %d\r\n"
+            b"transfer-encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n"
+            % (len(body), len(body), body)
+        )
+        from tests.httpraw import raw_exchange
+
+        data, closed = raw_exchange(
+            server.port, request + b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        )
+        assert closed and data.count(b"HTTP/1.1 ") == 1, data

@@ -725,11 +725,17 @@ class Engine(Operations):
         first = session.guest_count - len(kept)
         since = max(0, req.since)
         start = max(since, first)
-        raw = peer.codec.raw
+        mine = peer.codec
+        observations = [
+            msgspec.Raw(encoded)
+            if type(codec) is type(mine)
+            else mine.raw(codec.decode_as(encoded, Any))
+            for codec, encoded in kept[start - first :]
+        ]
         return SharedStepsResult(
             id=req.id,
             session=session.id,
-            observations=[raw(obs) for obs in kept[start - first :]],
+            observations=observations,
             next=session.guest_count,
             dropped=start - since,
         )

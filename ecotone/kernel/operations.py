@@ -234,7 +234,7 @@ class Operations:
         ended = getattr(obs, "done", False) or getattr(obs, "truncated", False)
         session.phase = Phase.ENDED if ended else Phase.RUNNING
         if session.guests is not None and peer.owner is not session.owner:
-            session.record_guest_step(obs)  # for its owner (`shared_steps`)
+            session.record_guest_step(peer.codec, bytes(raw))  # for its owner: `shared_steps`
         if self._on_step is not None:
             self._on_step(
                 session_id=session.id,

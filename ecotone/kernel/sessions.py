@@ -60,7 +60,9 @@ class CapacityError(Exception):
 
 
 GUEST_STEPS_KEPT = 1024
-"""Observations of guest steps a shared session keeps for its owner."""
+"""Observations of guest steps a shared session keeps for its owner, at most..."""
+GUEST_BYTES_KEPT = 16 << 20
+"""...and at most this many bytes of them (the oldest go first)."""
 
 
 @attrs.define(slots=True, eq=False)
@@ -85,16 +87,22 @@ class Session:
     guests: set[object] | None = None
     """Owners that were given this session's share key (None until one is)."""
     share_key: str | None = None
-    guest_steps: collections.deque[Any] | None = None
-    """The observations of the last guest steps (`SharedSteps`), oldest first."""
+    guest_steps: collections.deque[tuple[Any, bytes]] | None = None
+    """The last guest steps' observations (`SharedSteps`), oldest first: each as the bytes
+    its guest was answered, with the codec that made them (the owner may use another)."""
+    guest_bytes: int = 0
     guest_count: int = 0
     """Guest steps so far: the number the next one gets."""
 
-    def record_guest_step(self, observation: Any) -> None:
-        if self.guest_steps is None:
-            self.guest_steps = collections.deque(maxlen=GUEST_STEPS_KEPT)
-        self.guest_steps.append(observation)
+    def record_guest_step(self, codec: Any, encoded: bytes) -> None:
+        kept = self.guest_steps
+        if kept is None:
+            kept = self.guest_steps = collections.deque()
+        kept.append((codec, encoded))
+        self.guest_bytes += len(encoded)
         self.guest_count += 1
+        while len(kept) > GUEST_STEPS_KEPT or (self.guest_bytes > GUEST_BYTES_KEPT and kept):
+            self.guest_bytes -= len(kept.popleft()[1])
 
     @property
     def busy(self) -> bool:

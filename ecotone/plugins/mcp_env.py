@@ -13,11 +13,16 @@ The first observation of an episode lists the tools.
 
 Reward: zero, unless the name's `#reward=MODULE:FUNCTION` names a function
 `(action, observation) -> float` (the server operator's choice; clients cannot pick it).
-Options after `#`: `reward`, `timeout` (seconds per tool call, default 30).
+Options after `#`: `reward`, `timeout` (seconds per tool call, default 30), `env` (names of
+this process's environment variables a stdio server gets, comma-separated: by default only
+the SDK's short list, PATH, HOME and the like, never the ecotone server's own secrets).
 
 Each session runs its own MCP client (the official SDK, in a private event loop thread) and,
 for stdio, its own server process, started on the first reset. A server that crashed or
-stopped answering is an `env_error` for that step; the next reset starts it again.
+stopped answering is an `env_error` for that step and every step after it (its state is
+gone); the next reset starts it again. A JSON-RPC error the server answers is not a crash:
+-32602 (bad params) is an `invalid_action`, any other an `env_error`, and the episode goes
+on. The name is shown to clients: pass secrets in `env`, not on the command line.
 Needs the `mcp` package (`pip install 'ecotone[mcp]'`).
 """
 
@@ -81,9 +86,9 @@ def parse_name(name: str) -> tuple[str, dict[str, str]]:
     """`mcp+...:TARGET#k=v&...` -> (TARGET as after the prefix, options)."""
     target, _, fragment = name.partition("#")
     options = dict(parse_qsl(fragment, keep_blank_values=True)) if fragment else {}
-    unknown = set(options) - {"reward", "timeout"}
+    unknown = set(options) - {"reward", "timeout", "env"}
     if unknown:
-        raise McpEnvError(f"{name!r}: unknown option(s) {sorted(unknown)}: reward, timeout")
+        raise McpEnvError(f"{name!r}: unknown option(s) {sorted(unknown)}: reward, timeout, env")
     if target.startswith(STDIO):
         command = shlex.split(target[len(STDIO) :])
         if not command:
@@ -109,16 +114,20 @@ def _reward_function(spec: str | None) -> Callable[[Any, Any], float] | None:
 
 
 @contextlib.asynccontextmanager
-async def _client(target: str) -> AsyncIterator[Any]:
+async def _client(target: str, pass_env: tuple[str, ...] = ()) -> AsyncIterator[Any]:
     """An initialized `ClientSession` to the server `target` names."""
     from mcp import ClientSession
 
     if target.startswith(STDIO):
         from mcp import StdioServerParameters
-        from mcp.client.stdio import stdio_client
+        from mcp.client.stdio import get_default_environment, stdio_client
 
         command = shlex.split(target[len(STDIO) :])
-        params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
+        # The SDK's short list (PATH, HOME, ...), and only the variables the name passes on:
+        # never this server's own secrets (its token, a provider's secrets).
+        environ = get_default_environment()
+        environ.update({k: os.environ[k] for k in pass_env if k in os.environ})
+        params = StdioServerParameters(command=command[0], args=command[1:], env=environ)
         transport: Any = stdio_client(params)
     else:
         from mcp.client.streamable_http import streamable_http_client
@@ -136,14 +145,14 @@ class _Link:
     """One MCP client connection, run in a private event loop thread (an anyio portal), so
     that the env's blocking methods can call it from any worker thread."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, pass_env: tuple[str, ...] = ()) -> None:
         from anyio.from_thread import start_blocking_portal
 
         self._stack = contextlib.ExitStack()
         try:
             self.portal = self._stack.enter_context(start_blocking_portal("asyncio"))
             self.session = self._stack.enter_context(
-                self.portal.wrap_async_context_manager(_client(target))
+                self.portal.wrap_async_context_manager(_client(target, pass_env))
             )
             listed = self.portal.call(self._list_tools)
         except BaseException:
@@ -169,13 +178,24 @@ class _Link:
                     return tools
 
     def call(self, name: str, arguments: dict[str, Any], timeout: float) -> Any:
+        """The tool's result. A JSON-RPC error the server answered is raised as it is
+        (`MCPError`) and the link goes on; a link that broke or timed out is dead."""
+        from mcp.shared.exceptions import MCPError
+        from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
         async def call() -> Any:
             return await self.session.call_tool(name, arguments, read_timeout_seconds=timeout)
 
+        if not self.alive:
+            raise ConnectionError("the MCP server is gone")
         try:
             return self.portal.call(call)
+        except MCPError as exc:
+            if exc.error.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
+                self.alive = False
+            raise
         except Exception:
-            self.alive = False  # crashed, or too slow: the next reset starts it again
+            self.alive = False  # crashed, or too slow: only a reset starts it again
             raise
 
     def close(self) -> None:
@@ -194,18 +214,30 @@ class McpServerEnv(ecotone.Environment[McpToolAction, McpToolObservation, McpToo
     target: ClassVar[str] = ""
     timeout: ClassVar[float] = DEFAULT_TIMEOUT
     reward_fn: ClassVar[Callable[[Any, Any], float] | None] = None
+    pass_env: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
         self._link: _Link | None = None
         self._lock = threading.Lock()
         self._state = McpToolState(server=self.target)
 
+    def _live(self) -> _Link:
+        """The link of this episode; a server that died mid-episode is not replaced here
+        (its state is gone: only a reset starts a new one)."""
+        link = self._link
+        if link is None or not link.alive:
+            raise RuntimeError(
+                f"the MCP server {self.target!r} is gone (it crashed or timed out): reset to "
+                "start it again"
+            )
+        return link
+
     def _connected(self) -> _Link:
         if self._link is None or not self._link.alive:
             if self._link is not None:
                 self._link.close()
             try:
-                self._link = _Link(self.target)
+                self._link = _Link(self.target, self.pass_env)
             except BaseException as exc:
                 self._link = None
                 raise RuntimeError(f"the MCP server {self.target!r} did not start: {exc}") from exc
@@ -231,7 +263,9 @@ class McpServerEnv(ecotone.Environment[McpToolAction, McpToolObservation, McpToo
         return McpToolObservation(text=text, tools=tools)
 
     def step(self, action: McpToolAction) -> McpToolObservation:
-        link = self._connected()
+        from mcp.shared.exceptions import MCPError
+
+        link = self._live()
         tool = link.tools.get(action.tool)
         if tool is None:
             raise ecotone.InvalidAction(
@@ -242,11 +276,19 @@ class McpServerEnv(ecotone.Environment[McpToolAction, McpToolObservation, McpToo
         _check_arguments(tool.input_schema, action.arguments)
         try:
             result = link.call(action.tool, action.arguments, self.timeout)
+        except MCPError as exc:
+            if link.alive and exc.error.code == -32602:  # the server judged the arguments
+                raise ecotone.InvalidAction(
+                    f"the server refused the arguments: {exc.error.message}", field="arguments"
+                ) from exc
+            if link.alive:
+                raise RuntimeError(
+                    f"the MCP server answered tool {action.tool!r} with error "
+                    f"{exc.error.code}: {exc.error.message}"
+                ) from exc
+            raise RuntimeError(self._gone(action.tool, exc)) from exc
         except Exception as exc:
-            raise RuntimeError(
-                f"the MCP server {self.target!r} failed on tool {action.tool!r} "
-                f"({type(exc).__name__}: {exc}); the next reset starts it again"
-            ) from exc
+            raise RuntimeError(self._gone(action.tool, exc)) from exc
         self._state.step_count += 1
         self._state.calls += 1
         texts = [getattr(b, "text", "") for b in result.content if getattr(b, "type", "") == "text"]
@@ -260,6 +302,12 @@ class McpServerEnv(ecotone.Environment[McpToolAction, McpToolObservation, McpToo
         reward_fn = type(self).reward_fn
         observation.reward = float(reward_fn(action, observation)) if reward_fn else 0.0
         return observation
+
+    def _gone(self, tool: str, exc: BaseException) -> str:
+        return (
+            f"the MCP server {self.target!r} failed on tool {tool!r} "
+            f"({type(exc).__name__}: {exc}); the next reset starts it again"
+        )
 
     def state(self) -> McpToolState:
         return self._state
@@ -276,7 +324,7 @@ class McpServerEnv(ecotone.Environment[McpToolAction, McpToolObservation, McpToo
         ]
 
     def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
-        link = self._connected()
+        link = self._link if self._link is not None else self._connected()
         if name not in link.tools:
             raise LookupError(f"unknown tool {name!r}; tools: {', '.join(sorted(link.tools))}")
         result = link.call(name, arguments, self.timeout)
@@ -328,9 +376,11 @@ def env_class(name: str) -> type[McpServerEnv]:
                 "target": target,
                 "timeout": timeout,
                 "reward_fn": None if reward is None else staticmethod(reward),
+                "pass_env": tuple(v for v in options.get("env", "").split(",") if v),
                 "name": name,
                 "description": f"the tools of the MCP server {target}",
-                "call_timeout": timeout + 15.0,
+                # A reset may start the server: its start-up has START_TIMEOUT twice over.
+                "call_timeout": max(timeout, 2 * START_TIMEOUT) + 15.0,
             }
             cls = _classes[name] = type("McpServerEnv", (McpServerEnv,), attributes)
         return cls

@@ -112,7 +112,8 @@ class Admission:
     * a request with an `Origin` (a browser's) must come from the server's own origin or one
       allowed in `[access] origins`, so no other web page can open a socket or send a form;
     * with a token set, the request must carry it: `Authorization: Bearer TOKEN`, `?token=`
-      in the URL, or the web UI's cookie (set when `/web?token=` is opened).
+      in the URL, or the web UI's cookie (set when `/web?token=` is opened); except an MCP
+      request with a share key (`X-Ecotone-Share`), which may act in that session only.
     """
 
     token: str | None = None
@@ -142,7 +143,7 @@ class Admission:
                     f"requests from web pages of {origin} are refused: only this server's "
                     "own pages, and origins allowed in [access] origins",
                 )
-        if self.token is not None and path != "/health":
+        if self.token is not None and path != "/health" and not _shared(headers, path):
             given = bearer(headers) or query.get("token") or cookie(headers, TOKEN_COOKIE)
             if not given or not hmac.compare_digest(given.encode(), self.token.encode()):
                 return Refusal(
@@ -153,6 +154,12 @@ class Admission:
                 )
         return None
 
+    def authenticated(self, headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
+        """Whether the request shows the token (or none is needed)."""
+        if self.token is None:
+            return True
+        return self.valid(bearer(headers) or query.get("token") or cookie(headers, TOKEN_COOKIE))
+
     def valid(self, given: str | None) -> bool:
         return (
             self.token is not None
@@ -162,6 +169,15 @@ class Admission:
 
 
 _TOKEN_CHARS: Final = re.compile(r"[!#-+\--:<-\[\]-~]+")
+
+
+SHARE_HEADER: Final = "x-ecotone-share"
+
+
+def _shared(headers: Mapping[str, str], path: str) -> bool:
+    """An MCP request that brings a share key instead of the token: admitted, to act in the
+    shared session only (the MCP face attaches it, or refuses; it makes no session for it)."""
+    return path == "/mcp" and bool(headers.get(SHARE_HEADER))
 
 
 def resolve_token(

@@ -40,8 +40,10 @@ class ActionTool:
     tag: Any = None
 
     def action(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """The action a call with `arguments` stands for."""
-        action = dict(arguments)
+        """The action a call with `arguments` stands for: what the agent may set (never
+        `metadata`, nor another variant's tag)."""
+        dropped = (*ORCHESTRATOR_FIELDS, self.tag_field)
+        action = {k: v for k, v in arguments.items() if k not in dropped}
         if self.tag_field is not None:
             action[self.tag_field] = self.tag
         return action

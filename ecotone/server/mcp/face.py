@@ -26,7 +26,7 @@ import importlib.metadata
 import itertools
 import json
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 import anyio
 import mcp.types as types
@@ -36,10 +36,12 @@ from mcp.shared.exceptions import MCPError
 
 from ecotone.kernel import Engine, Owner
 from ecotone.kernel.config import McpConfig
+from ecotone.server.admission import SHARE_HEADER
 from ecotone.server.mcp import catalog
 from ecotone.server.runner import Runner
 from ecotone.wire import (
     CallTool,
+    Close,
     Error,
     ErrorCode,
     JsonCodec,
@@ -53,9 +55,6 @@ from ecotone.wire import (
     ToolResult,
     Tools,
 )
-
-SHARE_HEADER: Final = "x-ecotone-share"
-"""The header naming the share key of a session the orchestrator opened (see `Share`)."""
 
 _ids = itertools.count(1)
 
@@ -87,9 +86,13 @@ class Seat:
     async def ask(self, frame: Any) -> Response:
         return await self.face.runner.ask(self.owner, self.face.codec, frame)
 
-    async def env_session(self, share_key: str | None) -> str:
-        """The session this connection acts in, made (or attached) on first need."""
+    async def env_session(self, share_key: str | None, token_ok: bool = True) -> str:
+        """The session this connection acts in, made (or attached) on first need. A client
+        that brought a share key but not the server's token may only attach."""
         async with self._lock:
+            if self.owner.closed:  # the SDK ended the connection, yet a request came
+                self.owner = self.face.engine.owner(authenticated=True)
+                self.session, self.guest = None, False
             if self.session is not None:
                 return self.session
             if share_key:
@@ -102,15 +105,46 @@ class Seat:
                     )
                 self.session, self.guest = attached, True
                 return attached
-            opened = await self.ask(Open(id=next(_ids)))
-            if isinstance(opened, Error):
-                raise MCPError(types.INTERNAL_ERROR, f"{opened.code}: {opened.message}")
-            assert isinstance(opened, Opened)
-            reset = await self.ask(Reset(id=next(_ids), session=opened.session))
-            if isinstance(reset, Error):
-                raise MCPError(types.INTERNAL_ERROR, f"{reset.code}: {reset.message}")
-            self.session = opened.session
-            return opened.session
+            if not token_ok:
+                raise MCPError(
+                    types.INVALID_REQUEST,
+                    "this server requires its token (Authorization: Bearer) to make a "
+                    f"session, or a share key ({SHARE_HEADER}) to act in one",
+                )
+            # Shielded: a request cancelled midway must not leave a session nobody holds.
+            with anyio.CancelScope(shield=True):
+                opened = await self.ask(Open(id=next(_ids)))
+                if isinstance(opened, Error):
+                    raise MCPError(types.INTERNAL_ERROR, f"{opened.code}: {opened.message}")
+                assert isinstance(opened, Opened)
+                made: str = opened.session
+                reset = await self.ask(Reset(id=next(_ids), session=made))
+                if isinstance(reset, Error):
+                    await self.ask(Close(id=next(_ids), session=made))
+                    raise MCPError(
+                        types.INTERNAL_ERROR,
+                        f"the env could not start an episode: {reset.code}: {reset.message}",
+                    )
+            self.session = made
+            return made
+
+    def lost(self, answer: Response) -> types.CallToolResult | None:
+        """If `answer` says the session is gone (closed by its owner, or idle past the
+        server's `idle_timeout`), forget it and say so; the next call makes a new one (or,
+        for a guest, needs a new share key)."""
+        if not (isinstance(answer, Error) and answer.code == ErrorCode.UNKNOWN_SESSION):
+            return None
+        self.session = None
+        if self.guest:
+            message = "the orchestrator's session is closed: this episode is over"
+        else:
+            message = (
+                "this episode's session was closed (idle past the server's idle_timeout): "
+                "the next call starts a new episode"
+            )
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=message)], is_error=True
+        )
 
     def close(self) -> None:
         """The MCP connection ended: a session it made closes; a shared one stays."""
@@ -175,6 +209,15 @@ class McpFace:
         if self._only is not None:
             self._only.close()
 
+    def _token_ok(self, ctx: Any) -> bool:
+        """Whether the request showed the server's token (stdio needs none; with a share key
+        alone, the admission let it in to act in that session only)."""
+        request = getattr(ctx, "request", None)
+        if request is None or self.engine.token is None:
+            return True
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        return self.runner.admission.authenticated(headers, dict(request.query_params))
+
     @staticmethod
     def _share_key(ctx: Any) -> str | None:
         request = getattr(ctx, "request", None)
@@ -209,8 +252,10 @@ class McpFace:
                 )
             )
         if self.spec.has_tools:
-            session = await seat.env_session(self._share_key(ctx))
+            session = await seat.env_session(self._share_key(ctx), self._token_ok(ctx))
             listed = await seat.ask(ListTools(id=next(_ids), session=session))
+            if seat.lost(listed) is not None:
+                raise MCPError(types.INTERNAL_ERROR, "the session closed: ask again")
             if isinstance(listed, Error):
                 raise MCPError(types.INTERNAL_ERROR, f"{listed.code}: {listed.message}")
             assert isinstance(listed, Tools)
@@ -237,12 +282,11 @@ class McpFace:
             (name == catalog.RESET_TOOL and self.options.reset_tool) or self.spec.has_tools
         ):
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}")
-        session = await seat.env_session(self._share_key(ctx))
+        session = await seat.env_session(self._share_key(ctx), self._token_ok(ctx))
         if action_tool is not None:
             raw = msgspec.Raw(msgspec.json.encode(action_tool.action(arguments)))
-            return self._observation(
-                await seat.ask(Step(id=next(_ids), session=session, action=raw))
-            )
+            answer = await seat.ask(Step(id=next(_ids), session=session, action=raw))
+            return seat.lost(answer) or self._observation(answer)
         if name == catalog.RESET_TOOL and self.options.reset_tool:
             if seat.guest:
                 raise MCPError(
@@ -250,16 +294,15 @@ class McpFace:
                 )
             seed = arguments.get("seed")
             if seed is not None and not isinstance(seed, int):
-                return _refusal(
-                    Error(
-                        id=None, code=ErrorCode.INVALID_ARGUMENT, message="seed must be an integer"
-                    )
-                )
-            return self._observation(
-                await seat.ask(Reset(id=next(_ids), session=session, seed=seed))
-            )
+                wrong = Error(id=None, code=ErrorCode.INVALID_ARGUMENT, message="seed: an integer")
+                return _refusal(wrong)
+            answer = await seat.ask(Reset(id=next(_ids), session=session, seed=seed))
+            return seat.lost(answer) or self._observation(answer)
         frame = CallTool(id=next(_ids), session=session, name=name, arguments=dict(arguments))
         answer = await seat.ask(frame)
+        gone = seat.lost(answer)
+        if gone is not None:
+            return gone
         if isinstance(answer, Error):
             if answer.code == ErrorCode.INVALID_ARGUMENT and answer.details.get("tool") == name:
                 # The env does not know the tool (LookupError): a protocol error for MCP,

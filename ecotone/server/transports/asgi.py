@@ -6,9 +6,10 @@ with a scope built from the parsed request and writes what it sends: with a Cont
 when the app sends its body in one piece, chunked when it streams (Server-Sent Events).
 
 `receive()` gives the body once; called again, it waits until the client goes away (end of
-file on the socket) and says `http.disconnect`, which is how a streaming app learns its
-listener left. Bytes the client sends meanwhile (a pipelined request) are kept for the
-connection's next cycle, up to a bound.
+file on the socket, seen by a task of this request that reads while the app runs) and says
+`http.disconnect`, which is how a streaming app learns its listener left. Bytes the client
+sends meanwhile (a pipelined request) are kept for the connection's next cycle, up to a
+bound. Writes are serialized: an app may send from two tasks at once.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 RECEIVE_SIZE = 65536
 KEPT_BYTES = 1 << 20
-"""Bytes of a next request kept while an app streams; past it, the socket is not read."""
+"""Bytes of a next request kept while an app streams; a client sending more is dropped."""
 
 
 def _reason(status: int) -> bytes:
@@ -59,31 +60,26 @@ async def serve_asgi(
     """Run `app` for `request` and write its answer on `conn`. Returns whether the
     connection can carry another request (False: the client went, or the answer was cut)."""
     gone = trio.Event()
-    reading = False
     body_given = False
 
     async def watch() -> None:
-        # Until end of file; a pipelined next request is left in h11's buffer.
-        while not gone.is_set():
-            if len(conn.trailing_data[0]) > KEPT_BYTES:
-                await trio.sleep_forever()
+        # Until end of file: a pipelined next request is left in h11's buffer; a client that
+        # sends more than KEPT_BYTES while its answer streams is treated as gone.
+        while True:
             try:
                 data = await stream.receive_some(RECEIVE_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 data = b""
-            if not data:
+            if not data or len(conn.trailing_data[0]) + len(data) > KEPT_BYTES:
                 gone.set()
                 return
             conn.receive_data(bytes(data))
 
     async def receive() -> Message:
-        nonlocal reading, body_given
+        nonlocal body_given
         if not body_given:
             body_given = True
             return {"type": "http.request", "body": request.body, "more_body": False}
-        if not reading:
-            reading = True
-            await watch()
         await gone.wait()
         return {"type": "http.disconnect"}
 
@@ -92,7 +88,13 @@ async def serve_asgi(
     head_sent = False
     ended = False
 
+    writing = trio.Lock()  # an app may send from two tasks at once (SSE data and pings)
+
     async def send(message: Message) -> None:
+        async with writing:
+            await write(message)
+
+    async def write(message: Message) -> None:
         nonlocal status, headers, head_sent, ended
         kind = message["type"]
         if kind == "http.response.start":
@@ -111,6 +113,9 @@ async def serve_asgi(
             names = {k.lower() for k, _ in headers}
             if not more and b"content-length" not in names:
                 headers.append((b"content-length", str(len(body)).encode()))
+            if request.must_close:  # framed two ways at once (RFC 9112 §6.1): answer, close
+                headers = [(k, v) for k, v in headers if k.lower() != b"connection"]
+                headers.append((b"connection", b"close"))
             data += conn.send(
                 h11.Response(status_code=status, headers=headers, reason=_reason(status))
             )
@@ -137,13 +142,16 @@ async def serve_asgi(
         "server": None,
         "state": {},
     }
-    await app(scope, receive, send)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch)  # reads only after the body: h11 has consumed it already
+        await app(scope, receive, send)
+        nursery.cancel_scope.cancel()
     if not head_sent:  # the app answered nothing: a bug of its, told as one
         await stream.send_all(
             conn.send(h11.Response(status_code=500, headers=[(b"content-length", b"0")]))
             + conn.send(h11.EndOfMessage())
         )
         return conn.our_state is not h11.MUST_CLOSE
-    if not ended:  # cut short: the client cannot tell the answer is whole
+    if not ended or request.must_close:  # cut short, or framed two ways: close
         return False
     return not gone.is_set() and conn.our_state is not h11.MUST_CLOSE

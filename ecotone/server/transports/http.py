@@ -161,6 +161,11 @@ class HttpServer:
             return Streamed(await self.mcp_http.app())
         if request.method != "POST":
             return json_response(405, {"detail": "Method Not Allowed"}, [("Allow", "POST")])
+        if not self.runner.admission.authenticated(request.headers, request.query):
+            # Admitted with a share key, which is for the MCP face only.
+            refused = _error_frame(ErrorCode.UNAUTHORIZED, "this server requires its token")
+            refused.headers.append(("www-authenticate", "Bearer"))
+            return refused
         return await self.openenv.mcp(request)
 
     async def handle(self, request: HttpRequest) -> HttpResponse | Streamed:
