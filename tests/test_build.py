@@ -234,8 +234,13 @@ def test_the_image_serves_the_env_with_its_default_command(
     with running(engine, tag) as (port, container):
         # Bound to 0.0.0.0 inside, the server made a token and printed its URL with it.
         deadline = time.monotonic() + 20
-        while (found := re.search(rb"\?token=(\S+)", container.logs())) is None:
-            assert time.monotonic() < deadline, container.logs()
+
+        def logs() -> bytes:
+            out = container.logs()  # bytes from docker, a generator of chunks from podman
+            return out if isinstance(out, bytes) else b"".join(out)
+
+        while (found := re.search(rb"\?token=(\S+)", logs())) is None:
+            assert time.monotonic() < deadline, logs()
             time.sleep(0.1)
         token = found.group(1).decode()
         with pytest.raises(ecotone.AccessDenied):

@@ -464,6 +464,8 @@ async def test_requests_naming_dead_sessions_leave_no_per_session_state() -> Non
 async def _dead_sessions_leave_nothing(routes: HttpServer) -> None:
     async def call(method: str, path: str, body: bytes = b"", session: str = "") -> int:
         headers = {"x-ecotone-session": session} if session else {}
+        if body:
+            headers["content-type"] = "application/json"
         response = await routes.handle(HttpRequest(method, path, {}, headers, body))
         assert isinstance(response, HttpResponse)
         return response.status

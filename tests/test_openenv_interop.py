@@ -124,6 +124,7 @@ def test_openenv_client_plays_ecotone_counter_and_sees_validation_errors(
     assert up["result"]["reward"] == 3
     assert invalid["error"].startswith("RuntimeError: Server error: Invalid message")
     assert "(code: VALIDATION_ERROR)" in invalid["error"]
+    assert "Expected `int`, got `str` (field `delta`)" in invalid["error"]  # why, and where
     assert down["result"]["observation"]["count"] == 4  # the same episode went on
     assert (state["result"]["count"], state["result"]["step_count"]) == (4, 2)
 

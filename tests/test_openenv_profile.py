@@ -338,7 +338,11 @@ def test_ws_errors_keep_the_session(counter_ws: RunningServer) -> None:
         invalid = ws.call({"type": "step", "data": {"delta": "x"}})
         assert invalid["type"] == "error"
         assert invalid["data"]["code"] == "VALIDATION_ERROR"
-        assert invalid["data"]["message"] == "Invalid message"
+        # OpenEnv's client passes on `message` alone: it says what was wrong, and where.
+        assert invalid["data"]["message"] == (
+            "Invalid message: invalid action for env 'counter': Expected `int`, got `str` "
+            "(field `delta`)"
+        )
         assert invalid["data"]["errors"][0]["loc"] == ["delta"]
 
         unknown = ws.call({"type": "frobnicate"})

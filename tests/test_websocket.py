@@ -308,10 +308,19 @@ def http_exchange(port: int, request: bytes) -> bytes:
     return b"".join(chunks)
 
 
-def test_a_plain_http_request_gets_400_and_the_server_goes_on(counter_server: RunningServer):
-    reply = http_exchange(counter_server.port, b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
-    assert reply.startswith(b"HTTP/1.1 400")
-    assert b"not a WebSocket handshake" in reply
+def test_a_plain_http_request_gets_an_answer_and_the_server_goes_on(
+    counter_server: RunningServer,
+):
+    head = b"Host: localhost\r\nConnection: close\r\n\r\n"
+    reply = http_exchange(counter_server.port, b"GET / HTTP/1.1\r\n" + head)
+    assert reply.startswith(b"HTTP/1.1 404")
+    assert b"not a WebSocket handshake" in reply and b"--transport http" in reply
+    # What OpenEnv's consumers read beside /ws, on the same port.
+    for path in (b"/health", b"/schema", b"/metadata", b"/openapi.json"):
+        reply = http_exchange(counter_server.port, b"GET " + path + b" HTTP/1.1\r\n" + head)
+        assert reply.startswith(b"HTTP/1.1 200"), (path, reply)
+    posted = http_exchange(counter_server.port, b"POST /reset HTTP/1.1\r\n" + head)
+    assert posted.startswith(b"HTTP/1.1 404")
     reply = http_exchange(counter_server.port, b"\x16\x03\x01 this is not http at all\r\n\r\n")
     assert reply.startswith(b"HTTP/1.1 400")
     with ecotone.connect(counter_server.url) as env:

@@ -60,3 +60,10 @@ class Limits:
     idle_connection_timeout: float | None = attrs.field(default=300.0, validator=_positive)
     """Seconds a connection that holds no session may stay silent before it is closed
     (None: never). With `idle_timeout`, a peer that vanished or froze leaves nothing behind."""
+    stateless_grace: float = attrs.field(default=10.0, validator=_positive)
+    """Seconds a session made by an OpenEnv HTTP `/reset` without a session id lives unless
+    a request names it (OpenEnv's HTTP routes hold nothing between requests; most of its
+    clients never send the id back). Named once, it lives as any session (`idle_timeout`)."""
+    max_http_sessions_per_client: int = attrs.field(default=64, validator=_positive)
+    """Sessions one client address may hold through OpenEnv's HTTP routes (`capacity`, 503,
+    past it)."""

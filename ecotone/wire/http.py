@@ -22,6 +22,8 @@ class HttpRequest:
     body: bytes
     must_close: bool = False
     """The connection closes after the answer (a request framed two ways at once)."""
+    peer: str = ""
+    """The client's address (what per-client limits count by)."""
 
     @property
     def content_type(self) -> str:

@@ -7,6 +7,7 @@ servers). What does not map one to one is said next to the entry.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
 
 from ecotone.wire import Error, ErrorCode
@@ -100,7 +101,30 @@ def pydantic_errors(error: Error) -> list[dict[str, Any]]:
         kind = "extra_forbidden"
     elif reason.startswith("Expected"):
         kind = "type_error"
-    return [{"type": kind, "loc": loc, "msg": reason, "input": None}]
+    entry: dict[str, Any] = {"type": kind, "loc": loc, "msg": reason, "input": None}
+    extra = {k: v for k, v in details.items() if k not in _SAID}
+    if extra:
+        entry["ctx"] = extra
+    return [entry]
+
+
+_SAID: frozenset[str] = frozenset({"path", "field", "reason", "errors"})
+MESSAGE_LIMIT = 2000
+"""Characters of details carried in a VALIDATION_ERROR's message."""
+
+
+def validation_message(error: Error) -> str:
+    """An `invalid_action` as the message of OpenEnv's `VALIDATION_ERROR`, the one field
+    OpenEnv's client passes on (`RuntimeError("Server error: MESSAGE (code: ...)")`): what is
+    wrong, the field, and the env's other details (legal moves, the word list's rule)."""
+    extra = {k: v for k, v in error.details.items() if k not in _SAID}
+    text = f"Invalid message: {error.message}"
+    if extra:
+        shown = json.dumps(extra, ensure_ascii=False, default=str)
+        if len(shown) > MESSAGE_LIMIT:
+            shown = shown[:MESSAGE_LIMIT] + "..."
+        text += f" {shown}"
+    return text
 
 
 def invalid_action_details(errors: list[Any], message: str) -> tuple[str, dict[str, Any]]:

@@ -47,6 +47,7 @@ from ecotone.server.transports.sockets import (
     REFUSED,
     LeanSocketStream,
     http_refusal,
+    peer_address,
     serve_tcp,
 )
 from ecotone.wire import (
@@ -98,8 +99,15 @@ class HttpServer:
     the web UI's page and files under /web."""
 
     def __init__(
-        self, runner: Runner, *, web: bool = False, background: trio.Nursery | None = None
+        self,
+        runner: Runner,
+        *,
+        web: bool = False,
+        background: trio.Nursery | None = None,
+        describe_only: bool = False,
     ) -> None:
+        """`describe_only`: the websocket transport's few plain routes (what clients of
+        OpenEnv read over HTTP beside `/ws`: /health, /metadata, /schema, /openapi.json)."""
         self.runner = runner
         self.mcp_http = McpHttp(runner, background) if background is not None else None
         self.engine = runner.engine
@@ -109,6 +117,20 @@ class HttpServer:
         self.openenv = OpenEnvHttp(runner, self.owner)
         self._ids = 0
         self.routes: list[tuple[re.Pattern[str], dict[str, Handler]]] = []
+        if describe_only:
+            self._route(r"/health", GET=self.health)
+            self._route(r"/openapi.json", GET=self.openapi)
+            self._route(r"/metadata", GET=self._sync(self.openenv.metadata))
+            self._route(r"/schema", GET=self._sync(self.openenv.schema))
+            self._route(r"/v1/describe", GET=self.describe)
+            self.web_assets = {}
+            self.not_found = (
+                "not a WebSocket handshake: this server speaks WebSocket, and answers "
+                "GET /health, /metadata, /schema, /openapi.json and /v1/describe; serve with "
+                "--transport http for the HTTP API"
+            )
+            return
+        self.not_found = "Not Found"
         self._route(r"/v1/frames", POST=self.frames)
         self._route(r"/v1/describe", GET=self.describe)
         self._route(r"/v1/sessions", POST=self.open)
@@ -123,6 +145,7 @@ class HttpServer:
         self._route(r"/reset", POST=lambda r, _: self.openenv.reset(r))
         self._route(r"/step", POST=lambda r, _: self.openenv.step(r))
         self._route(r"/state", GET=lambda r, _: self.openenv.state(r))
+        self._route(r"/close", POST=lambda r, _: self.openenv.close(r))
         self._route(r"/mcp", POST=self.mcp, GET=self.mcp, DELETE=self.mcp)
         self._route(r"/metadata", GET=self._sync(self.openenv.metadata))
         self._route(r"/schema", GET=self._sync(self.openenv.schema))
@@ -180,7 +203,7 @@ class HttpServer:
                 allowed = ", ".join(sorted(methods))
                 return json_response(405, {"detail": "Method Not Allowed"}, [("Allow", allowed)])
             return await handler(request, match.groupdict())
-        return json_response(404, {"detail": "Not Found"})
+        return json_response(404, {"detail": self.not_found})
 
     # --- native API ------------------------------------------------------------------------
 
@@ -359,6 +382,7 @@ class HttpConnection:
         self.runner = runner
         self.stream = stream
         self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+        self.peer = peer_address(stream)
 
     async def _next_event(self) -> Any:
         while True:
@@ -484,6 +508,7 @@ class HttpConnection:
                             # Both framings at once (RFC 9112 §6.1): answer, then close.
                             must_close="content-length" in headers
                             and "transfer-encoding" in headers,
+                            peer=self.peer,
                         )
             except _Upgrade as upgrade:
                 await websocket.accept(self.runner, self.stream, *upgrade.args)
@@ -540,6 +565,7 @@ class HttpTransport:
     ) -> None:
         async with trio.open_nursery() as background:  # what routes start (MCP's manager)
             server = HttpServer(runner, web=web, background=background)
+            background.start_soon(server.openenv.sweep)
             await self._serve(runner, host, port, server, task_status)
             background.cancel_scope.cancel()
 

@@ -37,6 +37,7 @@ from ecotone.compat.openenv.mapping import (
     http_status,
     pydantic_errors,
     to_openenv_observation,
+    validation_message,
 )
 from ecotone.kernel import Engine, Owner
 from ecotone.server.runner import Runner
@@ -379,9 +380,12 @@ class OpenEnvWebSocket(WsPeer):
             await self.send_message(_json.encode({"type": "state", "data": state}))
         elif isinstance(response, Error):
             if response.code == ErrorCode.INVALID_ACTION:
+                # OpenEnv's client raises with `message` alone: it must say what was wrong.
                 await self.send_message(
                     _ws_error(
-                        "VALIDATION_ERROR", "Invalid message", errors=pydantic_errors(response)
+                        "VALIDATION_ERROR",
+                        validation_message(response),
+                        errors=pydantic_errors(response),
                     )
                 )
             else:
@@ -415,15 +419,74 @@ def _error_response(error: Error) -> HttpResponse:
     return _detail(http_status(error.code), error.message)
 
 
+LOOSE_KEPT = 4
+"""Sessions of unnamed resets one client address keeps: its next one closes the oldest past
+these (a client that never sends the id back replaces its episode with each reset)."""
+
+
 class OpenEnvHttp:
-    """OpenEnv's HTTP routes, keeping one episode per client session."""
+    """OpenEnv's HTTP routes, keeping one episode per client session.
+
+    OpenEnv's own HTTP routes hold nothing between requests, and most of its clients never
+    send back the session id (header or cookie) a reset answers with. So a session made by a
+    reset that names none is *loose*: it is closed after `limits.stateless_grace` unless a
+    request names it first (then it lives as any session, until `idle_timeout` or
+    `POST /close`), and a client address keeps at most `LOOSE_KEPT` of them (its next unnamed
+    reset closes the oldest; all of them when the server is full). Each client address holds
+    at most
+    `limits.max_http_sessions_per_client` sessions made here."""
 
     def __init__(self, runner: Runner, owner: Owner) -> None:
         self.engine = runner.engine
+        self.runner = runner
         self.bridge = Bridge(runner, owner)
+        self._loose: dict[str, tuple[str, float]] = {}
+        """Loose sessions, oldest first: id -> (client address, made at)."""
+        self._made_for: dict[str, str] = {}
+        """Every open session made here: id -> client address."""
+        self._clock = trio.current_time
 
     def _session_of(self, request: HttpRequest) -> str | None:
-        return request.headers.get(SESSION_HEADER) or request.cookie(SESSION_COOKIE)
+        session = request.headers.get(SESSION_HEADER) or request.cookie(SESSION_COOKIE)
+        if session is not None:
+            self._loose.pop(session, None)  # named: no longer loose
+        return session
+
+    def _alive(self, session: str) -> bool:
+        return self.engine.sessions.get(session, self.bridge.owner) is not None
+
+    def _held_by(self, peer: str) -> int:
+        for session in [s for s, p in self._made_for.items() if p == peer]:
+            if not self._alive(session):
+                self._made_for.pop(session, None)
+                self._loose.pop(session, None)
+        return sum(1 for p in self._made_for.values() if p == peer)
+
+    async def _close_loose(self, sessions: list[str]) -> None:
+        for session in sessions:
+            self._loose.pop(session, None)
+            self._made_for.pop(session, None)
+            await self.bridge.close(session)
+
+    async def sweep(self) -> None:
+        """Close loose sessions past their grace, until cancelled (the transport runs it)."""
+        grace = self.engine.limits.stateless_grace
+        while True:
+            await trio.sleep(max(0.05, min(grace / 4, 1.0)))
+            cutoff = self._clock() - grace
+            await self._close_loose([s for s, (_, made) in self._loose.items() if made <= cutoff])
+
+    async def close(self, request: HttpRequest) -> HttpResponse:
+        """`POST /close`: end the session the request names (header or cookie)."""
+        session = self._session_of(request)
+        if session is None:
+            return _detail(422, f"name the session: the {SESSION_HEADER} header or cookie")
+        self._made_for.pop(session, None)
+        closed = await self.bridge.close(session)
+        if isinstance(closed, Error):
+            return _error_response(closed)
+        expire = f"{SESSION_COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax"
+        return json_response(200, {"session_id": session, "closed": True}, [("Set-Cookie", expire)])
 
     def _body(self, request: HttpRequest, required: bool) -> dict[str, Any] | HttpResponse:
         if not request.body.strip():
@@ -433,8 +496,15 @@ class OpenEnvHttp:
                     [{"type": "missing", "loc": ["body"], "msg": "Field required", "input": None}],
                 )
             return {}
-        if request.content_type not in ("application/json", ""):
-            return _detail(415, f"expected application/json, got {request.content_type}")
+        if request.content_type != "application/json":
+            # Required, as FastAPI does: a browser cannot send it cross-site without asking
+            # first (CORS preflight), unlike text/plain or a form.
+            given = request.content_type or "no Content-Type"
+            return _detail(
+                415,
+                f"expected Content-Type: application/json, got {given} "
+                "(curl: -H 'content-type: application/json')",
+            )
         try:
             body = msgspec.json.decode(request.body)
         except RecursionError:
@@ -497,13 +567,31 @@ class OpenEnvHttp:
                 ],
             )
         session = self._session_of(request)
-        if session is not None and self.engine.sessions.get(session, self.bridge.owner) is None:
+        if session is not None and not self._alive(session):
             session = None  # expired or unknown: start afresh
         if session is None:
+            peer = request.peer
+            loose = [s for s, (p, _) in self._loose.items() if p == peer]
+            await self._close_loose(loose[: max(0, len(loose) - LOOSE_KEPT + 1)])
+            limit = self.engine.limits.max_http_sessions_per_client
+            if self._held_by(peer) >= limit:
+                return _detail(
+                    503,
+                    f"this client holds {limit} sessions (limits.max_http_sessions_per_client):"
+                    " close some (POST /close), or send their id back to reuse one",
+                )
             opened = await self.bridge.open()
+            if isinstance(opened, Error) and opened.code == ErrorCode.CAPACITY:
+                # Full: this client's loose sessions are the ones its own resets replace.
+                mine = [s for s, (p, _) in self._loose.items() if p == peer]
+                if mine:
+                    await self._close_loose(mine)
+                    opened = await self.bridge.open()
             if isinstance(opened, Error):
                 return _error_response(opened)
             session = opened.session
+            self._made_for[session] = peer
+            self._loose[session] = (peer, self._clock())
         response = await self.bridge.call(self.bridge.reset_frame(session, body))
         return self._observation(response, session)
 

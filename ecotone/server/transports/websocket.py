@@ -161,7 +161,8 @@ async def accept(
 
 
 class WebSocketTransport:
-    """Serves ecotone frames (and OpenEnv's /ws) over WebSocket."""
+    """Serves ecotone frames (and OpenEnv's /ws) over WebSocket, and the few plain GETs
+    OpenEnv's consumers read beside it (/health, /metadata, /schema, /openapi.json)."""
 
     name = "websocket"
     description = "ecotone frames over WebSocket (JSON or MessagePack by subprotocol)"
@@ -169,12 +170,15 @@ class WebSocketTransport:
     async def serve(
         self, runner: Runner, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED
     ) -> None:
-        from ecotone.server.transports.http import HttpConnection
+        from ecotone.server.transports.http import HttpConnection, HttpServer
+
+        # Beside the sockets, the plain GETs OpenEnv's consumers read on the same port.
+        routes = HttpServer(runner, describe_only=True)
 
         async def handler(stream: trio.SocketStream) -> None:
             try:
                 await HttpConnection(
-                    runner, None, LeanSocketStream(stream, runner.engine.limits.write_timeout)
+                    runner, routes, LeanSocketStream(stream, runner.engine.limits.write_timeout)
                 ).run()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
