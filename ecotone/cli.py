@@ -24,6 +24,7 @@ from ecotone.kernel.envspec import EnvDefinitionError
 from ecotone.launcher.providers.engines import ENGINES
 from ecotone.server import BackgroundServer, build_engine, serve, transport_for, web_url
 from ecotone.server.admission import is_loopback, resolve_token
+from ecotone.server.logs import configure as configure_logs
 
 
 def _mcp_options(p: argparse.ArgumentParser, prefix: str) -> None:
@@ -77,6 +78,11 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="require no token, even beyond loopback (anyone who reaches the port can run the "
         "env's code: only behind something else that authenticates)",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        help="log lines as text (default) or one JSON object each ([log] format)",
     )
     p.add_argument("--record", metavar="DIR", help="record every episode's trajectory under DIR")
     p.add_argument("--record-format", choices=["jsonl", "msgpack"], help="recording format (jsonl)")
@@ -235,6 +241,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         "limits": {"max_sessions": args.max_sessions, "idle_timeout": args.idle_timeout},
         "recording": {"dir": args.record, "format": args.record_format},
         "auth": {"token_file": args.token_file, "required": False if args.no_auth else None},
+        "log": {
+            "format": getattr(args, "log_format", None),
+            "level": "info" if args.verbose else None,
+        },
         "mcp": {
             "actions": args.mcp_actions,
             "reset_tool": args.mcp_reset_tool,
@@ -249,6 +259,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         except OSError:
             raise ValueError(f"--lifeline-fd {lifeline} is not an open file descriptor") from None
     config = load(args.config, overrides=overrides)
+    configure_logs(config.log.format, config.log.level)
     registry = Registry.discover()
     build_engine(config, registry)  # an unknown env or transport fails here, before the loop
     auth = config.auth

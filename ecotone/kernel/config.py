@@ -27,6 +27,13 @@ command-line flags. Structured with cattrs, so a wrong key or type is an error n
     reset_tool = false
     reveal_reward = false
 
+    [metrics]              # GET /metrics (Prometheus)
+    step_latency = false   # a histogram of step durations (costs a hook per step)
+
+    [log]
+    format = "json"        # or "text"; one JSON object per line
+    level = "info"         # session events are info
+
     [recording]            # trajectory recording, off unless dir is set
     dir = "runs/traj"
     format = "jsonl"       # or "msgpack"
@@ -46,7 +53,8 @@ Environment variables: `ECOTONE_ENV`, `ECOTONE_TRANSPORT`, `ECOTONE_HOST`, `ECOT
 `ECOTONE_WEB` (`true`/`false`, `1`/`0`, `yes`/`no`, `on`/`off`), and
 `ECOTONE_LIMITS_<NAME>` for each limit (`ECOTONE_LIMITS_MAX_SESSIONS=64`),
 `ECOTONE_RECORDING_DIR`, `ECOTONE_RECORDING_FORMAT`, `ECOTONE_AUTH_TOKEN`,
-`ECOTONE_AUTH_TOKEN_FILE`, `ECOTONE_AUTH_REQUIRED` and `ECOTONE_MCP_<NAME>`. The value `none`
+`ECOTONE_AUTH_TOKEN_FILE`, `ECOTONE_AUTH_REQUIRED`, `ECOTONE_MCP_<NAME>`,
+`ECOTONE_METRICS_STEP_LATENCY`, `ECOTONE_LOG_FORMAT` and `ECOTONE_LOG_LEVEL`. The value `none`
 clears an optional limit. An unknown `ECOTONE_LIMITS_*` variable, or one a letter or two away
 from a known name (`ECOTONE_PROT`), is an error; other `ECOTONE_*` names are left to plugins
 (e.g. `ECOTONE_CODING_SANDBOX`).
@@ -146,6 +154,29 @@ class McpConfig:
 
 
 @attrs.frozen(slots=True, kw_only=True)
+class MetricsConfig:
+    """`GET /metrics` (`[metrics]`): Prometheus' text format, on the http and websocket
+    transports, behind the same admission as every route."""
+
+    step_latency: bool = False
+    """Measure each step's duration (a histogram per env). Off by default: it costs a hook
+    call per step and turns off the `step_many` fast path."""
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class LogConfig:
+    """How the server logs (`[log]`), on stderr."""
+
+    format: str = attrs.field(default="text", validator=attrs.validators.in_(("text", "json")))
+    """`text`, or `json`: one JSON object per line, each session event with its fields
+    (`event`, `session`, `env`, `reason`, `episode_id`, `seed`)."""
+    level: str = attrs.field(
+        default="warning", validator=attrs.validators.in_(("debug", "info", "warning", "error"))
+    )
+    """The least severe level logged; session events are `info`."""
+
+
+@attrs.frozen(slots=True, kw_only=True)
 class ServerConfig:
     """Everything `ecotone serve` needs."""
 
@@ -158,6 +189,8 @@ class ServerConfig:
     auth: AuthConfig = attrs.field(factory=AuthConfig)
     access: AccessConfig = attrs.field(factory=AccessConfig)
     mcp: McpConfig = attrs.field(factory=McpConfig)
+    metrics: MetricsConfig = attrs.field(factory=MetricsConfig)
+    log: LogConfig = attrs.field(factory=LogConfig)
     launch: dict[str, Any] = attrs.field(factory=dict)
     """The `[launch]` table as read: `ecotone.launcher.config.launch_config` structures it
     (the kernel knows nothing of providers)."""
@@ -252,6 +285,10 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
             data.setdefault("auth", {})[key[len("auth_") :]] = parsed
         elif key.startswith("mcp_"):
             data.setdefault("mcp", {})[key[len("mcp_") :]] = parsed
+        elif key.startswith("metrics_"):
+            data.setdefault("metrics", {})[key[len("metrics_") :]] = parsed
+        elif key.startswith("log_"):
+            data.setdefault("log", {})[key[len("log_") :]] = parsed
         elif key in ("env", "transport", "host", "port", "web"):
             data[key] = parsed
         elif key == "config" or not difflib.get_close_matches(key, _TOP_KEYS, n=1, cutoff=0.75):
@@ -260,8 +297,8 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
             raise ConfigError(
                 f"unknown environment variable {name}: ecotone reads ECOTONE_ENV, "
                 "ECOTONE_TRANSPORT, ECOTONE_HOST, ECOTONE_PORT, ECOTONE_WEB, ECOTONE_CONFIG, "
-                "ECOTONE_LIMITS_<name>, ECOTONE_RECORDING_<name>, ECOTONE_AUTH_<name> and "
-                "ECOTONE_MCP_<name>"
+                "ECOTONE_LIMITS_<name>, ECOTONE_RECORDING_<name>, ECOTONE_AUTH_<name>, "
+                "ECOTONE_MCP_<name>, ECOTONE_METRICS_<name> and ECOTONE_LOG_<name>"
             )
     return data
 
@@ -336,7 +373,7 @@ def load(
         source = f"config (file {path}, environment, flags)"
     data = _merge(data, _from_environ(environ))
     if overrides:
-        tables = ("limits", "recording", "auth", "mcp")
+        tables = ("limits", "recording", "auth", "mcp", "metrics", "log")
         flat = {k: v for k, v in overrides.items() if v is not None and k not in tables}
         data = _merge(data, flat)
         for table in tables:

@@ -166,6 +166,8 @@ class Peer:
 
     def emit(self, frame: Any) -> None:
         """Queue an answer (a Response, or bytes already encoded)."""
+        if type(frame) is Error:
+            self.engine.errors[frame.code] += 1
         if self.closed:
             return
         self.pending -= 1
@@ -257,6 +259,10 @@ class Engine(Operations):
         self._on_step = self._hook("ecotone_step_completed")
         self._on_episode = self._hook("ecotone_episode_started")
         self._touched: list[Peer] = []
+        # What the server did, for /metrics (plain counters: nothing on the hot path but +1).
+        self.errors: collections.Counter[str] = collections.Counter()
+        """Error frames answered, by code."""
+        self.opened_total = 0
         self._ready: collections.deque[Session] = collections.deque()
         self._begin: dict[type, Callable[[Session, Peer, Any, list[Call]], Any]] = {
             Reset: self._begin_reset,
@@ -616,6 +622,7 @@ class Engine(Operations):
         if peer.owner.closed:  # the peer left while the env was being built
             self._retire(session, "disconnect", jobs, quiet=True)
             return answers.error(ErrorCode.UNKNOWN_SESSION, "connection closed", req.id)
+        self.opened_total += 1
         if self._on_opened is not None:
             self._on_opened(session_id=session.id, env=spec.name)
         return Opened(id=req.id, session=session.id, env=spec.name)

@@ -91,6 +91,8 @@ class Operations:
     clock: Callable[[], float]
     _on_step: Any
     _on_episode: Any
+    steps_total: int = 0
+    """Steps answered with an observation (for /metrics)."""
 
     def _invoke(
         self,
@@ -233,6 +235,7 @@ class Operations:
             return answers.unencodable(session.spec.name, "an observation", exc, rid, session.id)
         ended = getattr(obs, "done", False) or getattr(obs, "truncated", False)
         session.phase = Phase.ENDED if ended else Phase.RUNNING
+        self.steps_total += 1
         if session.guests is not None and peer.owner is not session.owner:
             session.record_guest_step(peer.codec, bytes(raw))  # for its owner: `shared_steps`
         if self._on_step is not None:
@@ -306,6 +309,7 @@ class Operations:
             if getattr(obs, "done", False) or getattr(obs, "truncated", False):
                 session.phase = ended
             append(_Observed(rid, session_id, obs))
+            self.steps_total += 1
         try:
             return peer.codec.encode(_StepManyAnswer(id=rid, results=results))
         except (TypeError, msgspec.EncodeError):
@@ -317,6 +321,7 @@ class Operations:
                 stepped = sessions[position]
                 assert stepped is not None
                 stepped.phase = running
+                self.steps_total -= 1  # `_stepped` counts it again
                 results[position] = self._stepped(stepped, peer, rid, None, frame.observation, 0)
         return peer.codec.encode(StepManyResult(id=rid, results=results))
 

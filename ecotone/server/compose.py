@@ -15,6 +15,8 @@ import trio
 from ecotone.kernel import Engine, Registry
 from ecotone.kernel.config import ServerConfig, with_token
 from ecotone.server.admission import admission_for, resolve_token
+from ecotone.server.logs import SessionLog
+from ecotone.server.metrics import Metrics
 from ecotone.server.runner import Runner
 
 log = logging.getLogger("ecotone.server")
@@ -61,6 +63,11 @@ async def serve(
         # Registered before the engine is built: the engine looks its hooks up once.
         recorder = TrajectoryRecorder(config.recording.dir, format=config.recording.format)  # type: ignore[arg-type]
         registry.register(recorder, name="ecotone.recording")
+    # Plugins of the server itself, registered before the engine looks its hooks up.
+    metrics = Metrics(step_latency=config.metrics.step_latency)
+    own = [*metrics.plugins(), SessionLog()]
+    for plugin in own:
+        registry.register(plugin)
     auth = config.auth
     token, made = resolve_token(auth.token, auth.token_file, auth.required, config.host)
     engine = build_engine(config, registry, token)
@@ -82,6 +89,8 @@ async def serve(
             runner = Runner(engine, calls)
             runner.admission = admission
             runner.mcp = config.mcp
+            runner.metrics = metrics
+            metrics.runner = runner
             calls.start_soon(runner.reap_idle)
             await transport.serve(
                 runner, config.host, config.port, task_status=task_status, **options
@@ -94,6 +103,8 @@ async def serve(
             if recorder is not None:
                 recorder.close()
                 registry.pm.unregister(recorder)
+            for plugin in own:
+                registry.pm.unregister(plugin)
 
 
 class BackgroundServer:

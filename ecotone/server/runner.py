@@ -29,7 +29,7 @@ import logging
 import math
 import threading
 from collections.abc import Sequence
-from typing import final
+from typing import Any, final
 
 import trio
 
@@ -65,6 +65,8 @@ class Runner:
         composition sets them from the config)."""
         self.mcp = McpConfig()
         """What the MCP face offers (`[mcp]`; set from the config likewise)."""
+        self.metrics: Any = None
+        """The server's `ecotone.server.metrics.Metrics`, when its composition made one."""
 
     # --- for transports -----------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ import ecotone.kernel
 from ecotone.server.admission import TOKEN_COOKIE
 from ecotone.server.mcp import available as mcp_missing
 from ecotone.server.mcp.http import McpHttp, speaks_streamable_http
+from ecotone.server.metrics import CONTENT_TYPE
 from ecotone.server.runner import Runner
 from ecotone.server.transports import websocket, webui
 from ecotone.server.transports.asgi import Streamed, serve_asgi
@@ -118,6 +119,7 @@ class HttpServer:
         self._ids = 0
         self.routes: list[tuple[re.Pattern[str], dict[str, Handler]]] = []
         if describe_only:
+            self._route(r"/metrics", GET=self.metrics)
             self._route(r"/health", GET=self.health)
             self._route(r"/openapi.json", GET=self.openapi)
             self._route(r"/metadata", GET=self._sync(self.openenv.metadata))
@@ -126,7 +128,8 @@ class HttpServer:
             self.web_assets = {}
             self.not_found = (
                 "not a WebSocket handshake: this server speaks WebSocket, and answers "
-                "GET /health, /metadata, /schema, /openapi.json and /v1/describe; serve with "
+                "GET /health, /metrics, /metadata, /schema, /openapi.json and /v1/describe; "
+                "serve with "
                 "--transport http for the HTTP API"
             )
             return
@@ -141,6 +144,7 @@ class HttpServer:
         self._route(r"/v1/sessions/(?P<sid>[^/]+)/render", GET=self.render)
         self._route(r"/v1/sessions/(?P<sid>[^/]+)/close", POST=self.close)
         self._route(r"/health", GET=self.health)
+        self._route(r"/metrics", GET=self.metrics)
         self._route(r"/openapi.json", GET=self.openapi)
         self._route(r"/reset", POST=lambda r, _: self.openenv.reset(r))
         self._route(r"/step", POST=lambda r, _: self.openenv.step(r))
@@ -322,6 +326,13 @@ class HttpServer:
 
     async def close(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         return await self._dispatch(Close(id=self._next_id(), session=params["sid"]))
+
+    async def metrics(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        """Prometheus' text format (`ecotone/server/metrics.py`)."""
+        metrics = self.runner.metrics
+        if metrics is None:
+            return json_response(404, {"detail": "this server keeps no metrics"})
+        return HttpResponse(200, metrics.render(), CONTENT_TYPE)
 
     async def health(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         return json_response(200, {"status": "healthy"})
