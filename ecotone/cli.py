@@ -23,7 +23,7 @@ from ecotone.kernel.config import ConfigError, ServerConfig, load
 from ecotone.kernel.envspec import EnvDefinitionError
 from ecotone.launcher.providers.engines import ENGINES
 from ecotone.server import BackgroundServer, build_engine, serve, transport_for, web_url
-from ecotone.server.admission import is_loopback, resolve_token
+from ecotone.server.admission import is_loopback, resolve_token, tls_context
 from ecotone.server.logs import configure as configure_logs
 
 
@@ -79,6 +79,8 @@ def _parser() -> argparse.ArgumentParser:
         help="require no token, even beyond loopback (anyone who reaches the port can run the "
         "env's code: only behind something else that authenticates)",
     )
+    p.add_argument("--tls-cert", metavar="PEM", help="serve over TLS with this certificate")
+    p.add_argument("--tls-key", metavar="PEM", help="its private key (if not in --tls-cert)")
     p.add_argument(
         "--log-format",
         choices=["text", "json"],
@@ -241,6 +243,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         "limits": {"max_sessions": args.max_sessions, "idle_timeout": args.idle_timeout},
         "recording": {"dir": args.record, "format": args.record_format},
         "auth": {"token_file": args.token_file, "required": False if args.no_auth else None},
+        "tls": {"cert": getattr(args, "tls_cert", None), "key": getattr(args, "tls_key", None)},
         "log": {
             "format": getattr(args, "log_format", None),
             "level": "info" if args.verbose else None,
@@ -264,6 +267,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     build_engine(config, registry)  # an unknown env or transport fails here, before the loop
     auth = config.auth
     resolve_token(auth.token, auth.token_file, auth.required, config.host)  # a bad token too
+    tls_context(config.tls.cert, config.tls.key, config.transport)  # and unusable TLS files
     transport = transport_for(config, registry)
     if not getattr(transport, "listens", True):
         raise ValueError(f"transport {config.transport!r} cannot serve: {transport.description}")

@@ -18,7 +18,7 @@ import pytest
 
 import ecotone
 from ecotone.kernel import Limits, Registry
-from ecotone.kernel.config import AccessConfig, AuthConfig, McpConfig, ServerConfig
+from ecotone.kernel.config import AccessConfig, AuthConfig, McpConfig, ServerConfig, TlsConfig
 from ecotone.server import BackgroundServer
 from tests import envs
 
@@ -111,6 +111,7 @@ def run_server(
     auth: AuthConfig | None = None,
     access: AccessConfig | None = None,
     mcp: McpConfig | None = None,
+    tls: TlsConfig | None = None,
 ) -> Iterator[RunningServer]:
     """A real server in a background thread, serving `env` on a free port (websocket by
     default; `transport` picks another: http, tcp, or unix with the socket's path as `host`;
@@ -127,6 +128,7 @@ def run_server(
         auth=auth or AuthConfig(),
         access=access or AccessConfig(),
         mcp=mcp or McpConfig(),
+        tls=tls or TlsConfig(),
     )
     with BackgroundServer(config, registry=registry) as server:
         yield RunningServer(server.url, recorder)

@@ -9,6 +9,7 @@ time left is shorter than what is set, which on the hot path is never.
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import time
 
@@ -46,8 +47,15 @@ class DeadlineReceiver:
                 if self._set is None or remaining < self._set:
                     self._arm(remaining)
             try:
-                return self.sock.recv(size)
-            except BlockingIOError:  # SO_RCVTIMEO expired: maybe only the armed slice
-                continue
+                data = self.sock.recv(size)
+            except (BlockingIOError, ssl.SSLWantReadError):  # SO_RCVTIMEO expired: maybe
+                continue  # only the armed slice (under TLS the same, said by OpenSSL)
             except InterruptedError:
                 continue
+            pending = getattr(self.sock, "pending", None)
+            if pending is not None and data:
+                # Under TLS, bytes already decrypted are not on the socket any more: take
+                # them now, or a select() on the socket would wait for them in vain.
+                while left := pending():
+                    data += self.sock.recv(left)
+            return data

@@ -20,9 +20,10 @@ from ecotone.client._blocking import DeadlineReceiver
 from ecotone.client._handshake import WsClientProtocol
 from ecotone.client.errors import ConnectionLost, EcotoneError
 from ecotone.client.framed import FramedAsyncChannel, FramedSyncChannel
+from ecotone.client.tls import client_context, connect_tcp
 
 RECEIVE_SIZE = 65536
-FRAMED_SCHEMES = ("tcp", "unix", "stdio")
+FRAMED_SCHEMES = ("tcp", "tcp+tls", "unix", "stdio")
 SEND_TIMEOUT = 30.0
 
 
@@ -55,12 +56,16 @@ class WsSyncChannel:
         *,
         negotiate: bool = True,
         token: str | None = None,
+        tls: bool = False,
     ) -> None:
         self.proto = WsClientProtocol(host, port, path, codec, negotiate=negotiate, token=token)
+        where = f"{'wss' if tls else 'ws'}://{host}:{port}{path}"
         try:
             self.sock = socket.create_connection((host, port), timeout=connect_timeout)
+            if tls:  # the handshake, within the connect timeout still set on the socket
+                self.sock = client_context().wrap_socket(self.sock, server_hostname=host)
         except OSError as exc:
-            raise ConnectionLost(f"cannot connect to ws://{host}:{port}{path}: {exc}") from exc
+            raise ConnectionLost(f"cannot connect to {where}: {exc}") from exc
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._receiver = DeadlineReceiver(self.sock)
         self._early: list[bytes | str] = []
@@ -73,12 +78,11 @@ class WsSyncChannel:
         except TimeoutError:
             self.sock.close()
             raise EcotoneError(
-                f"ws://{host}:{port}{path} did not complete the WebSocket handshake "
-                f"within {connect_timeout}s"
+                f"{where} did not complete the WebSocket handshake within {connect_timeout}s"
             ) from None
         except OSError as exc:  # reset or closed while shaking hands (a server going away)
             self.sock.close()
-            raise ConnectionLost(f"ws://{host}:{port}{path} dropped the handshake: {exc}") from exc
+            raise ConnectionLost(f"{where} dropped the handshake: {exc}") from exc
         except BaseException:
             self.sock.close()
             raise
@@ -144,11 +148,12 @@ class WsAsyncChannel:
         *,
         negotiate: bool = True,
         token: str | None = None,
+        tls: bool = False,
     ) -> WsAsyncChannel:
         proto = WsClientProtocol(host, port, path, codec, negotiate=negotiate, token=token)
         try:
             with anyio.fail_after(connect_timeout):
-                stream = await anyio.connect_tcp(host, port)
+                stream = await connect_tcp(host, port, tls)
         except (OSError, TimeoutError) as exc:
             raise ConnectionLost(f"cannot connect to ws://{host}:{port}{path}: {exc}") from exc
         channel = cls(stream, proto)
@@ -248,8 +253,8 @@ def _channel_transport(scheme: str) -> Any:
 def open_sync_channel(
     url: str, codec: str, connect_timeout: float, token: str | None = None
 ) -> SyncChannel:
-    """A channel for `url`: ws://, http://, tcp://, unix://, stdio:, openenv+ws:// and
-    openenv+http:// here; other schemes from transports that declare them (inproc://).
+    """A channel for `url`: ws://, wss://, http://, https://, tcp://, tcp+tls://, unix://,
+    stdio:, openenv+ws:// and openenv+http:// here; other schemes from transports that declare them (inproc://).
     `token`: shown in a header where there are headers (framed channels have none: the
     connection sends it in `hello`, see `needs_hello`)."""
     from ecotone.client._core import parse_url
@@ -257,10 +262,12 @@ def open_sync_channel(
     from ecotone.client.openenv import OpenEnvSyncChannel
 
     scheme = url.split(":", 1)[0]
-    if scheme == "ws":
+    if scheme in ("ws", "wss"):
         ep = parse_url(url)
-        return WsSyncChannel(ep.host, ep.port, ep.path, codec, connect_timeout, token=token)
-    if scheme == "http":
+        return WsSyncChannel(
+            ep.host, ep.port, ep.path, codec, connect_timeout, token=token, tls=scheme == "wss"
+        )
+    if scheme in ("http", "https"):
         return HttpSyncChannel(url, codec, connect_timeout, token)
     if scheme.startswith("openenv+"):
         return OpenEnvSyncChannel(url, codec, connect_timeout, token)
@@ -277,12 +284,12 @@ async def open_async_channel(
     from ecotone.client.openenv import OpenEnvAsyncChannel
 
     scheme = url.split(":", 1)[0]
-    if scheme == "ws":
+    if scheme in ("ws", "wss"):
         ep = parse_url(url)
         return await WsAsyncChannel.open(
-            ep.host, ep.port, ep.path, codec, connect_timeout, token=token
+            ep.host, ep.port, ep.path, codec, connect_timeout, token=token, tls=scheme == "wss"
         )
-    if scheme == "http":
+    if scheme in ("http", "https"):
         return await HttpAsyncChannel.open(url, codec, connect_timeout, token)
     if scheme.startswith("openenv+"):
         return await OpenEnvAsyncChannel.open(url, codec, connect_timeout, token)

@@ -22,6 +22,7 @@ import anyio.lowlevel
 
 from ecotone.client._blocking import DeadlineReceiver
 from ecotone.client.errors import ConnectionLost
+from ecotone.client.tls import client_context, connect_tcp
 from ecotone.wire.framing import FrameDecoder, TooLarge, encode
 
 RECEIVE_SIZE = 65536
@@ -89,6 +90,12 @@ class FramedSyncChannel:
                 raise ConnectionLost(f"cannot connect to {url}: {exc}") from exc
             if family != socket.AF_UNIX:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if url.startswith("tcp+tls:"):
+                try:  # the handshake, within the connect timeout still set
+                    sock = client_context().wrap_socket(sock, server_hostname=address[0])
+                except OSError as exc:
+                    sock.close()
+                    raise ConnectionLost(f"cannot connect to {url}: {exc}") from exc
             self._sock = sock
             self._receiver = DeadlineReceiver(sock)
 
@@ -195,7 +202,8 @@ class FramedAsyncChannel:
                 if family == socket.AF_UNIX:
                     stream: anyio.abc.ByteStream = await anyio.connect_unix(address)
                 else:
-                    stream = await anyio.connect_tcp(*address)
+                    tls = url.startswith("tcp+tls:")
+                    stream = await connect_tcp(address[0], address[1], tls)
                 return cls(url, stream, stream, stream.aclose)
         except (OSError, TimeoutError) as exc:
             raise ConnectionLost(f"cannot connect to {url}: {exc}") from exc

@@ -19,6 +19,7 @@ import anyio.abc
 import h11
 
 from ecotone.client.errors import ConnectionLost
+from ecotone.client.tls import client_context, connect_tcp
 
 FRAMES_PATH = "/v1/frames"
 RECEIVE_SIZE = 65536
@@ -28,7 +29,8 @@ def _endpoint(url: str) -> tuple[str, int, str]:
     parts = urlsplit(url)
     if not parts.hostname:
         raise ValueError(f"URL {url!r} has no host")
-    return parts.hostname, parts.port or 80, parts.path.rstrip("/") + FRAMES_PATH
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.hostname, port, parts.path.rstrip("/") + FRAMES_PATH
 
 
 def _content_type(codec: str) -> str:
@@ -51,7 +53,13 @@ class HttpSyncChannel:
         self._connect()
 
     def _connect(self) -> http.client.HTTPConnection:
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=self.connect_timeout)
+        conn: http.client.HTTPConnection
+        if self.url.startswith("https:"):
+            conn = http.client.HTTPSConnection(
+                self.host, self.port, timeout=self.connect_timeout, context=client_context()
+            )
+        else:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=self.connect_timeout)
         try:
             conn.connect()
         except OSError as exc:
@@ -149,7 +157,8 @@ class HttpAsyncChannel:
     async def _connect(self) -> anyio.abc.ByteStream:
         try:
             with anyio.fail_after(self.connect_timeout):
-                self._stream = await anyio.connect_tcp(self.host, self.port)
+                tls = self.url.startswith("https:")
+                self._stream = await connect_tcp(self.host, self.port, tls)
         except (OSError, TimeoutError) as exc:
             raise ConnectionLost(f"cannot connect to {self.url}: {exc}") from exc
         self._h11 = h11.Connection(h11.CLIENT)

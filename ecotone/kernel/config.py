@@ -27,6 +27,10 @@ command-line flags. Structured with cattrs, so a wrong key or type is an error n
     reset_tool = false
     reveal_reward = false
 
+    [tls]                  # wss://, https://, tcp+tls:// (PEM files)
+    cert = "/etc/ecotone/cert.pem"
+    key = "/etc/ecotone/key.pem"
+
     [metrics]              # GET /metrics (Prometheus)
     step_latency = false   # a histogram of step durations (costs a hook per step)
 
@@ -54,7 +58,8 @@ Environment variables: `ECOTONE_ENV`, `ECOTONE_TRANSPORT`, `ECOTONE_HOST`, `ECOT
 `ECOTONE_LIMITS_<NAME>` for each limit (`ECOTONE_LIMITS_MAX_SESSIONS=64`),
 `ECOTONE_RECORDING_DIR`, `ECOTONE_RECORDING_FORMAT`, `ECOTONE_AUTH_TOKEN`,
 `ECOTONE_AUTH_TOKEN_FILE`, `ECOTONE_AUTH_REQUIRED`, `ECOTONE_MCP_<NAME>`,
-`ECOTONE_METRICS_STEP_LATENCY`, `ECOTONE_LOG_FORMAT` and `ECOTONE_LOG_LEVEL`. The value `none`
+`ECOTONE_METRICS_STEP_LATENCY`, `ECOTONE_LOG_FORMAT`, `ECOTONE_LOG_LEVEL`,
+`ECOTONE_TLS_CERT` and `ECOTONE_TLS_KEY`. The value `none`
 clears an optional limit. An unknown `ECOTONE_LIMITS_*` variable, or one a letter or two away
 from a known name (`ECOTONE_PROT`), is an error; other `ECOTONE_*` names are left to plugins
 (e.g. `ECOTONE_CODING_SANDBOX`).
@@ -154,6 +159,15 @@ class McpConfig:
 
 
 @attrs.frozen(slots=True, kw_only=True)
+class TlsConfig:
+    """TLS for the transports over TCP (`[tls]`): websocket becomes wss://, http https://,
+    tcp tcp+tls://. Both files are PEM; `key` may be left out when `cert` holds it too."""
+
+    cert: str | None = None
+    key: str | None = None
+
+
+@attrs.frozen(slots=True, kw_only=True)
 class MetricsConfig:
     """`GET /metrics` (`[metrics]`): Prometheus' text format, on the http and websocket
     transports, behind the same admission as every route."""
@@ -190,6 +204,7 @@ class ServerConfig:
     access: AccessConfig = attrs.field(factory=AccessConfig)
     mcp: McpConfig = attrs.field(factory=McpConfig)
     metrics: MetricsConfig = attrs.field(factory=MetricsConfig)
+    tls: TlsConfig = attrs.field(factory=TlsConfig)
     log: LogConfig = attrs.field(factory=LogConfig)
     launch: dict[str, Any] = attrs.field(factory=dict)
     """The `[launch]` table as read: `ecotone.launcher.config.launch_config` structures it
@@ -285,6 +300,8 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
             data.setdefault("auth", {})[key[len("auth_") :]] = parsed
         elif key.startswith("mcp_"):
             data.setdefault("mcp", {})[key[len("mcp_") :]] = parsed
+        elif key.startswith("tls_"):
+            data.setdefault("tls", {})[key[len("tls_") :]] = parsed
         elif key.startswith("metrics_"):
             data.setdefault("metrics", {})[key[len("metrics_") :]] = parsed
         elif key.startswith("log_"):
@@ -298,7 +315,8 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
                 f"unknown environment variable {name}: ecotone reads ECOTONE_ENV, "
                 "ECOTONE_TRANSPORT, ECOTONE_HOST, ECOTONE_PORT, ECOTONE_WEB, ECOTONE_CONFIG, "
                 "ECOTONE_LIMITS_<name>, ECOTONE_RECORDING_<name>, ECOTONE_AUTH_<name>, "
-                "ECOTONE_MCP_<name>, ECOTONE_METRICS_<name> and ECOTONE_LOG_<name>"
+                "ECOTONE_MCP_<name>, ECOTONE_METRICS_<name>, ECOTONE_LOG_<name> and "
+                "ECOTONE_TLS_<name>"
             )
     return data
 
@@ -373,7 +391,7 @@ def load(
         source = f"config (file {path}, environment, flags)"
     data = _merge(data, _from_environ(environ))
     if overrides:
-        tables = ("limits", "recording", "auth", "mcp", "metrics", "log")
+        tables = ("limits", "recording", "auth", "mcp", "metrics", "log", "tls")
         flat = {k: v for k, v in overrides.items() if v is not None and k not in tables}
         data = _merge(data, flat)
         for table in tables:

@@ -276,6 +276,7 @@ class Operations:
             return None
         results: list[Any] = []
         append = results.append
+        stepped_here = 0
         clock = self.clock
         decode = peer.codec.decode_as
         for item, session in zip(items, sessions, strict=True):
@@ -309,7 +310,8 @@ class Operations:
             if getattr(obs, "done", False) or getattr(obs, "truncated", False):
                 session.phase = ended
             append(_Observed(rid, session_id, obs))
-            self.steps_total += 1
+            stepped_here += 1
+        self.steps_total += stepped_here
         try:
             return peer.codec.encode(_StepManyAnswer(id=rid, results=results))
         except (TypeError, msgspec.EncodeError):

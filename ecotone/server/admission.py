@@ -13,6 +13,7 @@ import hmac
 import ipaddress
 import re
 import secrets
+import ssl
 from collections.abc import Mapping
 from typing import Final
 from urllib.parse import urlsplit
@@ -218,3 +219,29 @@ def admission_for(
     else:
         allowed = frozenset(_host_name(h) for h in hosts)
     return Admission(token=token, origins=frozenset(origins), hosts=allowed)
+
+
+TLS_TRANSPORTS: Final = ("websocket", "http", "tcp")
+
+
+def tls_context(cert: str | None, key: str | None, transport: str) -> ssl.SSLContext | None:
+    """The server's TLS context from `[tls]`, or None without a certificate; a file that
+    cannot be read, a key that does not fit, or a transport without TCP is a ConfigError."""
+    if cert is None:
+        if key is not None:
+            raise ConfigError("[tls] key is set but cert is not")
+        return None
+    if transport not in TLS_TRANSPORTS:
+        raise ConfigError(
+            f"[tls] applies to the transports over TCP ({', '.join(TLS_TRANSPORTS)}), "
+            f"not {transport!r}"
+        )
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"[tls] cannot load {cert}{f' and {key}' if key else ''}: {exc}"
+        ) from None
+    return context

@@ -14,7 +14,7 @@ import trio
 
 from ecotone.kernel import Engine, Registry
 from ecotone.kernel.config import ServerConfig, with_token
-from ecotone.server.admission import admission_for, resolve_token
+from ecotone.server.admission import admission_for, resolve_token, tls_context
 from ecotone.server.logs import SessionLog
 from ecotone.server.metrics import Metrics
 from ecotone.server.runner import Runner
@@ -72,6 +72,7 @@ async def serve(
     token, made = resolve_token(auth.token, auth.token_file, auth.required, config.host)
     engine = build_engine(config, registry, token)
     admission = admission_for(token, config.access.origins, config.access.hosts, config.host)
+    tls = tls_context(config.tls.cert, config.tls.key, config.transport)
     options = {"web": True} if config.web else {}
     runner: Runner | None = None
     if made and token is not None:
@@ -90,6 +91,7 @@ async def serve(
             runner.admission = admission
             runner.mcp = config.mcp
             runner.metrics = metrics
+            runner.tls = tls
             metrics.runner = runner
             calls.start_soon(runner.reap_idle)
             await transport.serve(

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import math
+import ssl
 import threading
 from collections.abc import Sequence
 from typing import Any, final
@@ -65,6 +66,8 @@ class Runner:
         composition sets them from the config)."""
         self.mcp = McpConfig()
         """What the MCP face offers (`[mcp]`; set from the config likewise)."""
+        self.tls: ssl.SSLContext | None = None
+        """The server's TLS context (`[tls]`), for the transports over TCP; None: plain."""
         self.metrics: Any = None
         """The server's `ecotone.server.metrics.Metrics`, when its composition made one."""
 

@@ -6,7 +6,8 @@ only an ecotone server gives:
 
 - `ws://`, `http://`: an HTTP request (`GET /health`) and any HTTP status line in return
   (the WebSocket transport answers plain HTTP too, with an error status);
-- `tcp://`, `unix://`: a length-prefixed `ping` frame and its `pong`.
+- `tcp://`, `unix://`: a length-prefixed `ping` frame and its `pong`;
+- their TLS forms (`wss://`, `https://`, `tcp+tls://`) the same, under TLS.
 
 Providers call `wait_ready` with a check that says whether their server is still alive, so a
 server that dies during start is reported at once rather than at the deadline.
@@ -14,6 +15,7 @@ server that dies during start is reported at once rather than at the deadline.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
@@ -36,6 +38,15 @@ async def _connect(url: str) -> anyio.abc.ByteStream:
         return await anyio.connect_unix(parts.path)
     if parts.hostname is None or parts.port is None:
         raise ValueError(f"cannot probe {url!r}: no host or port")
+    if parts.scheme in ("wss", "https", "tcp+tls"):
+        # Liveness only: whether the client trusts the certificate is the client's check
+        # (ECOTONE_CA_BUNDLE), made when it connects.
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return await anyio.connect_tcp(
+            parts.hostname, parts.port, ssl_context=context, tls_standard_compatible=False
+        )
     return await anyio.connect_tcp(parts.hostname, parts.port)
 
 
@@ -71,7 +82,7 @@ async def probe(url: str) -> None:
     stream = await _connect(url)
     async with stream:
         with anyio.fail_after(PROBE_TIMEOUT):
-            if url.startswith(("ws://", "http://")):
+            if url.startswith(("ws://", "http://", "wss://", "https://")):
                 await _probe_http(stream, url)
             else:
                 await _probe_framed(stream)

@@ -46,7 +46,7 @@ from ecotone.server.transports.asgi import Streamed, serve_asgi
 from ecotone.server.transports.openenv import OPENENV_API_VERSION, OpenEnvHttp
 from ecotone.server.transports.sockets import (
     REFUSED,
-    LeanSocketStream,
+    connection_stream,
     http_refusal,
     peer_address,
     serve_tcp,
@@ -586,7 +586,7 @@ class HttpTransport:
         async def handler(stream: trio.SocketStream) -> None:
             try:
                 await HttpConnection(
-                    runner, server, LeanSocketStream(stream, runner.engine.limits.write_timeout)
+                    runner, server, connection_stream(stream, runner.engine.limits)
                 ).run()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass

@@ -10,7 +10,7 @@ import socket
 import struct
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 import trio
@@ -109,7 +109,55 @@ class LeanSocketStream(trio.abc.HalfCloseableStream):
         self.stream.setsockopt(level, option, value)
 
 
+class TlsStream(trio.abc.Stream):
+    """A connection under TLS (trio's SSLStream), with the same write deadline as
+    `LeanSocketStream`, and its socket at hand (`socket`, `setsockopt`)."""
+
+    def __init__(self, stream: trio.SSLStream[Any], write_timeout: float | None = None) -> None:
+        self.stream = stream
+        self.socket = getattr(stream.transport_stream, "socket", None)
+        self.write_timeout = write_timeout
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        return bytes(await self.stream.receive_some(max_bytes or 65536))
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if self.write_timeout is None:
+            await self.stream.send_all(data)
+            return
+        with trio.move_on_after(self.write_timeout) as scope:
+            await self.stream.send_all(data)
+        if scope.cancelled_caught:
+            log.info("peer read nothing for %ss: connection dropped", self.write_timeout)
+            await trio.aclose_forcefully(self.stream)
+            raise trio.BrokenResourceError("the peer stopped reading")
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.stream.wait_send_all_might_not_block()
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+    def setsockopt(self, level: int, option: int, value: int | bytes) -> None:
+        if self.socket is not None:
+            self.socket.setsockopt(level, option, value)
+
+
+def connection_stream(stream: Any, limits: Limits) -> Any:
+    """How a transport reads and writes a connection: `LeanSocketStream` over a plain
+    socket, `TlsStream` under TLS; both drop a peer that stops reading (`write_timeout`)."""
+    if isinstance(stream, trio.SSLStream):
+        return TlsStream(stream, limits.write_timeout)
+    return LeanSocketStream(stream, limits.write_timeout)
+
+
+TLS_SCHEMES: Final = {"ws": "wss", "http": "https", "tcp": "tcp+tls"}
+HANDSHAKE_TIMEOUT: Final = 10.0
+"""Seconds a client has to finish the TLS handshake."""
+
+
 def peer_address(stream: Any) -> str:
+    stream = getattr(stream, "transport_stream", stream)  # under TLS, the TCP stream
     try:
         name = stream.socket.getpeername()
     except (OSError, AttributeError):
@@ -204,12 +252,38 @@ async def serve_tcp(
     """Listen on host:port, report `SCHEME://HOST:PORT` as started, and run `handler` for
     every connection (each tuned first) until cancelled."""
 
+    tls = runner.tls
+
     async def tuned(stream: trio.SocketStream) -> None:
         tune_socket(stream, runner.engine.limits)
-        await guarded(runner, stream, refusal, handler)
+        if tls is None:
+            await guarded(runner, stream, refusal, handler)
+            return
+        secured = trio.SSLStream(stream, tls, server_side=True, https_compatible=True)
+        await guarded(runner, secured, refusal, lambda s: _after_handshake(s, handler))
 
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+    if tls is not None:
+        scheme = TLS_SCHEMES.get(scheme, scheme)
     task_status.started(f"{scheme}://{shown}:{bound[1]}")
     await trio.serve_listeners(tuned, listeners)
+
+
+async def _after_handshake(
+    stream: trio.SSLStream[Any], handler: Callable[[Any], Awaitable[None]]
+) -> None:
+    """Run `handler` once the client finished the TLS handshake (within HANDSHAKE_TIMEOUT);
+    a client that does not (plain bytes, a wrong certificate, silence) is dropped."""
+    with trio.move_on_after(HANDSHAKE_TIMEOUT) as scope:
+        try:
+            await stream.do_handshake()
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            throttled_log(f"a TLS handshake failed: {exc.__cause__ or exc}", "tls")
+            await trio.aclose_forcefully(stream)
+            return
+    if scope.cancelled_caught:
+        await trio.aclose_forcefully(stream)
+        return
+    await handler(stream)

@@ -20,7 +20,7 @@ from ecotone.server.runner import Runner
 from ecotone.server.transports.framed import FramedConnection
 from ecotone.server.transports.sockets import (
     REFUSED,
-    LeanSocketStream,
+    connection_stream,
     frame_refusal,
     guarded,
     serve_tcp,
@@ -30,7 +30,7 @@ log = logging.getLogger("ecotone.tcp")
 
 
 async def _handle(runner: Runner, stream: Any) -> None:
-    lean = LeanSocketStream(stream, runner.engine.limits.write_timeout)
+    lean = connection_stream(stream, runner.engine.limits)
     try:
         await FramedConnection(runner, lean, lean).run()
     except Exception:  # a bug on one connection must not take the server down

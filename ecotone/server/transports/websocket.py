@@ -34,7 +34,7 @@ from ecotone.kernel import Peer
 from ecotone.server.runner import Runner
 from ecotone.server.transports.sockets import (
     REFUSED,
-    LeanSocketStream,
+    connection_stream,
     http_refusal,
     serve_tcp,
 )
@@ -178,7 +178,7 @@ class WebSocketTransport:
         async def handler(stream: trio.SocketStream) -> None:
             try:
                 await HttpConnection(
-                    runner, routes, LeanSocketStream(stream, runner.engine.limits.write_timeout)
+                    runner, routes, connection_stream(stream, runner.engine.limits)
                 ).run()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
