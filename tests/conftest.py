@@ -18,7 +18,14 @@ import pytest
 
 import ecotone
 from ecotone.kernel import Limits, Registry
-from ecotone.kernel.config import AccessConfig, AuthConfig, McpConfig, ServerConfig, TlsConfig
+from ecotone.kernel.config import (
+    AccessConfig,
+    AuthConfig,
+    McpConfig,
+    OpenEnvConfig,
+    ServerConfig,
+    TlsConfig,
+)
 from ecotone.server import BackgroundServer
 from tests import envs
 
@@ -112,6 +119,7 @@ def run_server(
     access: AccessConfig | None = None,
     mcp: McpConfig | None = None,
     tls: TlsConfig | None = None,
+    openenv: OpenEnvConfig | None = None,
 ) -> Iterator[RunningServer]:
     """A real server in a background thread, serving `env` on a free port (websocket by
     default; `transport` picks another: http, tcp, or unix with the socket's path as `host`;
@@ -129,6 +137,7 @@ def run_server(
         access=access or AccessConfig(),
         mcp=mcp or McpConfig(),
         tls=tls or TlsConfig(),
+        openenv=openenv or OpenEnvConfig(),
     )
     with BackgroundServer(config, registry=registry) as server:
         yield RunningServer(server.url, recorder)

@@ -118,3 +118,49 @@ def test_the_websocket_transport_answers_what_openenv_consumers_read_beside_ws(p
         assert over_ws.status == over_http.status == 200
         if path != "/openapi.json":  # that one lists each server's own routes
             assert over_ws.json() == over_http.json()
+
+
+WORDLE_OPS = [
+    ["reset", {"seed": 2}],
+    ["step", {"guess": "zzzzz"}],  # not in the word list
+    ["step", {"guess": "crane"}],
+    ["state"],
+]
+
+
+def test_with_invalid_action_observation_a_bad_guess_is_an_observation_the_model_reads(
+    openenv_python: str,
+) -> None:
+    """verifiers' OpenEnv taskset shows the model each observation and ends the rollout on
+    any error: in this mode one bad guess tells the model why, and the episode goes on."""
+    from ecotone.kernel.config import OpenEnvConfig
+    from tests.test_openenv_interop import DRIVER, run_openenv
+
+    mode = OpenEnvConfig(invalid_action="observation")
+    with (
+        run_server("wordle", openenv=mode) as ws_server,
+        run_server("wordle", transport="http", openenv=mode) as http_server,
+    ):
+        targets = {
+            name: {"url": f"http://127.0.0.1:{s.port}", "ops": WORDLE_OPS}
+            for name, s in (("ws", ws_server), ("http", http_server))
+        }
+        report = run_openenv(
+            openenv_python, str(DRIVER), "episodes", json.dumps({"targets": targets})
+        )
+        for name in targets:
+            for face in ("async", "sync"):
+                first, bad, good, state = report[name][face]
+                assert "result" in first, first
+                refused = bad["result"]
+                assert refused["reward"] == 0.0 and refused["done"] is False, refused
+                assert "'zzzzz' is not in the word list" in refused["observation"]["error"]
+                assert refused["observation"]["field"] == "guess"
+                assert good["result"]["observation"]["guess"] == "crane"
+                assert state["result"]["guesses"] == ["crane"]  # the bad guess used no try
+        http = Http(http_server.port)
+        session = http.request("POST", "/reset", {}).headers["x-ecotone-session"]
+        named = {"x-ecotone-session": session}
+        over_http = http.request("POST", "/step", {"action": {"guess": "qqqqq"}}, named)
+        assert over_http.status == 200
+        assert "not in the word list" in over_http.json()["observation"]["error"]

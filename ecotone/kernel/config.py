@@ -31,6 +31,9 @@ command-line flags. Structured with cattrs, so a wrong key or type is an error n
     cert = "/etc/ecotone/cert.pem"
     key = "/etc/ecotone/key.pem"
 
+    [openenv]              # OpenEnv's routes
+    invalid_action = "observation"   # or "error" (the default: OpenEnv's VALIDATION_ERROR)
+
     [metrics]              # GET /metrics (Prometheus)
     step_latency = false   # a histogram of step durations (costs a hook per step)
 
@@ -59,7 +62,7 @@ Environment variables: `ECOTONE_ENV`, `ECOTONE_TRANSPORT`, `ECOTONE_HOST`, `ECOT
 `ECOTONE_RECORDING_DIR`, `ECOTONE_RECORDING_FORMAT`, `ECOTONE_AUTH_TOKEN`,
 `ECOTONE_AUTH_TOKEN_FILE`, `ECOTONE_AUTH_REQUIRED`, `ECOTONE_MCP_<NAME>`,
 `ECOTONE_METRICS_STEP_LATENCY`, `ECOTONE_LOG_FORMAT`, `ECOTONE_LOG_LEVEL`,
-`ECOTONE_TLS_CERT` and `ECOTONE_TLS_KEY`. The value `none`
+`ECOTONE_TLS_CERT`, `ECOTONE_TLS_KEY` and `ECOTONE_OPENENV_INVALID_ACTION`. The value `none`
 clears an optional limit. An unknown `ECOTONE_LIMITS_*` variable, or one a letter or two away
 from a known name (`ECOTONE_PROT`), is an error; other `ECOTONE_*` names are left to plugins
 (e.g. `ECOTONE_CODING_SANDBOX`).
@@ -168,6 +171,19 @@ class TlsConfig:
 
 
 @attrs.frozen(slots=True, kw_only=True)
+class OpenEnvConfig:
+    """OpenEnv's routes (`[openenv]`)."""
+
+    invalid_action: str = attrs.field(
+        default="error", validator=attrs.validators.in_(("error", "observation"))
+    )
+    """`error`: an action the env refuses is OpenEnv's VALIDATION_ERROR on `/ws` (its client
+    raises) and a 422 over HTTP. `observation`: an observation instead, with `error`,
+    `field` and `details`, reward 0 and the episode going on, for consumers that show the
+    model observations but end a rollout on an error."""
+
+
+@attrs.frozen(slots=True, kw_only=True)
 class MetricsConfig:
     """`GET /metrics` (`[metrics]`): Prometheus' text format, on the http and websocket
     transports, behind the same admission as every route."""
@@ -205,6 +221,7 @@ class ServerConfig:
     mcp: McpConfig = attrs.field(factory=McpConfig)
     metrics: MetricsConfig = attrs.field(factory=MetricsConfig)
     tls: TlsConfig = attrs.field(factory=TlsConfig)
+    openenv: OpenEnvConfig = attrs.field(factory=OpenEnvConfig)
     log: LogConfig = attrs.field(factory=LogConfig)
     launch: dict[str, Any] = attrs.field(factory=dict)
     """The `[launch]` table as read: `ecotone.launcher.config.launch_config` structures it
@@ -300,6 +317,8 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
             data.setdefault("auth", {})[key[len("auth_") :]] = parsed
         elif key.startswith("mcp_"):
             data.setdefault("mcp", {})[key[len("mcp_") :]] = parsed
+        elif key.startswith("openenv_"):
+            data.setdefault("openenv", {})[key[len("openenv_") :]] = parsed
         elif key.startswith("tls_"):
             data.setdefault("tls", {})[key[len("tls_") :]] = parsed
         elif key.startswith("metrics_"):
@@ -315,8 +334,8 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
                 f"unknown environment variable {name}: ecotone reads ECOTONE_ENV, "
                 "ECOTONE_TRANSPORT, ECOTONE_HOST, ECOTONE_PORT, ECOTONE_WEB, ECOTONE_CONFIG, "
                 "ECOTONE_LIMITS_<name>, ECOTONE_RECORDING_<name>, ECOTONE_AUTH_<name>, "
-                "ECOTONE_MCP_<name>, ECOTONE_METRICS_<name>, ECOTONE_LOG_<name> and "
-                "ECOTONE_TLS_<name>"
+                "ECOTONE_MCP_<name>, ECOTONE_METRICS_<name>, ECOTONE_LOG_<name>, "
+                "ECOTONE_TLS_<name> and ECOTONE_OPENENV_<name>"
             )
     return data
 
@@ -391,7 +410,7 @@ def load(
         source = f"config (file {path}, environment, flags)"
     data = _merge(data, _from_environ(environ))
     if overrides:
-        tables = ("limits", "recording", "auth", "mcp", "metrics", "log", "tls")
+        tables = ("limits", "recording", "auth", "mcp", "metrics", "log", "tls", "openenv")
         flat = {k: v for k, v in overrides.items() if v is not None and k not in tables}
         data = _merge(data, flat)
         for table in tables:

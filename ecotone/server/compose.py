@@ -92,6 +92,7 @@ async def serve(
             runner.mcp = config.mcp
             runner.metrics = metrics
             runner.tls = tls
+            runner.openenv = config.openenv
             metrics.runner = runner
             calls.start_soon(runner.reap_idle)
             await transport.serve(

@@ -35,7 +35,7 @@ from typing import Any, final
 import trio
 
 from ecotone.kernel import Call, Engine, Mode, Owner, Peer
-from ecotone.kernel.config import McpConfig
+from ecotone.kernel.config import McpConfig, OpenEnvConfig
 from ecotone.server.admission import Admission, ConnectionGate
 from ecotone.wire import Codec, Request, Response
 
@@ -66,6 +66,8 @@ class Runner:
         composition sets them from the config)."""
         self.mcp = McpConfig()
         """What the MCP face offers (`[mcp]`; set from the config likewise)."""
+        self.openenv = OpenEnvConfig()
+        """OpenEnv's routes (`[openenv]`)."""
         self.tls: ssl.SSLContext | None = None
         """The server's TLS context (`[tls]`), for the transports over TCP; None: plain."""
         self.metrics: Any = None

@@ -127,6 +127,21 @@ def validation_message(error: Error) -> str:
     return text
 
 
+def refusal_observation(error: Error, *, http: bool) -> dict[str, Any]:
+    """An `invalid_action` as an OpenEnv observation (`[openenv] invalid_action =
+    "observation"`): the episode goes on, nothing is scored, and the observation says what
+    was wrong, for a consumer that shows the model the observation but lets an error end
+    its rollout (verifiers' OpenEnv taskset does)."""
+    extra = {k: v for k, v in error.details.items() if k not in _SAID}
+    obs: dict[str, Any] = {
+        "error": validation_message(error).removeprefix("Invalid message: "),
+        "field": error.details.get("field", ""),
+        "details": extra,
+        "metadata": {"error": "invalid_action"},
+    }
+    return to_openenv_observation({**obs, "reward": 0.0, "done": False}, http=http)
+
+
 def invalid_action_details(errors: list[Any], message: str) -> tuple[str, dict[str, Any]]:
     """OpenEnv's pydantic-style error list as an `invalid_action` message and its details
     (`path`, `field`, `reason`, and the list itself as `errors`)."""

@@ -36,6 +36,7 @@ from ecotone.compat.openenv.mapping import (
     capacity_message,
     http_status,
     pydantic_errors,
+    refusal_observation,
     to_openenv_observation,
     validation_message,
 )
@@ -379,7 +380,13 @@ class OpenEnvWebSocket(WsPeer):
             state = self.bridge.state(response)
             await self.send_message(_json.encode({"type": "state", "data": state}))
         elif isinstance(response, Error):
-            if response.code == ErrorCode.INVALID_ACTION:
+            if (
+                response.code == ErrorCode.INVALID_ACTION
+                and self.runner.openenv.invalid_action == "observation"
+            ):
+                data = refusal_observation(response, http=False)
+                await self.send_message(_json.encode({"type": "observation", "data": data}))
+            elif response.code == ErrorCode.INVALID_ACTION:
                 # OpenEnv's client raises with `message` alone: it must say what was wrong.
                 await self.send_message(
                     _ws_error(
@@ -597,6 +604,11 @@ class OpenEnvHttp:
 
     def _observation(self, response: Response, session: str | None) -> HttpResponse:
         if isinstance(response, Error):
+            if (
+                response.code == ErrorCode.INVALID_ACTION
+                and self.runner.openenv.invalid_action == "observation"
+            ):
+                return json_response(200, refusal_observation(response, http=True))
             return _error_response(response)
         assert isinstance(response, ObservationFrame)
         headers = []
