@@ -229,14 +229,14 @@ from fastmcp import Client
 async def main(target):
     async with Client(target) as client:
         tools = await client.list_tools()
-        result = await client.call_tool("step", {"move": "up"})
-        again = await client.call_tool("step", {"move": "up"})
-        bad = await client.call_tool("step", {"move": "sideways"}, raise_on_error=False)
+        result = await client.call_tool("step", {"delta": 2})
+        again = await client.call_tool("step", {"delta": 3})
+        bad = await client.call_tool("step", {"delta": "three"}, raise_on_error=False)
         print(json.dumps({
             "tools": [t.name for t in tools],
             "structured": result.structured_content,
-            "steps_left": [result.structured_content["steps_left"],
-                           again.structured_content["steps_left"]],
+            "counts": [result.structured_content["count"],
+                       again.structured_content["count"]],
             "bad": bad.is_error,
             "bad_text": bad.content[0].text,
         }))
@@ -261,23 +261,25 @@ def test_fastmcps_client_plays_over_stdio_and_streamable_http(mcp_bin: Path) -> 
     environ = {k: v for k, v in os.environ.items() if not k.startswith("ECOTONE_")}
     stdio = {
         "mcpServers": {
-            "grid": {
+            "counter": {
                 "command": sys.executable,
-                "args": ["-m", "ecotone", "mcp", "gridworld"],
+                "args": ["-m", "ecotone", "mcp", "counter"],
                 "env": environ,
             }
         }
     }
     over_stdio = _fastmcp(mcp_bin, stdio)
     assert over_stdio["tools"] == ["step"]
-    assert "position" in over_stdio["structured"]
-    assert over_stdio["bad"] is True and "move" in over_stdio["bad_text"]
-    first, second = over_stdio["steps_left"]
-    assert second == first - 1  # one episode across calls
-    with run_server("gridworld", transport="http") as server:
+    assert over_stdio["bad"] is True and "delta" in over_stdio["bad_text"]
+    assert over_stdio["counts"] == [2, 5]  # one episode across calls
+    with run_server("counter", transport="http") as server:
         over_http = _fastmcp(mcp_bin, f"{server.url}/mcp")
         assert over_http["tools"] == ["step"]
         assert "reward" not in over_http["structured"]
+        assert over_http["bad"] is True
+        # fastmcp speaks the 2026-07-28 protocol, which has no sessions: over HTTP each call
+        # is a connection, and without a share key an episode of its own (docs/mcp.md).
+        assert over_http["counts"] == [2, 3]
 
 
 def test_a_stdio_server_gets_none_of_this_servers_secrets_unless_passed_on(

@@ -497,3 +497,19 @@ def test_the_screenshot_script_draws_a_played_episode(
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert width == 1280 and height > 900
+
+
+def test_the_server_panel_shows_what_metrics_says_live(ui: UI) -> None:
+    with run_server("counter", web=True) as server:
+        page = ui.open(server)
+        for delta in ("1", "2"):
+            page.get_by_label("delta", exact=True).fill(delta)
+            page.get_by_role("button", name="Step").click()
+        expect(page.locator("#step-count")).to_have_text("2")
+        page.get_by_label("delta", exact=True).fill("1.5")  # refused in the page: no request
+        metric = page.locator("#server-metrics")
+        expect(metric.locator('[data-metric="ecotone_steps_total"]')).to_have_text(
+            "2", timeout=6000
+        )
+        expect(metric.locator('[data-metric="ecotone_sessions_open"]')).to_have_text("1")
+        expect(metric).to_contain_text("sessions opened")

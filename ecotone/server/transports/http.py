@@ -562,7 +562,9 @@ class HttpTransport:
     """HTTP/1.1 and WebSocket on one port: the native API, OpenEnv's profile, both sockets."""
 
     name = "http"
-    description = "HTTP/1.1 + WebSocket: native API, OpenEnv routes, /ws (http://HOST:PORT)"
+    description = (
+        "HTTP/1.1 + WebSocket: native API, OpenEnv routes, /ws, MCP at /mcp (http://HOST:PORT)"
+    )
     serves_web = True
 
     async def serve(

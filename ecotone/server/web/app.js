@@ -522,6 +522,60 @@ function showInfo(info) {
   $("form-view").replaceChildren(app.form.element);
 }
 
+// --- the server, live: what /metrics says ---------------------------------------------
+
+const SERVER_ROWS = [
+  ["sessions open", "ecotone_sessions_open"],
+  ["sessions busy", "ecotone_sessions_busy"],
+  ["requests queued", "ecotone_requests_queued"],
+  ["sessions opened", "ecotone_sessions_opened_total"],
+  ["steps", "ecotone_steps_total"],
+  ["connections open", "ecotone_connections_open"],
+  ["connections refused", "ecotone_connections_refused_total"],
+  ["env calls hung", "ecotone_env_calls_hung"],
+];
+
+function parseMetrics(text) {
+  // Prometheus' text format: `name{labels} value` lines; comments start with #.
+  const samples = new Map();
+  for (const line of text.split("\n")) {
+    if (!line || line.startsWith("#")) continue;
+    const found = line.match(/^([A-Za-z_:][\w:]*)(\{[^}]*\})?\s+(\S+)/);
+    if (found) samples.set(found[1] + (found[2] || ""), Number(found[3]));
+  }
+  return samples;
+}
+
+function serverRow(label, name, value) {
+  const row = document.createElement("tr");
+  const head = document.createElement("th");
+  head.textContent = label;
+  const cell = document.createElement("td");
+  cell.dataset.metric = name;
+  cell.textContent = String(value);
+  row.append(head, cell);
+  return row;
+}
+
+async function refreshServer() {
+  let text;
+  try {
+    const response = await fetch("/metrics");
+    if (!response.ok) return;
+    text = await response.text();
+  } catch {
+    return; // the server is going, or gone: the rest of the page says so
+  }
+  const samples = parseMetrics(text);
+  const rows = SERVER_ROWS.filter(([, name]) => samples.has(name)).map(([label, name]) =>
+    serverRow(label, name, samples.get(name)));
+  for (const [key, value] of samples) {
+    const error = key.match(/^ecotone_errors_total\{code="([^"]+)"\}$/);
+    if (error) rows.push(serverRow(`errors: ${error[1]}`, key, value));
+  }
+  $("server-metrics").querySelector("tbody").replaceChildren(...rows);
+}
+
 async function start() {
   $("reset-form").addEventListener("submit", doReset);
   $("action-form").addEventListener("submit", doStep);
@@ -548,6 +602,8 @@ async function start() {
   }
   await doReset();
   document.body.dataset.ready = "true";
+  refreshServer();
+  setInterval(refreshServer, 2000);
 }
 
 start();
