@@ -109,7 +109,7 @@ def test_json_logs_have_a_line_per_session_event_with_its_fields() -> None:
     )
     try:
         assert proc.stderr is not None
-        early = [proc.stderr.readline() for _ in range(1)]
+        early = [proc.stderr.readline()]
         while not (found := re.search(r"at (ws://\S+)", early[-1])):
             assert early[-1], early
             early.append(proc.stderr.readline())

@@ -19,12 +19,14 @@ _TIMEVAL = struct.Struct("@ll")
 class DeadlineReceiver:
     """`recv(deadline)` on a blocking socket: bytes, `b""` at EOF, TimeoutError past it."""
 
-    __slots__ = ("_set", "sock")
+    __slots__ = ("_pending", "_set", "sock")
 
     def __init__(self, sock: socket.socket) -> None:
         sock.settimeout(None)
         self.sock = sock
         self._set: float | None = None  # seconds currently in SO_RCVTIMEO (None: forever)
+        self._pending = getattr(sock, "pending", None)
+        """An SSLSocket's `pending`: bytes TLS has decrypted but not handed over yet."""
 
     def _arm(self, seconds: float | None) -> None:
         if seconds is None:
@@ -52,7 +54,7 @@ class DeadlineReceiver:
                 continue  # only the armed slice (under TLS the same, said by OpenSSL)
             except InterruptedError:
                 continue
-            pending = getattr(self.sock, "pending", None)
+            pending = self._pending
             if pending is not None and data:
                 # Under TLS, bytes already decrypted are not on the socket any more: take
                 # them now, or a select() on the socket would wait for them in vain.

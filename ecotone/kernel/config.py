@@ -300,6 +300,9 @@ def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _TOP_KEYS = ("env", "transport", "host", "port", "web", "config")
+_TABLES = ("limits", "recording", "auth", "mcp", "metrics", "log", "tls", "openenv")
+"""The tables set by `ECOTONE_<TABLE>_<NAME>` variables and by flags (`[access]` takes
+lists: the config file only)."""
 
 
 def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -309,33 +312,19 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
             continue
         key = name[len(ENV_PREFIX) :].lower()
         parsed: Any = None if value.lower() == "none" else value
-        if key.startswith("limits_"):
-            data.setdefault("limits", {})[key[len("limits_") :]] = parsed
-        elif key.startswith("recording_"):
-            data.setdefault("recording", {})[key[len("recording_") :]] = parsed
-        elif key.startswith("auth_"):
-            data.setdefault("auth", {})[key[len("auth_") :]] = parsed
-        elif key.startswith("mcp_"):
-            data.setdefault("mcp", {})[key[len("mcp_") :]] = parsed
-        elif key.startswith("openenv_"):
-            data.setdefault("openenv", {})[key[len("openenv_") :]] = parsed
-        elif key.startswith("tls_"):
-            data.setdefault("tls", {})[key[len("tls_") :]] = parsed
-        elif key.startswith("metrics_"):
-            data.setdefault("metrics", {})[key[len("metrics_") :]] = parsed
-        elif key.startswith("log_"):
-            data.setdefault("log", {})[key[len("log_") :]] = parsed
+        table = next((t for t in _TABLES if key.startswith(f"{t}_")), None)
+        if table is not None:
+            data.setdefault(table, {})[key[len(table) + 1 :]] = parsed
         elif key in ("env", "transport", "host", "port", "web"):
             data[key] = parsed
         elif key == "config" or not difflib.get_close_matches(key, _TOP_KEYS, n=1, cutoff=0.75):
             continue  # not ours: plugins keep their own ECOTONE_<PLUGIN>_... variables
         else:  # a near miss of one of ours (ECOTONE_PROT): surely a typo
+            tables = ", ".join(f"ECOTONE_{t.upper()}_<name>" for t in _TABLES)
             raise ConfigError(
                 f"unknown environment variable {name}: ecotone reads ECOTONE_ENV, "
-                "ECOTONE_TRANSPORT, ECOTONE_HOST, ECOTONE_PORT, ECOTONE_WEB, ECOTONE_CONFIG, "
-                "ECOTONE_LIMITS_<name>, ECOTONE_RECORDING_<name>, ECOTONE_AUTH_<name>, "
-                "ECOTONE_MCP_<name>, ECOTONE_METRICS_<name>, ECOTONE_LOG_<name>, "
-                "ECOTONE_TLS_<name> and ECOTONE_OPENENV_<name>"
+                "ECOTONE_TRANSPORT, ECOTONE_HOST, ECOTONE_PORT, ECOTONE_WEB, ECOTONE_CONFIG "
+                f"and {tables}"
             )
     return data
 
@@ -410,10 +399,9 @@ def load(
         source = f"config (file {path}, environment, flags)"
     data = _merge(data, _from_environ(environ))
     if overrides:
-        tables = ("limits", "recording", "auth", "mcp", "metrics", "log", "tls", "openenv")
-        flat = {k: v for k, v in overrides.items() if v is not None and k not in tables}
+        flat = {k: v for k, v in overrides.items() if v is not None and k not in _TABLES}
         data = _merge(data, flat)
-        for table in tables:
+        for table in _TABLES:
             given = {k: v for k, v in (overrides.get(table) or {}).items() if v is not None}
             if given:
                 data = _merge(data, {table: given})

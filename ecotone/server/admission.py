@@ -22,6 +22,7 @@ import attrs
 
 from ecotone.kernel import Limits
 from ecotone.kernel.config import ConfigError
+from ecotone.server.mcp import speaks_streamable_http
 from ecotone.wire import ErrorCode
 from ecotone.wire.http import cookie
 
@@ -91,6 +92,11 @@ def _same_origin(origin: str, host: str) -> bool:
     return parts.hostname.lower() == name and port == wanted
 
 
+def _given(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
+    """The token a request shows: `Authorization: Bearer`, `?token=`, or the web UI's cookie."""
+    return bearer(headers) or query.get("token") or cookie(headers, TOKEN_COOKIE)
+
+
 def bearer(headers: Mapping[str, str]) -> str | None:
     scheme, _, value = headers.get("authorization", "").partition(" ")
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
@@ -123,7 +129,11 @@ class Admission:
     """Allowed Host names; None: any."""
 
     def refuse(
-        self, headers: Mapping[str, str], query: Mapping[str, str], path: str = ""
+        self,
+        headers: Mapping[str, str],
+        query: Mapping[str, str],
+        path: str = "",
+        method: str = "GET",
     ) -> Refusal | None:
         """Why this request is refused, or None. `GET /health` needs no token (liveness
         probes, launchers waiting for a server); it tells nothing but that the server is up."""
@@ -144,9 +154,9 @@ class Admission:
                     f"requests from web pages of {origin} are refused: only this server's "
                     "own pages, and origins allowed in [access] origins",
                 )
-        if self.token is not None and path != "/health" and not _shared(headers, path):
-            given = bearer(headers) or query.get("token") or cookie(headers, TOKEN_COOKIE)
-            if not given or not hmac.compare_digest(given.encode(), self.token.encode()):
+        if self.token is not None and path != "/health" and not _shared(method, headers, path):
+            given = _given(headers, query)
+            if not self.valid(given):
                 return Refusal(
                     401,
                     ErrorCode.UNAUTHORIZED,
@@ -157,9 +167,7 @@ class Admission:
 
     def authenticated(self, headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
         """Whether the request shows the token (or none is needed)."""
-        if self.token is None:
-            return True
-        return self.valid(bearer(headers) or query.get("token") or cookie(headers, TOKEN_COOKIE))
+        return self.token is None or self.valid(_given(headers, query))
 
     def valid(self, given: str | None) -> bool:
         return (
@@ -175,10 +183,16 @@ _TOKEN_CHARS: Final = re.compile(r"[!#-+\--:<-\[\]-~]+")
 SHARE_HEADER: Final = "x-ecotone-share"
 
 
-def _shared(headers: Mapping[str, str], path: str) -> bool:
-    """An MCP request that brings a share key instead of the token: admitted, to act in the
-    shared session only (the MCP face attaches it, or refuses; it makes no session for it)."""
-    return path == "/mcp" and bool(headers.get(SHARE_HEADER))
+def _shared(method: str, headers: Mapping[str, str], path: str) -> bool:
+    """A request of MCP's transport that brings a share key instead of the token: admitted,
+    to act in the shared session only (the MCP face attaches it, or refuses; it makes no
+    session for it). OpenEnv's dialect on the same path, and every other route, want the
+    token."""
+    return (
+        path == "/mcp"
+        and bool(headers.get(SHARE_HEADER))
+        and speaks_streamable_http(method, headers)
+    )
 
 
 def resolve_token(

@@ -12,7 +12,22 @@ Importing this package does not import the SDK; `face.py` and `asgi.py` do.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 INSTALL_HINT = "MCP needs the `mcp` package: pip install 'ecotone[mcp]'"
+
+
+def speaks_streamable_http(method: str, headers: Mapping[str, str]) -> bool:
+    """Whether a request to `/mcp` is MCP's streamable-HTTP transport (not OpenEnv's plain
+    JSON-RPC POSTs): such a client accepts `text/event-stream` on every POST (MCP spec,
+    transports), sends `Mcp-Session-Id` / `MCP-Protocol-Version` once it has them, and GET
+    and DELETE are the transport's too. `headers`: lower-cased names."""
+    return (
+        method in ("GET", "DELETE")
+        or "mcp-session-id" in headers
+        or "mcp-protocol-version" in headers
+        or "text/event-stream" in headers.get("accept", "")
+    )
 
 
 def available() -> str | None:

@@ -3,9 +3,8 @@
 reaches over MCP never imports the SDK).
 
 Which requests are MCP's: `/mcp` also answers OpenEnv's own JSON-RPC dialect (plain POSTs,
-`openenv.py`). A streamable-HTTP client must accept `text/event-stream` on every POST (MCP
-spec, transports), and sends `Mcp-Session-Id` / `MCP-Protocol-Version` once it has them; GET
-and DELETE are the transport's too. Those requests go to the SDK; the rest to OpenEnv's.
+`openenv.py`); `ecotone.server.mcp.speaks_streamable_http` tells them apart. MCP's go to the
+SDK; the rest to OpenEnv's.
 
 The SDK's own Host/Origin checks are off: the http transport's admission (`admission.py`)
 has already checked Host, Origin and the token of every request. Its limits follow the
@@ -21,17 +20,6 @@ import trio
 
 from ecotone.server.runner import Runner
 from ecotone.server.transports.asgi import App
-from ecotone.wire.http import HttpRequest
-
-
-def speaks_streamable_http(request: HttpRequest) -> bool:
-    headers = request.headers
-    return (
-        request.method in ("GET", "DELETE")
-        or "mcp-session-id" in headers
-        or "mcp-protocol-version" in headers
-        or "text/event-stream" in headers.get("accept", "")
-    )
 
 
 class McpHttp:

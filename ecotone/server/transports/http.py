@@ -38,7 +38,8 @@ import trio
 import ecotone.kernel
 from ecotone.server.admission import TOKEN_COOKIE
 from ecotone.server.mcp import available as mcp_missing
-from ecotone.server.mcp.http import McpHttp, speaks_streamable_http
+from ecotone.server.mcp import speaks_streamable_http
+from ecotone.server.mcp.http import McpHttp
 from ecotone.server.metrics import CONTENT_TYPE
 from ecotone.server.runner import Runner
 from ecotone.server.transports import websocket, webui
@@ -173,7 +174,7 @@ class HttpServer:
     async def mcp(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse | Streamed:
         """MCP's streamable HTTP (the SDK, `ecotone/server/mcp/http.py`), or OpenEnv's
         JSON-RPC dialect for plain POSTs."""
-        if speaks_streamable_http(request):
+        if speaks_streamable_http(request.method, request.headers):
             if request.method == "POST" and request.body.lstrip()[:1] == b"[":
                 error = {
                     "code": -32600,
@@ -188,11 +189,6 @@ class HttpServer:
             return Streamed(await self.mcp_http.app())
         if request.method != "POST":
             return json_response(405, {"detail": "Method Not Allowed"}, [("Allow", "POST")])
-        if not self.runner.admission.authenticated(request.headers, request.query):
-            # Admitted with a share key, which is for the MCP face only.
-            refused = _error_frame(ErrorCode.UNAUTHORIZED, "this server requires its token")
-            refused.headers.append(("www-authenticate", "Bearer"))
-            return refused
         return await self.openenv.mcp(request)
 
     async def handle(self, request: HttpRequest) -> HttpResponse | Streamed:
@@ -459,7 +455,7 @@ class HttpConnection:
                     method = event.method.decode("ascii")
                     parts = urlsplit(target)
                     query = dict(parse_qsl(parts.query))
-                    refusal = self.runner.admission.refuse(headers, query, parts.path)
+                    refusal = self.runner.admission.refuse(headers, query, parts.path, method)
                     if refusal is not None:  # Host, Origin, token: before anything else
                         refused = _error_frame(refusal.code, refusal.message)
                         if refusal.status == 401:

@@ -463,11 +463,7 @@ class OpenEnvHttp:
         return self.engine.sessions.get(session, self.bridge.owner) is not None
 
     def _held_by(self, peer: str) -> int:
-        for session in [s for s, p in self._made_for.items() if p == peer]:
-            if not self._alive(session):
-                self._made_for.pop(session, None)
-                self._loose.pop(session, None)
-        return sum(1 for p in self._made_for.values() if p == peer)
+        return sum(1 for s, p in self._made_for.items() if p == peer and self._alive(s))
 
     async def _close_loose(self, sessions: list[str]) -> None:
         for session in sessions:
@@ -476,12 +472,16 @@ class OpenEnvHttp:
             await self.bridge.close(session)
 
     async def sweep(self) -> None:
-        """Close loose sessions past their grace, until cancelled (the transport runs it)."""
+        """Close loose sessions past their grace, and forget sessions closed otherwise (idle,
+        by id), until cancelled (the transport runs it)."""
         grace = self.engine.limits.stateless_grace
         while True:
             await trio.sleep(max(0.05, min(grace / 4, 1.0)))
             cutoff = self._clock() - grace
             await self._close_loose([s for s, (_, made) in self._loose.items() if made <= cutoff])
+            for session in [s for s in self._made_for if not self._alive(s)]:
+                self._made_for.pop(session, None)
+                self._loose.pop(session, None)
 
     async def close(self, request: HttpRequest) -> HttpResponse:
         """`POST /close`: end the session the request names (header or cookie)."""

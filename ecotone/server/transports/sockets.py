@@ -46,6 +46,23 @@ def tune_socket(stream: trio.SocketStream, limits: Limits) -> None:
         pass  # not Linux: keepalive defaults still apply
 
 
+async def send_within(
+    stream: trio.abc.Stream, data: bytes | bytearray | memoryview, timeout: float | None
+) -> None:
+    """`stream.send_all(data)`, but a peer that reads nothing for `timeout` seconds is
+    dropped (the stream closed, so its receiving task sees it too) and BrokenResourceError
+    raised."""
+    if timeout is None:
+        await stream.send_all(data)
+        return
+    with trio.move_on_after(timeout) as scope:
+        await stream.send_all(data)
+    if scope.cancelled_caught:
+        log.info("peer read nothing for %ss: connection dropped", timeout)
+        await trio.aclose_forcefully(stream)
+        raise trio.BrokenResourceError("the peer stopped reading")
+
+
 class LeanSocketStream(trio.abc.HalfCloseableStream):
     """A trio SocketStream with fewer trips through the scheduler on the hot path.
 
@@ -85,16 +102,7 @@ class LeanSocketStream(trio.abc.HalfCloseableStream):
         except OSError as exc:
             raise trio.BrokenResourceError(str(exc)) from exc
         if sent < len(data):
-            rest = memoryview(data)[sent:]
-            if self.write_timeout is None:
-                await self.stream.send_all(rest)
-                return
-            with trio.move_on_after(self.write_timeout) as scope:
-                await self.stream.send_all(rest)
-            if scope.cancelled_caught:
-                log.info("peer read nothing for %ss: connection dropped", self.write_timeout)
-                await trio.aclose_forcefully(self.stream)
-                raise trio.BrokenResourceError("the peer stopped reading")
+            await send_within(self.stream, memoryview(data)[sent:], self.write_timeout)
 
     async def wait_send_all_might_not_block(self) -> None:
         await self.stream.wait_send_all_might_not_block()
@@ -122,15 +130,7 @@ class TlsStream(trio.abc.Stream):
         return bytes(await self.stream.receive_some(max_bytes or 65536))
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        if self.write_timeout is None:
-            await self.stream.send_all(data)
-            return
-        with trio.move_on_after(self.write_timeout) as scope:
-            await self.stream.send_all(data)
-        if scope.cancelled_caught:
-            log.info("peer read nothing for %ss: connection dropped", self.write_timeout)
-            await trio.aclose_forcefully(self.stream)
-            raise trio.BrokenResourceError("the peer stopped reading")
+        await send_within(self.stream, data, self.write_timeout)
 
     async def wait_send_all_might_not_block(self) -> None:
         await self.stream.wait_send_all_might_not_block()
