@@ -293,3 +293,52 @@ def test_a_stdio_server_gets_none_of_this_servers_secrets_unless_passed_on(
         seen = env.step({"tool": "get-env", "arguments": {}}).observation["text"]
         assert "for-the-tool" in seen
         assert "server-secret-0123" not in seen and "ECOTONE_AUTH_TOKEN" not in seen
+
+
+FASTMCP_PLAY = """
+import asyncio, json, sys
+from fastmcp import Client
+
+async def main(target, tool, arguments):
+    async with Client(target) as client:
+        names = [t.name for t in await client.list_tools()]
+        result = await client.call_tool(tool, arguments, raise_on_error=False)
+        print(json.dumps({"tools": names, "is_error": result.is_error,
+                          "structured": result.structured_content,
+                          "text": result.content[0].text}))
+
+asyncio.run(main(json.loads(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])))
+"""
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("env", ["chess", "coding", "echo", "gridworld", "wordle"])
+def test_fastmcps_client_plays_every_bundled_env(mcp_bin: Path, env: str, transport: str) -> None:
+    from tests.test_mcp_server import PLAYS
+
+    tool, arguments, field = PLAYS[env]
+
+    def play(target: Any) -> dict[str, Any]:
+        script = [str(mcp_bin / "python"), "-c", FASTMCP_PLAY]
+        done = subprocess.run(
+            [*script, json.dumps(target), tool, json.dumps(arguments)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    if transport == "stdio":
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("ECOTONE_")}
+        command = {"command": sys.executable, "args": ["-m", "ecotone", "mcp", env]}
+        seen = play({"mcpServers": {env: {**command, "env": environ}}})
+    else:
+        with run_server(env, transport="http") as server:
+            seen = play(f"{server.url}/mcp")
+    assert tool in seen["tools"]
+    assert seen["is_error"] is False, seen
+    if env == "echo":
+        assert seen["text"] == "HI"
+    else:
+        assert field in seen["structured"] and "reward" not in seen["structured"]
