@@ -408,8 +408,11 @@ def test_classic_control_envs_run_inline_and_custom_ones_in_threads() -> None:
 # --- native ecotone envs as gymnasium.Env --------------------------------------------------
 
 
-def test_counter_is_a_gymnasium_env_with_unbounded_int64_boxes() -> None:
-    unbounded = spaces.Box(-np.inf, np.inf, (), np.int64)
+BOUND = ecotone.gym.INT_BOUND
+
+
+def test_counter_is_a_gymnasium_env_with_documented_int_bounds() -> None:
+    unbounded = spaces.Box(-BOUND, BOUND, (), np.int64)
     with ecotone.gym.make("inproc://counter") as env:
         assert env.action_space == unbounded and env.observation_space == unbounded
         obs, info = env.reset(seed=0, options={"start": 2, "target": 5})
@@ -430,7 +433,7 @@ def test_native_fields_map_to_discrete_box_and_dict_spaces() -> None:
                     "aim": spaces.Box(-np.inf, np.inf, (2,), np.float64),
                 }
             )
-            assert env.observation_space == spaces.Box(-np.inf, np.inf, (2,), np.int64)
+            assert env.observation_space == spaces.Box(-BOUND, BOUND, (2,), np.int64)
             env.reset()
             props = env.env_info.action_schema["properties"]
             east = props["direction"]["enum"].index("e")  # Discrete index into the schema's enum
@@ -439,9 +442,179 @@ def test_native_fields_map_to_discrete_box_and_dict_spaces() -> None:
             assert obs.tolist() == [6, 0] and reward == 0.75
 
 
-def test_a_field_without_a_space_is_an_error_naming_it() -> None:
-    with pytest.raises(ecotone.gym.SpaceError, match=r"action field `message` \(a free-form"):
-        ecotone.gym.make("inproc://echo")
+BUNDLED = ["counter", "echo", "gridworld", "wordle", "chess", "coding"]
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_every_bundled_env_passes_gymnasiums_own_checker(name: str) -> None:
+    with ecotone.gym.make(f"inproc://{name}") as env:
+        check_env(env.unwrapped, skip_render_check=True)
+        env.action_space.seed(0)
+        obs, _ = env.reset(seed=0)
+        for _ in range(5):  # random actions: wordle and chess reject most of them
+            # counter's sum of random deltas may leave its space; every other env stays in it
+            assert name == "counter" or obs in env.observation_space
+            obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            if terminated or truncated:
+                obs, _ = env.reset()
+
+
+class Item(msgspec.Struct, kw_only=True):
+    name: str
+    count: int
+
+
+class RecordAction(ecotone.Action, kw_only=True, forbid_unknown_fields=True):
+    note: Annotated[str, msgspec.Meta(min_length=1, max_length=8)]
+    limit: int | None = None
+
+
+class RecordObservation(ecotone.Observation, kw_only=True):
+    note: str = ""
+    limit: int | None = None
+    tags: list[str] = []
+    items: list[Item] = []
+    either: int | str = 0
+
+
+class RecordEnv(ecotone.Environment[RecordAction, RecordObservation, ecotone.State]):
+    name = "record"
+    inline = True
+
+    def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> RecordObservation:
+        self._state = ecotone.State(episode_id=episode_id)
+        return RecordObservation()
+
+    def step(self, action: RecordAction) -> RecordObservation:
+        if action.note == "bad":
+            raise ecotone.InvalidAction("'bad' is not allowed", field="note", allowed=["ok"])
+        self._state.step_count += 1
+        words = action.note.split()
+        return RecordObservation(
+            note=action.note,
+            limit=action.limit,
+            tags=words,
+            items=[Item(name=w, count=len(w)) for w in words],
+            either=action.note if action.limit is None else action.limit,
+            reward=1.0,
+        )
+
+    def state(self) -> ecotone.State:
+        return self._state
+
+
+class FreeDictObservation(ecotone.Observation, kw_only=True):
+    extra: dict[str, int] = {}
+
+
+class FreeDictEnv(ecotone.Environment[RecordAction, FreeDictObservation, ecotone.State]):
+    name = "free-dict"
+    inline = True
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None
+    ) -> FreeDictObservation:
+        return FreeDictObservation()
+
+    def step(self, action: RecordAction) -> FreeDictObservation:
+        return FreeDictObservation(extra={action.note: 1})
+
+    def state(self) -> ecotone.State:
+        return ecotone.State()
+
+
+class RecordPlugin:
+    @ecotone.hookimpl
+    def ecotone_environments(self) -> Mapping[str, Any]:
+        return {"record": RecordEnv, "free-dict": FreeDictEnv}
+
+
+def test_strings_optionals_unions_and_lists_map_to_text_oneof_and_sequence() -> None:
+    with run_server("record", plugins=[RecordPlugin()]) as server:
+        with ecotone.gym.make(server.url) as env:
+            text = ecotone.gym.FreeText(ecotone.gym.TEXT_MAX_LENGTH)
+            integer = spaces.Box(-BOUND, BOUND, (), np.int64)
+            assert env.action_space == spaces.Dict(
+                {
+                    "note": ecotone.gym.FreeText(8, min_length=1),
+                    "limit": spaces.OneOf([integer, spaces.Discrete(1)]),
+                }
+            )
+            assert env.observation_space == spaces.Dict(
+                {
+                    "note": text,
+                    "limit": spaces.OneOf([integer, spaces.Discrete(1)]),
+                    "tags": spaces.Sequence(text),
+                    "items": spaces.Sequence(spaces.Dict({"name": text, "count": integer})),
+                    "either": spaces.OneOf([integer, text]),
+                }
+            )
+            assert isinstance(env.action_space, spaces.Dict)
+            assert "é ü" in text and "x" * 9 not in env.action_space["note"]
+            env.reset(seed=0)
+            obs, reward, *_ = env.step({"note": "a bc", "limit": (0, np.int64(3))})
+            assert obs in env.observation_space and reward == 1.0
+            assert obs["tags"] == ("a", "bc") and obs["limit"] == (0, 3)
+            assert obs["items"][1] == {"name": "bc", "count": 2}
+            assert obs["either"] == (0, 3)
+            obs, *_ = env.step({"note": "é", "limit": (1, np.int64(0))})
+            assert obs["limit"] == (1, 0) and obs["either"] == (1, "é")
+            assert obs in env.observation_space
+
+
+def test_a_rejected_action_is_a_step_that_changes_nothing_or_raises_when_asked() -> None:
+    with run_server("record", plugins=[RecordPlugin()]) as server:
+        with ecotone.gym.make(server.url, invalid_action_reward=-1.0) as env:
+            env.reset(seed=0)
+            first, *_ = env.step({"note": "ok go", "limit": (1, 0)})
+            obs, reward, terminated, truncated, info = env.step({"note": "bad", "limit": (1, 0)})
+            assert obs == first and obs is not first
+            assert (reward, terminated, truncated) == (-1.0, False, False)
+            assert info["invalid_action"] == {
+                "reason": "'bad' is not allowed",
+                "field": "note",
+                "details": {
+                    "field": "note",
+                    "path": "$.note",
+                    "reason": "'bad' is not allowed",
+                    "allowed": ["ok"],
+                },
+            }
+            assert env.client.state()["step_count"] == 1  # the server did not count it
+        with ecotone.gym.make(server.url, invalid_action="raise") as env:
+            env.reset(seed=0)
+            with pytest.raises(ecotone.InvalidActionError, match="'bad' is not allowed"):
+                env.step({"note": "bad", "limit": (1, 0)})
+            assert env.spec is not None
+            again = env.spec.make()
+            remote = again.unwrapped
+            assert isinstance(remote, ecotone.gym.RemoteEnv) and remote.invalid_action == "raise"
+            again.close()
+
+
+def test_a_free_form_dict_is_an_error_naming_the_field() -> None:
+    with run_server("free-dict", plugins=[RecordPlugin()]) as server:
+        with pytest.raises(
+            ecotone.gym.SpaceError, match=r"observation field `extra` \(an object with free-form"
+        ):
+            ecotone.gym.make(server.url)
+
+
+def test_an_integer_beyond_int64_is_a_space_error_naming_the_field() -> None:
+    with ecotone.gym.make("inproc://counter") as env:
+        env.reset(seed=0, options={"target": 2**63 + 10})
+        env.step(np.int64(2**62))
+        with pytest.raises(ecotone.gym.SpaceError, match=r"field `count`: 9223372036854775808"):
+            env.step(np.int64(2**62))
+
+
+def test_unseeded_resets_go_on_reproducibly_from_the_last_seed() -> None:
+    with ecotone.gym.make("inproc://gridworld") as env:
+        runs = []
+        for _ in range(2):
+            first, _ = env.reset(seed=7)
+            runs.append([first["grid"]] + [env.reset()[0]["grid"] for _ in range(3)])
+        assert runs[0] == runs[1] and len(set(runs[0])) > 1
 
 
 # --- the command line, and life without gymnasium ------------------------------------------

@@ -59,3 +59,17 @@ def test_make_vec_matches_gymnasiums_sync_vector_env(
     finally:
         local.close()
         remote.close()
+
+
+def test_with_errors_info_a_rejected_action_changes_nothing_in_its_sub_env() -> None:
+    with run_server("wordle") as server:
+        envs = ecotone.gym.make_vec(server.url, 2, errors="info")
+        try:
+            first, _ = envs.reset(seed=0)
+            obs, rewards, terminated, truncated, infos = envs.step(("zzzzz", "crane"))
+            assert obs["text"][0] == first["text"][0] and obs["guess"][1] == "crane"
+            assert rewards[0] == 0.0 and not terminated[0] and not truncated[0]
+            assert "not in the word list" in infos["error"][0]
+            assert infos["error_code"][0] == "invalid_action" and not infos["episode_lost"][0]
+        finally:
+            envs.close()

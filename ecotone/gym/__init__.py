@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from ecotone.gym.spaces import (
     GYM_SPACE_KEY,
+    INT_BOUND,
+    TEXT_MAX_LENGTH,
+    FreeText,
     SpaceError,
     describe_space,
     from_wire,
@@ -54,6 +57,9 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "GYM_SPACE_KEY",
+    "INT_BOUND",
+    "TEXT_MAX_LENGTH",
+    "FreeText",
     "RemoteEnv",
     "RemoteVectorEnv",
     "SpaceError",

@@ -12,27 +12,40 @@ schemas; the client side (`ecotone.gym.make`, `make_vec`) rebuilds them (`spaces
 
   | schema                                  | space                                         |
   |-----------------------------------------|-----------------------------------------------|
-  | integer with minimum and maximum        | Discrete(max - min + 1, start=min)            |
-  | integer, unbounded or half-bounded      | Box((), int64), a missing bound = int64 limit |
-  | number                                  | Box((), float64), a missing bound = +-inf     |
-  | boolean                                 | Discrete(2) (0 = false)                       |
-  | enum / Literal (any JSON values)        | Discrete(len), the index of the value         |
-  | fixed-length (nested) array of numbers  | Box of that shape: float64 (int64 if all int) |
-  | other fixed-length array / tuple        | Tuple                                         |
-  | object (Struct)                         | Dict                                          |
-  | free string, free dict, union/optional, | SpaceError naming the field                   |
-  | variable-length array                   |                                               |
+  | schema                                  | space                                          |
+  |-----------------------------------------|------------------------------------------------|
+  | integer with minimum and maximum        | Discrete(max - min + 1, start=min)             |
+  | integer, unbounded or half-bounded      | Box((), int64), a missing bound = +-2**53      |
+  | number                                  | Box((), float64), a missing bound = +-inf      |
+  | boolean                                 | Discrete(2) (0 = false)                        |
+  | enum / Literal (any JSON values)        | Discrete(len), the index of the value          |
+  | string (free-form)                      | FreeText(minLength, maxLength or 65,536)       |
+  | null                                    | Discrete(1)                                    |
+  | union / optional (`anyOf`, `oneOf`)     | OneOf(branches): values are (branch, value)    |
+  | fixed-length (nested) array of numbers  | Box of that shape: float64 (int64 if all int)  |
+  | other fixed-length array / tuple        | Tuple                                          |
+  | variable-length array                   | Sequence(item space): values are tuples        |
+  | object (Struct)                         | Dict                                           |
+  | object with free-form keys (a dict)     | SpaceError naming the field                    |
+
+`FreeText` is a `gymnasium.spaces.Text` that holds any string of its lengths (JSON strings may
+use any character) and samples printable ASCII. The bound of an unbounded integer, 2**53, is
+the largest integer every JSON reader keeps exact; a value the server sends beyond int64 is a
+SpaceError naming the field, not an OverflowError. An optional value `X | None` is
+`OneOf([X, Discrete(1)])`: `(0, x)` or `(1, 0)`; an env author who wants plainer spaces gives
+fields bounds (`msgspec.Meta(ge=, le=, max_length=)`) and defaults instead of None.
 
 Observations come back as numpy values of the space's dtype (Box, MultiDiscrete and
-MultiBinary as arrays, Discrete as `np.int64`, Dict as dict, Tuple as tuple, Text as str). The
-info dict is the observation's `info` (bridge) or its `metadata` (native envs), as JSON data.
-Rendering is not available remotely (`render_mode` is None).
+MultiBinary as arrays, Discrete as `np.int64`, Dict as dict, Tuple and Sequence as tuples,
+Text as str). The info dict is the observation's `info` (bridge) or its `metadata` (native
+envs), as JSON data. Rendering is not available remotely (`render_mode` is None).
 """
 
 from __future__ import annotations
 
 import math
 import re
+import string
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -50,6 +63,10 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 GYM_SPACE_KEY = "x-gym-space"
 """The JSON Schema key under which the bridge records a field's exact Gymnasium space."""
 
+INT_BOUND = 2**53
+"""The bound given to an integer field with no minimum (maximum): +-2**53."""
+TEXT_MAX_LENGTH = 65_536
+"""The max_length of a free-form string field with no `maxLength`."""
 ACTION_BASE_FIELDS = frozenset({"metadata"})
 OBSERVATION_BASE_FIELDS = frozenset({"reward", "done", "truncated", "metadata"})
 RESERVED_RESET_OPTIONS = frozenset({"seed", "episode_id", "timeout", "call_timeout"})
@@ -267,6 +284,20 @@ def from_wire(space: spaces.Space[Any], data: Any) -> Any:
 # --- schemas -> spaces (native envs) ----------------------------------------------------------
 
 
+class FreeText(spaces.Text):
+    """A Text space of any characters (a JSON string's): `contains` checks only the type and
+    the length; `sample` draws printable ASCII."""
+
+    def __init__(self, max_length: int = TEXT_MAX_LENGTH, *, min_length: int = 0) -> None:
+        super().__init__(max_length, min_length=min_length, charset=string.printable)
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
+
+    def __repr__(self) -> str:
+        return f"FreeText({self.min_length}, {self.max_length})"
+
+
 class _Node(Protocol):
     """A space plus the conversions between its values and an env's wire data."""
 
@@ -274,17 +305,111 @@ class _Node(Protocol):
 
     def to_wire(self, value: Any) -> Any: ...
     def from_wire(self, data: Any) -> Any: ...
+    def accepts(self, data: Any) -> bool:
+        """Whether `data` has this node's JSON shape (picks a union's branch)."""
+        ...
+
+
+def _is_number(data: Any) -> bool:
+    return isinstance(data, int | float) and not isinstance(data, bool)
 
 
 class _SpaceNode:
-    def __init__(self, space: spaces.Space[Any]) -> None:
+    def __init__(self, space: spaces.Space[Any], where: str = "") -> None:
         self.space = space
+        self.where = where
 
     def to_wire(self, value: Any) -> Any:
         return to_wire(self.space, value)
 
     def from_wire(self, data: Any) -> Any:
-        return from_wire(self.space, data)
+        try:
+            return from_wire(self.space, data)
+        except OverflowError:
+            raise SpaceError(
+                f"{self.where}: {data!r} does not fit the space's dtype ({self.space})"
+            ) from None
+
+    def accepts(self, data: Any) -> bool:
+        space = self.space
+        if isinstance(space, spaces.Discrete):
+            return isinstance(data, int) and not isinstance(data, bool)
+        if isinstance(space, spaces.Box):
+            return isinstance(data, list) if space.shape else _is_number(data)
+        if isinstance(space, spaces.Text):
+            return isinstance(data, str)
+        if isinstance(space, spaces.Dict):
+            return isinstance(data, dict)
+        if isinstance(space, spaces.Tuple | spaces.MultiDiscrete | spaces.MultiBinary):
+            return isinstance(data, list)
+        return True
+
+
+class _TextNode:
+    def __init__(self, min_length: int, max_length: int) -> None:
+        self.space: spaces.Space[Any] = FreeText(max_length, min_length=min_length)
+
+    def to_wire(self, value: Any) -> Any:
+        return str(value)
+
+    def from_wire(self, data: Any) -> Any:
+        return str(data)
+
+    def accepts(self, data: Any) -> bool:
+        return isinstance(data, str)
+
+
+class _NullNode:
+    def __init__(self) -> None:
+        self.space: spaces.Space[Any] = spaces.Discrete(1)
+
+    def to_wire(self, value: Any) -> Any:
+        return None
+
+    def from_wire(self, data: Any) -> Any:
+        return np.int64(0)
+
+    def accepts(self, data: Any) -> bool:
+        return data is None
+
+
+class _UnionNode:
+    """`anyOf` / `oneOf`: a OneOf space whose values are (branch index, branch value)."""
+
+    def __init__(self, branches: Sequence[_Node], where: str) -> None:
+        self.branches = list(branches)
+        self.where = where
+        self.space: spaces.Space[Any] = spaces.OneOf([b.space for b in self.branches])
+
+    def to_wire(self, value: Any) -> Any:
+        index, inner = value
+        return self.branches[int(index)].to_wire(inner)
+
+    def from_wire(self, data: Any) -> Any:
+        for index, branch in enumerate(self.branches):
+            if branch.accepts(data):
+                return np.int64(index), branch.from_wire(data)
+        raise SpaceError(f"{self.where}: {data!r} matches none of the union's branches")
+
+    def accepts(self, data: Any) -> bool:
+        return any(b.accepts(data) for b in self.branches)
+
+
+class _SequenceNode:
+    """A variable-length array: a Sequence space whose values are tuples."""
+
+    def __init__(self, item: _Node) -> None:
+        self.item = item
+        self.space: spaces.Space[Any] = spaces.Sequence(item.space)
+
+    def to_wire(self, value: Any) -> Any:
+        return [self.item.to_wire(v) for v in value]
+
+    def from_wire(self, data: Any) -> Any:
+        return tuple(self.item.from_wire(d) for d in data)
+
+    def accepts(self, data: Any) -> bool:
+        return isinstance(data, list)
 
 
 class _EnumNode:
@@ -298,6 +423,9 @@ class _EnumNode:
     def from_wire(self, data: Any) -> Any:
         return np.int64(self.values.index(data))
 
+    def accepts(self, data: Any) -> bool:
+        return data in self.values
+
 
 class _BoolNode:
     def __init__(self) -> None:
@@ -308,6 +436,9 @@ class _BoolNode:
 
     def from_wire(self, data: Any) -> Any:
         return np.int64(bool(data))
+
+    def accepts(self, data: Any) -> bool:
+        return isinstance(data, bool)
 
 
 class _ObjectNode:
@@ -321,6 +452,9 @@ class _ObjectNode:
     def from_wire(self, data: Any) -> Any:
         return {k: n.from_wire(data[k]) for k, n in self.fields.items()}
 
+    def accepts(self, data: Any) -> bool:
+        return isinstance(data, dict) and all(k in data for k in self.fields)
+
 
 class _TupleNode:
     def __init__(self, items: Sequence[_Node]) -> None:
@@ -332,6 +466,9 @@ class _TupleNode:
 
     def from_wire(self, data: Any) -> Any:
         return tuple(n.from_wire(d) for n, d in zip(self.items, data, strict=True))
+
+    def accepts(self, data: Any) -> bool:
+        return isinstance(data, list) and len(data) == len(self.items)
 
 
 class _FieldNode:
@@ -348,9 +485,11 @@ class _FieldNode:
     def from_wire(self, data: Any) -> Any:
         return self.child.from_wire(data[self.name])
 
+    def accepts(self, data: Any) -> bool:
+        return isinstance(data, dict) and self.name in data
+
 
 _REF = re.compile(r"^#/\$defs/(?P<name>.+)$")
-_INT64 = np.iinfo(np.int64)
 
 
 class _SchemaReader:
@@ -358,6 +497,9 @@ class _SchemaReader:
         self.defs: Mapping[str, Any] = schema.get("$defs", {})
         self.env = env
         self.what = what
+
+    def where(self, field: str) -> str:
+        return f"env {self.env!r}: {self.what} field `{field}`"
 
     def fail(self, field: str, why: str) -> SpaceError:
         return SpaceError(
@@ -393,14 +535,17 @@ class _SchemaReader:
         return str(kind), low, high
 
     def fixed_items(self, schema: Mapping[str, Any], field: str) -> list[Mapping[str, Any]] | None:
-        """The item schemas of a fixed-length array schema, or None for another schema."""
+        """The item schemas of a fixed-length array schema, or None for another schema (a
+        variable-length array included)."""
         if schema.get("type") != "array":
             return None
-        if "prefixItems" in schema and schema.get("items") is False:
+        if "prefixItems" in schema:
+            if schema.get("items") is not False:
+                raise self.fail(field, "a tuple with extra items")
             return [self.resolve(s) for s in schema["prefixItems"]]
         n, m = schema.get("minItems"), schema.get("maxItems")
         if n is None or n != m or not isinstance(schema.get("items"), Mapping):
-            raise self.fail(field, "an array of variable length")
+            return None
         return [self.resolve(schema["items"])] * int(n)
 
     def numeric_array(
@@ -423,9 +568,13 @@ class _SchemaReader:
     def node(self, raw: Mapping[str, Any], field: str) -> _Node:
         schema = self.resolve(raw)
         if GYM_SPACE_KEY in schema:
-            return _SpaceNode(space_from_description(schema[GYM_SPACE_KEY]))
-        if "anyOf" in schema or "oneOf" in schema:
-            raise self.fail(field, "a union or an optional value")
+            return _SpaceNode(space_from_description(schema[GYM_SPACE_KEY]), self.where(field))
+        branches = schema.get("anyOf", schema.get("oneOf"))
+        if isinstance(branches, list) and branches:
+            return _UnionNode(
+                [self.node(b, f"{field}|{i}") for i, b in enumerate(branches)],
+                f"env {self.env!r}: {self.what} field `{field}`",
+            )
         if "enum" in schema:
             return _EnumNode(schema["enum"])
         if "const" in schema:
@@ -435,15 +584,27 @@ class _SchemaReader:
         if one is not None:
             _, low, high = one
             if kind == "integer" and math.isfinite(low) and math.isfinite(high):
-                return _SpaceNode(spaces.Discrete(int(high - low + 1), start=int(low)))
-            return _SpaceNode(_box((), [one]))
+                return _SpaceNode(
+                    spaces.Discrete(int(high - low + 1), start=int(low)), self.where(field)
+                )
+            return _SpaceNode(_box((), [one]), self.where(field))
         if kind == "boolean":
             return _BoolNode()
+        if kind == "null":
+            return _NullNode()
+        if kind == "string":
+            length = schema.get("maxLength", TEXT_MAX_LENGTH)
+            return _TextNode(int(schema.get("minLength", 0)), int(length))
         if kind == "array":
             numeric = self.numeric_array(schema, field)
             if numeric is not None:
-                return _SpaceNode(_box(*numeric))
-            items = self.fixed_items(schema, field) or []
+                return _SpaceNode(_box(*numeric), self.where(field))
+            items = self.fixed_items(schema, field)
+            if items is None:
+                item = schema.get("items")
+                if not isinstance(item, Mapping):
+                    raise self.fail(field, "an array of items of no one schema")
+                return _SequenceNode(self.node(item, f"{field}[]"))
             return _TupleNode([self.node(s, f"{field}.{i}") for i, s in enumerate(items)])
         if kind == "object" and isinstance(schema.get("properties"), Mapping):
             return _ObjectNode(
@@ -451,8 +612,6 @@ class _SchemaReader:
             )
         if kind == "object":
             raise self.fail(field, "an object with free-form keys")
-        if kind == "string":
-            raise self.fail(field, "a free-form string")
         raise self.fail(field, f"schema {dict(schema)!r}")
 
     def top(self, schema: Mapping[str, Any], skip: frozenset[str]) -> _Node:
@@ -469,6 +628,10 @@ class _SchemaReader:
 
 def _box(shape: tuple[int, ...], elements: Sequence[tuple[str, float, float]]) -> spaces.Box:
     integers = all(kind == "integer" for kind, _, _ in elements)
+    if integers:  # an unbounded integer gets the documented bound, not int64's limits
+        elements = [
+            (kind, max(low, -INT_BOUND), min(high, INT_BOUND)) for kind, low, high in elements
+        ]
     dtype: np.dtype[Any] = np.dtype(np.int64 if integers else np.float64)
 
     def bounds(values: list[float]) -> Any:
@@ -504,6 +667,9 @@ def spaces_for(info: EnvInfo) -> tuple[spaces.Space[Any], spaces.Space[Any]]:
 
 __all__ = [
     "GYM_SPACE_KEY",
+    "INT_BOUND",
+    "TEXT_MAX_LENGTH",
+    "FreeText",
     "SpaceError",
     "describe_space",
     "from_wire",
