@@ -16,7 +16,7 @@ from ecotone.client.errors import (
     InvalidActionError,
     ServerError,
 )
-from ecotone.client.results import StepResult
+from ecotone.client.results import StepResult, Task, Tasks
 from ecotone.client.sync import Connection, EnvClient, connect
 from ecotone.kernel.contract import (
     Action,
@@ -27,6 +27,7 @@ from ecotone.kernel.contract import (
     State,
 )
 from ecotone.kernel.hookspecs import hookimpl
+from ecotone.kernel.tasks import TaskError, TaskSet
 from ecotone.launcher.compose import LaunchedServer, alaunch, astart_server, launch, start_server
 from ecotone.launcher.contract import (
     EngineUnavailable,
@@ -37,7 +38,7 @@ from ecotone.launcher.contract import (
     Resources,
     StartFailed,
 )
-from ecotone.wire import ErrorCode, ToolInfo
+from ecotone.wire import ErrorCode, TaskRef, ToolInfo
 
 if TYPE_CHECKING:
     from ecotone.client.vector import AsyncVectorEnv, EpisodeLost, StepBatch, SubEnvError, VectorEnv
@@ -105,6 +106,11 @@ __all__ = [
     "StepBatch",
     "StepResult",
     "SubEnvError",
+    "Task",
+    "TaskError",
+    "TaskRef",
+    "TaskSet",
+    "Tasks",
     "ToolInfo",
     "VectorEnv",
     "__version__",

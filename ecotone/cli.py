@@ -86,6 +86,19 @@ def _parser() -> argparse.ArgumentParser:
         choices=["text", "json"],
         help="log lines as text (default) or one JSON object each ([log] format)",
     )
+    p.add_argument(
+        "--tasks",
+        action="append",
+        metavar="[SPLIT=]FILE",
+        help="serve the tasks in FILE (JSON Lines, JSON, Parquet) instead of the env's own; "
+        "SPLIT= names the split (else the records' `split` field, or the file's stem); "
+        "repeatable ([tasks] in the config)",
+    )
+    p.add_argument(
+        "--rubric",
+        metavar="MODULE:NAME",
+        help="score every step with this rubric (ecotone.rubrics) instead of the env's reward",
+    )
     p.add_argument("--record", metavar="DIR", help="record every episode's trajectory under DIR")
     p.add_argument("--record-format", choices=["jsonl", "msgpack"], help="recording format (jsonl)")
     p.add_argument(
@@ -234,6 +247,21 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     return _cmd_serve(serve_args)
 
 
+def _task_files(given: list[str] | None) -> dict[str, str] | None:
+    """`--tasks [SPLIT=]FILE` flags as the `[tasks]` table (split "" when not named)."""
+    if not given:
+        return None
+    files: dict[str, str] = {}
+    for item in given:
+        split, sep, path = item.partition("=")
+        if not sep or "/" in split or split.endswith((".jsonl", ".json", ".parquet")):
+            split, path = "", item
+        if split in files:
+            raise ValueError(f"--tasks names split {split or '(from the file)'!r} twice")
+        files[split] = path
+    return files
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     overrides = {
         "env": args.env,
@@ -254,6 +282,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             "reveal_reward": args.mcp_reveal_reward,
         },
         "web": args.web,
+        "tasks": _task_files(getattr(args, "tasks", None)),
+        "rubric": getattr(args, "rubric", None),
     }
     lifeline: int | None = args.lifeline_fd
     if lifeline is not None:

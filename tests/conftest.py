@@ -120,6 +120,7 @@ def run_server(
     mcp: McpConfig | None = None,
     tls: TlsConfig | None = None,
     openenv: OpenEnvConfig | None = None,
+    tasks: dict[str, str] | None = None,
 ) -> Iterator[RunningServer]:
     """A real server in a background thread, serving `env` on a free port (websocket by
     default; `transport` picks another: http, tcp, or unix with the socket's path as `host`;
@@ -138,6 +139,7 @@ def run_server(
         mcp=mcp or McpConfig(),
         tls=tls or TlsConfig(),
         openenv=openenv or OpenEnvConfig(),
+        tasks=tasks or {},
     )
     with BackgroundServer(config, registry=registry) as server:
         yield RunningServer(server.url, recorder)

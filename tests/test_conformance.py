@@ -381,6 +381,7 @@ def test_an_openenv_url_skips_the_rules_openenv_lacks_with_the_reason() -> None:
         "step_after_done",
         "close_idempotent",
         "close_releases_session",
+        "tasks",
         *PROTOCOL,
     }, report.text()
     assert "no reset_required error" in skipped["reset_before_step"]
@@ -563,7 +564,7 @@ def test_cli_validate_a_real_openenv_server(tmp_path: Path, openenv_server: str)
     report = json.loads(done.stdout)
     by_name = {c["name"]: c for c in report["checks"]}
     assert done.returncode == 0, json.dumps(report, indent=1)
-    assert report["summary"]["skipped"] == 5 + len(PROTOCOL)  # OpenEnv has no ids, no batches
+    assert report["summary"]["skipped"] == 6 + len(PROTOCOL)  # no ids, no batches, no tasks
     assert {n for n, c in by_name.items() if c["status"] == "PASS"} == {
         "describe",
         "observation_schema",

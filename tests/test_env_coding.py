@@ -98,7 +98,8 @@ def helper():
 
 def custom(**options: Any) -> dict[str, Any]:
     """Reset options for a small custom task (add two numbers), overridable."""
-    return {"prompt": "Write add(a, b).", "tests": ADD_TESTS, **options}
+    task = {"id": "custom", "prompt": "Write add(a, b).", "tests": ADD_TESTS}
+    return {"task": task, **options}
 
 
 def marked_lines(text: str, marker: str) -> list[str]:
@@ -183,7 +184,8 @@ def test_a_custom_task_comes_from_reset_options(served: Served) -> None:
         )
         assert result.reward == 0.5
 
-        plain = env.reset(prompt="p", tests="assert add(1, 1) == 2\n").observation
+        task = {"id": "p", "prompt": "p", "tests": "assert add(1, 1) == 2\n"}
+        plain = env.reset(task=task).observation
         assert plain.total == 1
         result = env.step(CodingAction(code="def add(a, b):\n    return a + b\n"))
         assert [(t.name, t.passed) for t in result.observation.tests] == [("tests", True)]
@@ -197,16 +199,15 @@ def test_a_custom_task_comes_from_reset_options(served: Served) -> None:
         ({"task": "fizzbuzz", "timeout_s": 10_000}, "timeout_s must be a number"),
         ({"task": "fizzbuzz", "memory_mb": 1}, "memory_mb must be a number"),
         ({"task": "fizzbuzz", "max_attempts": 0}, "max_attempts"),
-        ({"prompt": "only a prompt"}, "needs `tests`"),
-        ({"task": "fizzbuzz", "tests": "assert True"}, "either `task`"),
-        ({"tests": "def test_x(:\n    pass"}, "not valid Python"),
+        ({"task": {"id": "x", "prompt": "only a prompt"}}, "no `tests` to make it"),
+        ({"task": {"id": "x", "prompt": "", "tests": "def test_x(:\n    pass"}}, "not valid"),
     ],
 )
 def test_bad_reset_options_are_refused_with_a_reason(
     options: dict[str, Any], complaint: str
 ) -> None:
     with inproc() as env:
-        with pytest.raises(ecotone.EnvError, match=complaint):
+        with pytest.raises(ecotone.ServerError, match=complaint):
             env.reset(**options)
         assert env.reset(task="is_prime").observation.task == "is_prime"  # the session goes on
 

@@ -43,7 +43,7 @@ def test_feedback_marks_green_yellow_and_gray_like_wordle(
 
 def test_a_scripted_game_scores_each_guess_and_solving_ends_it() -> None:
     env = WordleEnv()
-    first = env.reset(secret="crane", episode_id="w-1")
+    first = env.reset(task="crane", episode_id="w-1")
     assert (first.remaining, first.history, first.feedback, first.answer) == (6, [], "", None)
     assert "6 guesses" in first.text
 
@@ -68,7 +68,7 @@ def test_a_scripted_game_scores_each_guess_and_solving_ends_it() -> None:
 
 def test_six_wrong_guesses_end_the_game_and_reveal_the_word() -> None:
     env = WordleEnv()
-    env.reset(secret="zebra")
+    env.reset(task="zebra")
     guesses = ["tulip", "month", "quick", "fight", "vivid", "cough"]
     obs = [env.step(WordleAction(guess=g)) for g in guesses]
     assert [o.done for o in obs] == [False] * 5 + [True]
@@ -79,14 +79,14 @@ def test_six_wrong_guesses_end_the_game_and_reveal_the_word() -> None:
 
 def test_max_guesses_sets_how_many_tries_there_are() -> None:
     env = WordleEnv()
-    env.reset(secret="zebra", max_guesses=2)
+    env.reset(task="zebra", max_guesses=2)
     assert not env.step(WordleAction(guess="tulip")).done
     assert env.step(WordleAction(guess="month")).done
 
 
 def test_guesses_that_are_not_five_letters_or_not_words_are_refused_naming_guess() -> None:
     with ecotone.connect("inproc://wordle") as env:
-        env.reset(secret="crane")
+        env.reset(task="crane")
         for bad in ("cran", "cranes", "cr4ne", "zzzzz", ""):
             with pytest.raises(ecotone.InvalidActionError) as refused:
                 env.step({"guess": bad})
@@ -101,7 +101,7 @@ def test_guesses_that_are_not_five_letters_or_not_words_are_refused_naming_guess
 
 def test_allow_any_word_accepts_any_five_letters() -> None:
     env = WordleEnv()
-    env.reset(secret="crane", allow_any_word=True)
+    env.reset(task="crane", allow_any_word=True)
     assert env.step(WordleAction(guess="zzzzz")).feedback == "....."
     with pytest.raises(ecotone.InvalidAction):
         env.step(WordleAction(guess="zzzz"))

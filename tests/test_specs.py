@@ -20,8 +20,10 @@ from ecotone.wire import (
     Error,
     ErrorCode,
     GetState,
+    GetTask,
     Hello,
     JsonCodec,
+    ListTasks,
     ListTools,
     MsgpackCodec,
     ObservationFrame,
@@ -150,6 +152,8 @@ MINIMAL_REQUESTS: dict[str, tuple[dict[str, Any], type]] = {
     "render": ({"session": "s"}, Render),
     "share": ({"session": "s"}, Share),
     "shared_steps": ({"session": "s", "since": 0}, SharedSteps),
+    "list_tasks": ({}, ListTasks),
+    "get_task": ({"task": "t"}, GetTask),
 }
 
 

@@ -513,3 +513,27 @@ def test_the_server_panel_shows_what_metrics_says_live(ui: UI) -> None:
         )
         expect(metric.locator('[data-metric="ecotone_sessions_open"]')).to_have_text("1")
         expect(metric).to_contain_text("sessions opened")
+
+
+def test_the_task_picker_starts_the_chosen_task(ui: UI) -> None:
+    from ecotone.plugins.wordle import words
+
+    test_words = [w for i, w in enumerate(words()) if i % 5 == 4]
+    with run_server("wordle", web=True) as server:
+        page = ui.open(server)
+        expect(page.locator("#task-picker")).to_be_visible()
+        page.select_option("#reset-split", "test")
+        expect(page.locator("#reset-task option").nth(4)).to_contain_text(test_words[3])
+        page.select_option("#reset-task", "3")
+        page.get_by_role("button", name="Reset").click()
+        expect(page.locator("#status")).to_have_text(f"reset (task {test_words[3]}, test[3])")
+        browser.step_with(page, {"guess": test_words[3]})
+        expect(shown(page, "solved")).to_have_text("true")
+        page.select_option("#reset-task", "")  # drawn with the seed, from the split
+        page.fill("#reset-seed", "2")
+        page.get_by_role("button", name="Reset").click()
+        expect(page.locator("#status")).to_contain_text("reset with seed 2 (task ")
+        expect(page.locator("#status")).to_contain_text(", test[")
+    with run_server("counter", web=True) as server:
+        page = ui.open(server)
+        expect(page.locator("#task-picker")).to_be_hidden()

@@ -22,8 +22,18 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import attrs
 
 from ecotone.client.errors import ServerError
-from ecotone.client.results import StepResult
-from ecotone.wire import Codec, Error, ObservationFrame, Response, StateFrame, codec_for
+from ecotone.client.results import StepResult, Task, Tasks
+from ecotone.wire import (
+    Codec,
+    Error,
+    ObservationFrame,
+    Response,
+    StateFrame,
+    TaskAnswer,
+    TaskPage,
+    TaskRef,
+    codec_for,
+)
 
 
 @attrs.frozen(slots=True)
@@ -176,9 +186,11 @@ class ClientCore:
         response = self.check(response)
         if not isinstance(response, ObservationFrame):
             raise ServerError("internal", f"expected an observation, got {type(response)}")
-        return self.observation(response.observation, types)
+        return self.observation(response.observation, types, response.task)
 
-    def observation(self, raw: Any, types: EnvTypes) -> StepResult[Any]:
+    def observation(
+        self, raw: Any, types: EnvTypes, task: TaskRef | None = None
+    ) -> StepResult[Any]:
         if types.observation is not None:
             obs = self.codec.decode_as(raw, types.observation)
             return StepResult(
@@ -186,6 +198,7 @@ class ClientCore:
                 reward=getattr(obs, "reward", None),
                 done=bool(getattr(obs, "done", False)),
                 truncated=bool(getattr(obs, "truncated", False)),
+                task=task,
             )
         data = self.codec.decode_as(raw, dict[str, Any])
         return StepResult(
@@ -193,7 +206,26 @@ class ClientCore:
             reward=data.get("reward"),
             done=bool(data.get("done", False)),
             truncated=bool(data.get("truncated", False)),
+            task=task,
         )
+
+    def tasks(self, response: Response) -> Tasks:
+        response = self.check(response)
+        if not isinstance(response, TaskPage):
+            raise ServerError("internal", f"expected tasks, got {type(response)}")
+        return Tasks(
+            splits=response.splits,
+            split=response.split,
+            offset=response.offset,
+            total=response.total,
+            tasks=[self.codec.decode_as(raw, Any) for raw in response.tasks],
+        )
+
+    def task(self, response: Response) -> Task:
+        response = self.check(response)
+        if not isinstance(response, TaskAnswer):
+            raise ServerError("internal", f"expected a task, got {type(response)}")
+        return Task(ref=response.ref, task=self.codec.decode_as(response.task, Any))
 
     def state(self, response: Response, types: EnvTypes) -> Any:
         response = self.check(response)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
+
+from ecotone.wire import TaskRef
 
 ObsT = TypeVar("ObsT")
 
@@ -19,8 +21,32 @@ class StepResult(msgspec.Struct, Generic[ObsT], frozen=True, kw_only=True):
     reward: float | None = None
     done: bool = False
     truncated: bool = False
+    task: TaskRef | None = None
+    """After a reset of an env that publishes tasks: which task the episode runs."""
 
     @property
     def finished(self) -> bool:
         """The episode is over, either way (`done or truncated`)."""
         return self.done or self.truncated
+
+
+class Tasks(msgspec.Struct, frozen=True, kw_only=True):
+    """What `list_tasks` returns: every split's size, and a page of one split's tasks (plain
+    data, `total` in the split, starting at `offset`)."""
+
+    splits: dict[str, int]
+    split: str | None = None
+    offset: int = 0
+    total: int = 0
+    tasks: list[Any] = []
+
+
+class Task(msgspec.Struct, frozen=True, kw_only=True):
+    """What `get_task` returns: one task record (plain data) and where it is."""
+
+    ref: TaskRef
+    task: Any
+
+    @property
+    def id(self) -> str:
+        return self.ref.id

@@ -44,6 +44,8 @@ VALID: list[dict[str, Any]] = [
     {"op": "close", "id": 7, "session": "0123456789abcdef"},
     {"op": "describe", "id": 8},
     {"op": "ping", "id": 9},
+    {"op": "list_tasks", "id": 10, "split": "train", "offset": 0, "limit": 5},
+    {"op": "get_task", "id": 11, "split": "train", "index": 0},
 ]
 WRONG: list[Any] = [None, True, -1, 1.5, "x", [], {}, [1, [2]], {"a": {"b": []}}, 2**70]
 KINDS = ("mutated", "wrong_types", "deep", "truncated_msgpack", "random")

@@ -158,7 +158,9 @@ def named_twice(session: str, rid: RequestId, first: int, index: int) -> Error:
     )
 
 
-def unencodable(env: str, what: str, exc: BaseException, rid: RequestId, session: str) -> Error:
+def unencodable(
+    env: str, what: str, exc: BaseException, rid: RequestId, session: str | None
+) -> Error:
     return error(
         ErrorCode.ENV_ERROR,
         f"environment {env!r} returned {what} that cannot be encoded: {exc}",

@@ -223,6 +223,13 @@ class ServerConfig:
     tls: TlsConfig = attrs.field(factory=TlsConfig)
     openenv: OpenEnvConfig = attrs.field(factory=OpenEnvConfig)
     log: LogConfig = attrs.field(factory=LogConfig)
+    rubric: str | None = None
+    """`MODULE:NAME` of a rubric (`ecotone.rubrics`) to score every step with, in place of
+    the env's own."""
+    tasks: dict[str, str] = attrs.field(factory=dict)
+    """`[tasks]`: task files to serve instead of the env's own tasks, split name -> path
+    (JSON Lines, JSON, Parquet); under the split name "" a file whose records name their
+    split (or whose stem does)."""
     launch: dict[str, Any] = attrs.field(factory=dict)
     """The `[launch]` table as read: `ecotone.launcher.config.launch_config` structures it
     (the kernel knows nothing of providers)."""
@@ -299,7 +306,7 @@ def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-_TOP_KEYS = ("env", "transport", "host", "port", "web", "config")
+_TOP_KEYS = ("env", "transport", "host", "port", "web", "rubric", "config")
 _TABLES = ("limits", "recording", "auth", "mcp", "metrics", "log", "tls", "openenv")
 """The tables set by `ECOTONE_<TABLE>_<NAME>` variables and by flags (`[access]` takes
 lists: the config file only)."""
@@ -315,7 +322,7 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
         table = next((t for t in _TABLES if key.startswith(f"{t}_")), None)
         if table is not None:
             data.setdefault(table, {})[key[len(table) + 1 :]] = parsed
-        elif key in ("env", "transport", "host", "port", "web"):
+        elif key in ("env", "transport", "host", "port", "web", "rubric"):
             data[key] = parsed
         elif key == "config" or not difflib.get_close_matches(key, _TOP_KEYS, n=1, cutoff=0.75):
             continue  # not ours: plugins keep their own ECOTONE_<PLUGIN>_... variables
@@ -323,8 +330,8 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
             tables = ", ".join(f"ECOTONE_{t.upper()}_<name>" for t in _TABLES)
             raise ConfigError(
                 f"unknown environment variable {name}: ecotone reads ECOTONE_ENV, "
-                "ECOTONE_TRANSPORT, ECOTONE_HOST, ECOTONE_PORT, ECOTONE_WEB, ECOTONE_CONFIG "
-                f"and {tables}"
+                "ECOTONE_TRANSPORT, ECOTONE_HOST, ECOTONE_PORT, ECOTONE_WEB, ECOTONE_RUBRIC, "
+                f"ECOTONE_CONFIG and {tables}"
             )
     return data
 

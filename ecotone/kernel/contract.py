@@ -108,6 +108,13 @@ class _EnvironmentClass:
     readme: ClassVar[str] = ""
     render_kind: ClassVar[str] = "text"
     """What a str from `render()` is: "text", "markdown" or "html"."""
+    rubric: ClassVar[Any] = None
+    """The rubric that scores every step (an `ecotone.rubrics.Rubric`): it replaces the
+    observation's `reward` and lists its named parts in `metadata["rewards"]`."""
+    tasks: ClassVar[Any] = None
+    """The tasks the env publishes: an `ecotone.TaskSet`, or a function returning one (called
+    once, when the env is registered). The kernel then picks each episode's task and passes
+    it to `reset(..., task=record)`: see `ecotone.kernel.tasks`."""
     call_timeout: ClassVar[float | None] = None
     """Seconds one call of this env may take (None: the server's `call_timeout`). Past it the
     request is answered `timeout` and the instance is set aside (closed once the call ends);

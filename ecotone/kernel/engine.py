@@ -66,7 +66,9 @@ from ecotone.wire import (
     Error,
     ErrorCode,
     GetState,
+    GetTask,
     Hello,
+    ListTasks,
     ListTools,
     Open,
     Opened,
@@ -474,6 +476,12 @@ class Engine(Operations):
             if kind is Describe:
                 peer.emit(self._describe(request))  # type: ignore[arg-type]
                 return NO_CALLS
+            if kind is ListTasks:
+                peer.emit(self._list_tasks(peer, request))  # type: ignore[arg-type]
+                return NO_CALLS
+            if kind is GetTask:
+                peer.emit(self._get_task(peer, request))  # type: ignore[arg-type]
+                return NO_CALLS
             session_id: str = request.session  # type: ignore[union-attr]
             session = self.sessions.get(session_id, peer.owner)
             if session is None:
@@ -588,7 +596,7 @@ class Engine(Operations):
         mode = Mode.INLINE if spec.inline else Mode.THREAD
         outcome = self._invoke(
             mode,
-            spec.factory,
+            spec.make,
             (),
             None,
             self._finish_open,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, get_args, get_origin
 
 import attrs
@@ -18,6 +18,8 @@ import msgspec
 
 from ecotone.kernel.calls import Mode, mode_of
 from ecotone.kernel.contract import AsyncEnvironment, Environment
+from ecotone.kernel.rubrics import Rubric, check_rubric, scored_factory
+from ecotone.kernel.tasks import TaskError, TaskSet, task_set_of
 from ecotone.wire import EnvInfo
 
 
@@ -159,12 +161,26 @@ class EnvSpec:
     """What a str from `render()` is: text, markdown or html."""
     call_timeout: float | None = None
     """The env's own deadline for a call (None: the server's)."""
+    tasks: TaskSet[Any] | None = None
+    """The tasks the env publishes (`ecotone.TaskSet`), or those a server was told to use."""
+    rubric: Rubric | None = None
+    """The rubric that scores every step (`ecotone.rubrics`): the env's own, or a server's."""
     mode: Mode = attrs.field(init=False)
     """How every method of the env runs (ecotone.kernel.calls): awaited, inline, or in a
     worker thread."""
 
+    make: Callable[[], Any] = attrs.field(init=False)
+    """Makes one instance for a session: `factory()`, wrapped to apply the rubric if any."""
+
     def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "mode", mode_of(self.inline, self.asynchronous))
+        mode = mode_of(self.inline, self.asynchronous)
+        make = self.factory
+        if self.rubric is not None:
+            make = scored_factory(self.factory, self.rubric, mode.value)
+            if self.rubric.is_async:
+                mode = Mode.AWAIT  # the wrapper awaits the rubric (the env runs as it did)
+        object.__setattr__(self, "mode", mode)
+        object.__setattr__(self, "make", make)
 
     @classmethod
     def from_class(cls, env_cls: type, name: str | None = None) -> EnvSpec:
@@ -204,6 +220,22 @@ class EnvSpec:
                     f"environment {label!r}: type {t!r} cannot be encoded by msgspec: {exc}"
                 ) from exc
         doc = getattr(env_cls, "description", "") or inspect.getdoc(env_cls) or ""
+        try:
+            tasks = task_set_of(env_cls)
+        except (TypeError, TaskError) as exc:
+            raise EnvDefinitionError(f"environment {label!r}: {exc}") from exc
+        reset_options = _reset_options(env_cls.reset)  # type: ignore[attr-defined]
+        rubric = getattr(env_cls, "rubric", None)
+        if rubric is not None:
+            try:
+                check_rubric(rubric, f"environment {label!r}")
+            except (TypeError, ValueError) as exc:
+                raise EnvDefinitionError(str(exc)) from exc
+        if tasks is not None and reset_options is not None and "task" not in reset_options:
+            raise EnvDefinitionError(
+                f"environment {label!r} publishes tasks, but its reset() takes no `task`: add "
+                "`task: YourTask | None = None` to reset's keyword arguments"
+            )
         render_kind = getattr(env_cls, "render_kind", "text")
         if render_kind not in TEXT_RENDER_KINDS:
             raise EnvDefinitionError(
@@ -220,14 +252,31 @@ class EnvSpec:
             version=str(getattr(env_cls, "version", "") or "0"),
             inline=bool(getattr(env_cls, "inline", False)) and not asynchronous,
             asynchronous=asynchronous,
-            reset_options=_reset_options(env_cls.reset),  # type: ignore[attr-defined]
+            reset_options=reset_options,
             has_tools=callable(getattr(env_cls, "list_tools", None))
             and callable(getattr(env_cls, "call_tool", None)),
             readme=_readme(env_cls),
             has_render=callable(getattr(env_cls, "render", None)),
             render_kind=render_kind,
             call_timeout=_call_timeout(env_cls, label),
+            tasks=tasks,
+            rubric=rubric,
         )
+
+    def with_rubric(self, rubric: Rubric) -> EnvSpec:
+        """This spec scoring its steps with `rubric` instead of its own (a server's
+        `--rubric`)."""
+        return attrs.evolve(self, rubric=check_rubric(rubric, f"environment {self.name!r}"))
+
+    def with_task_files(self, sources: Mapping[str, str]) -> EnvSpec:
+        """This spec serving the tasks in these files (split -> path, `TaskSet.from_file`)
+        instead of its own, read as records of the env's task type: a server's `--tasks`."""
+        if self.reset_options is not None and "task" not in self.reset_options:
+            raise EnvDefinitionError(
+                f"environment {self.name!r} takes no `task` in reset(), so it cannot be given tasks"
+            )
+        base = self.tasks if self.tasks is not None else TaskSet([])
+        return attrs.evolve(self, tasks=base.reading(sources))
 
     def info(self) -> EnvInfo:
         """The description clients get from `describe`."""
@@ -239,4 +288,6 @@ class EnvSpec:
             observation_schema=_schema(self.observation_type),
             state_schema=_schema(self.state_type),
             readme=self.readme,
+            tasks={} if self.tasks is None else self.tasks.counts(),
+            task_schema={} if self.tasks is None else self.tasks.schema(),
         )

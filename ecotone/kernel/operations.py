@@ -24,6 +24,7 @@ from ecotone.kernel.contract import InvalidAction
 from ecotone.kernel.envspec import EnvSpec
 from ecotone.kernel.limits import Limits
 from ecotone.kernel.sessions import Phase, Session
+from ecotone.kernel.tasks import TASK_OPTIONS, TaskError
 from ecotone.wire import (
     PROTOCOL_VERSION,
     CallTool,
@@ -32,7 +33,9 @@ from ecotone.wire import (
     Error,
     ErrorCode,
     GetState,
+    GetTask,
     Hello,
+    ListTasks,
     ListTools,
     ObservationFrame,
     Render,
@@ -42,6 +45,8 @@ from ecotone.wire import (
     StateFrame,
     StepItem,
     StepManyResult,
+    TaskAnswer,
+    TaskPage,
     ToolInfo,
     ToolResult,
     Tools,
@@ -164,6 +169,52 @@ class Operations:
         if isinstance(spec, Error):
             return spec
         return Described(id=req.id, info=spec.info())
+
+    def _list_tasks(self, peer: Peer, req: ListTasks) -> Response:
+        spec = self._spec(req.env, req.id)
+        if isinstance(spec, Error):
+            return spec
+        tasks = spec.tasks
+        if tasks is None:
+            return TaskPage(id=req.id, env=spec.name, splits={})
+        try:
+            split, page = tasks.page(req.split, req.offset, req.limit)
+            raws = [peer.codec.raw(record) for record in page]
+        except TaskError as exc:
+            return answers.error(ErrorCode.INVALID_ARGUMENT, str(exc), req.id, **exc.details)
+        except (TypeError, msgspec.EncodeError) as exc:
+            return answers.unencodable(spec.name, "a task", exc, req.id, None)
+        return TaskPage(
+            id=req.id,
+            env=spec.name,
+            splits=tasks.counts(),
+            split=split,
+            offset=max(0, req.offset),
+            total=len(tasks.splits[split]),
+            tasks=raws,
+        )
+
+    def _get_task(self, peer: Peer, req: GetTask) -> Response:
+        spec = self._spec(req.env, req.id)
+        if isinstance(spec, Error):
+            return spec
+        if spec.tasks is None:
+            return answers.error(
+                ErrorCode.INVALID_ARGUMENT, f"env {spec.name!r} publishes no tasks", req.id
+            )
+        try:
+            if req.task is not None:
+                ref, record = spec.tasks.find(req.task)
+            elif req.index is not None:
+                ref, record = spec.tasks.get(req.split, req.index)
+            else:
+                raise TaskError("get_task needs `task` (an id) or `index` (and `split`)")
+            raw = peer.codec.raw(record)
+        except TaskError as exc:
+            return answers.error(ErrorCode.INVALID_ARGUMENT, str(exc), req.id, **exc.details)
+        except (TypeError, msgspec.EncodeError) as exc:
+            return answers.unencodable(spec.name, "a task", exc, req.id, None)
+        return TaskAnswer(id=req.id, env=spec.name, ref=ref, task=raw)
 
     def _begin_step(
         self,
@@ -334,7 +385,7 @@ class Operations:
         if session.env is None:  # set aside after a timeout: a fresh instance first
             return self._invoke(
                 Mode.INLINE if spec.inline else Mode.THREAD,
-                spec.factory,
+                spec.make,
                 (),
                 None,
                 self._finish_replace,
@@ -345,6 +396,9 @@ class Operations:
                 timeout=self._limit(spec),
             )
         accepted = spec.reset_options
+        tasks = spec.tasks
+        if tasks is not None and accepted is not None:
+            accepted = accepted | TASK_OPTIONS
         if req.options and accepted is not None:
             unknown = sorted(set(req.options) - accepted)
             if unknown:
@@ -358,8 +412,17 @@ class Operations:
                     unknown=unknown,
                     accepted=sorted(accepted),
                 )
-        session.phase = Phase.FRESH
         kwargs = {"seed": req.seed, "episode_id": req.episode_id, **req.options}
+        if tasks is not None:
+            try:
+                session.task, kwargs["task"] = tasks.choose(req.options, req.seed)
+            except TaskError as exc:
+                return answers.error(
+                    ErrorCode.INVALID_ARGUMENT, str(exc), req.id, req.session, **exc.details
+                )
+            kwargs.pop("split", None)
+            kwargs.pop("index", None)
+        session.phase = Phase.FRESH
         return self._invoke(
             spec.mode,
             session.env.reset,
@@ -417,7 +480,7 @@ class Operations:
                 seed=req.seed,
                 observation=obs,
             )
-        return ObservationFrame(id=req.id, session=session.id, observation=raw)
+        return ObservationFrame(id=req.id, session=session.id, observation=raw, task=session.task)
 
     def _begin_state(self, session: Session, peer: Peer, req: GetState, jobs: list[Call]) -> Any:
         spec = session.spec

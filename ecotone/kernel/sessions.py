@@ -93,6 +93,8 @@ class Session:
     guest_bytes: int = 0
     guest_count: int = 0
     """Guest steps so far: the number the next one gets."""
+    task: Any = None
+    """The TaskRef of the episode's task (envs that publish tasks), set by its reset."""
 
     def record_guest_step(self, codec: Any, encoded: bytes) -> None:
         kept = self.guest_steps

@@ -4,6 +4,11 @@ Action `{"guess": str}`. The observation carries the feedback as a pattern (`"GY
 list of marks, the guesses so far, the attempts left, and a text rendering to show a language
 model. The words (secrets and accepted guesses) are the shipped list `data/wordle_words.txt`.
 Rules are in `WordleEnv`'s docstring.
+
+Tasks: every word of the list is a task (`WordleTask`, its id the secret word), in two splits:
+`test` holds every fifth word of the list, `train` the others. `reset(task="crane")` plays
+that word, `reset(split="test", index=3)` the fourth test word, `reset(seed=s)` a train word
+drawn with the seed.
 """
 
 from __future__ import annotations
@@ -42,6 +47,26 @@ def words() -> tuple[str, ...]:
 @functools.cache
 def _word_set() -> frozenset[str]:
     return frozenset(words())
+
+
+class WordleTask(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One game: the secret word to find."""
+
+    secret: str
+
+
+@functools.cache
+def task_set() -> ecotone.TaskSet[WordleTask]:
+    """The published tasks: one per shipped word; every fifth word in `test`."""
+    listed = words()
+    return ecotone.TaskSet(
+        {
+            "train": [WordleTask(secret=w) for i, w in enumerate(listed) if i % 5 != 4],
+            "test": [WordleTask(secret=w) for i, w in enumerate(listed) if i % 5 == 4],
+        },
+        id="secret",
+        type=WordleTask,
+    )
 
 
 def feedback(guess: str, secret: str) -> str:
@@ -109,13 +134,15 @@ class WordleEnv(ecotone.Environment[WordleAction, WordleObservation, WordleState
     yellow (in the word, elsewhere) or gray (not in the word; a repeated letter is yellow only
     as often as the secret holds it). Reward per guess: +0.1 per green and +0.05 per yellow,
     plus 1 when the guess is the secret. The episode is done when the word is found or the
-    guesses run out. The secret comes from the seed, or from the reset option `secret`.
+    guesses run out. The secret is the episode's task (`reset(task="crane")`, or drawn with the
+    seed); a word outside the list can be given inline, `reset(task={"secret": "zzzzz"})`.
     """
 
     name = "wordle"
     version = "1"
     description = "Guess the seeded five-letter word in six tries, from green/yellow/gray hints."
     inline = True  # a set lookup and five comparisons per step
+    tasks = task_set
 
     def __init__(self) -> None:
         self._state = WordleState()
@@ -127,14 +154,14 @@ class WordleEnv(ecotone.Environment[WordleAction, WordleObservation, WordleState
         episode_id: str | None = None,
         allow_any_word: bool = False,
         max_guesses: int = 6,
-        secret: str | None = None,
+        task: WordleTask | str | None = None,
     ) -> WordleObservation:
         if max_guesses < 1:
             raise ValueError(f"max_guesses must be >= 1, got {max_guesses}")
-        if secret is None:
+        if task is None:  # called directly, not through a server (which always picks one)
             secret = random.Random(seed).choice(words())
         else:
-            secret = secret.strip().lower()
+            secret = (task.secret if isinstance(task, WordleTask) else task).strip().lower()
             if not _WORD.fullmatch(secret):
                 raise ValueError(f"secret must be five letters a-z, got {secret!r}")
         self._state = WordleState(

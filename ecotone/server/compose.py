@@ -14,6 +14,7 @@ import trio
 
 from ecotone.kernel import Engine, Registry
 from ecotone.kernel.config import ServerConfig, with_token
+from ecotone.kernel.rubrics import load_rubric
 from ecotone.server.admission import admission_for, resolve_token, tls_context
 from ecotone.server.logs import SessionLog
 from ecotone.server.metrics import Metrics
@@ -26,6 +27,10 @@ def build_engine(config: ServerConfig, registry: Registry, token: str | None = N
     if not config.env:
         raise ValueError("no environment to serve: name one (ecotone serve ENV) or set `env`")
     spec = registry.env_spec(config.env)
+    if config.tasks:
+        spec = spec.with_task_files(config.tasks)
+    if config.rubric:
+        spec = spec.with_rubric(load_rubric(config.rubric))
     return Engine(spec, limits=config.limits, hooks=registry.pm.hook, token=token)
 
 

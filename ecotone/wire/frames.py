@@ -178,6 +178,27 @@ class SharedSteps(RequestFrame, tag="shared_steps"):
     session_bound: ClassVar[bool] = True
 
 
+class ListTasks(RequestFrame, tag="list_tasks"):
+    """Ask for the splits of an env's tasks and a page of one split (the first split when
+    `split` is omitted): at most `limit` tasks (1000 at most) from `offset`. Answered by
+    `tasks`; an env that publishes no tasks answers with no splits."""
+
+    env: str | None = None
+    split: str | None = None
+    offset: int = 0
+    limit: int = 100
+
+
+class GetTask(RequestFrame, tag="get_task"):
+    """Ask for one task: by `task` (its id), or by `split` and `index`. Answered by `task`, or
+    `invalid_argument` naming what is unknown."""
+
+    env: str | None = None
+    task: str | None = None
+    split: str | None = None
+    index: int | None = None
+
+
 class Ping(RequestFrame, tag="ping"):
     """Application-level liveness check. Answered by `pong`."""
 
@@ -196,6 +217,8 @@ Request = (
     | Render
     | Share
     | SharedSteps
+    | ListTasks
+    | GetTask
     | Ping
 )
 """Every client -> server frame."""
@@ -216,6 +239,8 @@ REQUEST_OPS: frozenset[str] = frozenset(
         Render,
         Share,
         SharedSteps,
+        ListTasks,
+        GetTask,
         Ping,
     )
 )
@@ -236,6 +261,19 @@ class EnvInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
     readme: str = ""
     """Longer documentation, as plain text or markdown: the env class's `readme` attribute, or
     else its module's and class's docstrings."""
+    tasks: dict[str, int] = {}
+    """The env's task splits and how many tasks each holds (none: it publishes no tasks)."""
+    task_schema: dict[str, Any] = {}
+    """The JSON Schema of one task record."""
+
+
+class TaskRef(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Which task an episode runs: its id, and its split and index (none for a task given
+    inline)."""
+
+    id: str
+    split: str | None = None
+    index: int | None = None
 
 
 class ToolInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -269,10 +307,12 @@ class Opened(Frame, tag="opened"):
 
 class ObservationFrame(Frame, tag="observation"):
     """Answer to `reset` and `step`: the env's Observation, which carries `reward`, `done`,
-    `truncated` and `metadata` besides the env's own fields."""
+    `truncated` and `metadata` besides the env's own fields. A reset of an env that publishes
+    tasks names the `task` the episode runs."""
 
     session: str
     observation: msgspec.Raw
+    task: TaskRef | None = None
 
 
 class StateFrame(Frame, tag="state"):
@@ -349,6 +389,26 @@ class SharedStepsResult(Frame, tag="shared_steps_result"):
     dropped: int = 0
 
 
+class TaskPage(Frame, tag="tasks"):
+    """Answer to `list_tasks`: every split's size, and `tasks` of `split` from `offset`
+    (`total` in the split)."""
+
+    env: str
+    splits: dict[str, int]
+    split: str | None = None
+    offset: int = 0
+    total: int = 0
+    tasks: list[msgspec.Raw] = []
+
+
+class TaskAnswer(Frame, tag="task"):
+    """Answer to `get_task`: the task record, with its id, split and index."""
+
+    env: str
+    ref: TaskRef
+    task: msgspec.Raw
+
+
 class Pong(Frame, tag="pong"):
     """Answer to `ping`."""
 
@@ -366,6 +426,8 @@ Response = (
     | Rendered
     | Shared
     | SharedStepsResult
+    | TaskPage
+    | TaskAnswer
     | Pong
     | Error
 )

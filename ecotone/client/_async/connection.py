@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar
 from ecotone.client._async import io
 from ecotone.client._core import ClientCore, EnvTypes, Matcher, Slot, credentials
 from ecotone.client.errors import ConnectionLost, ServerError
-from ecotone.client.results import StepResult
+from ecotone.client.results import StepResult, Task, Tasks
 from ecotone.wire import (
     Close,
     Describe,
@@ -32,7 +32,9 @@ from ecotone.wire import (
     EnvInfo,
     Error,
     GetState,
+    GetTask,
     Hello,
+    ListTasks,
     Open,
     Opened,
     Reset,
@@ -270,6 +272,31 @@ class AsyncConnection:
         assert isinstance(response, Described)
         return response.info
 
+    async def list_tasks(
+        self,
+        split: str | None = None,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        env: str | None = None,
+    ) -> Tasks:
+        """The env's task splits (name: count) and a page of one split's tasks (the first
+        split by default; at most 1000 a page)."""
+        frame = ListTasks(id=self.core.next_id(), env=env, split=split, offset=offset, limit=limit)
+        return self.core.tasks(await self.request(frame))
+
+    async def get_task(
+        self,
+        task: str | None = None,
+        *,
+        split: str | None = None,
+        index: int | None = None,
+        env: str | None = None,
+    ) -> Task:
+        """One task: by id (`task`), or by `split` (default: the first) and `index`."""
+        frame = GetTask(id=self.core.next_id(), env=env, task=task, split=split, index=index)
+        return self.core.task(await self.request(frame))
+
     async def step_many(
         self,
         steps: Iterable[tuple[AsyncEnvClient[Any, Any], Any]],
@@ -377,6 +404,18 @@ class AsyncEnvClient(Generic[ObsT, StateT]):
 
     async def describe(self) -> EnvInfo:
         return await self.connection.describe(self.env)
+
+    async def list_tasks(
+        self, split: str | None = None, *, offset: int = 0, limit: int = 100
+    ) -> Tasks:
+        """This session's env's tasks (see `AsyncConnection.list_tasks`)."""
+        return await self.connection.list_tasks(split, offset=offset, limit=limit, env=self.env)
+
+    async def get_task(
+        self, task: str | None = None, *, split: str | None = None, index: int | None = None
+    ) -> Task:
+        """One of this session's env's tasks (see `AsyncConnection.get_task`)."""
+        return await self.connection.get_task(task, split=split, index=index, env=self.env)
 
     async def share(self, *, timeout: float | None = None) -> str:
         """A key that lets another connection act in this session (an MCP agent: pass it as

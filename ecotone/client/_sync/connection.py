@@ -25,7 +25,7 @@ from typing import Any, Generic, TypeVar
 from ecotone.client._core import ClientCore, EnvTypes, Matcher, Slot, credentials
 from ecotone.client._sync import io
 from ecotone.client.errors import ConnectionLost, ServerError
-from ecotone.client.results import StepResult
+from ecotone.client.results import StepResult, Task, Tasks
 from ecotone.wire import (
     Close,
     Describe,
@@ -33,7 +33,9 @@ from ecotone.wire import (
     EnvInfo,
     Error,
     GetState,
+    GetTask,
     Hello,
+    ListTasks,
     Open,
     Opened,
     Reset,
@@ -269,6 +271,31 @@ class Connection:
         assert isinstance(response, Described)
         return response.info
 
+    def list_tasks(
+        self,
+        split: str | None = None,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        env: str | None = None,
+    ) -> Tasks:
+        """The env's task splits (name: count) and a page of one split's tasks (the first
+        split by default; at most 1000 a page)."""
+        frame = ListTasks(id=self.core.next_id(), env=env, split=split, offset=offset, limit=limit)
+        return self.core.tasks(self.request(frame))
+
+    def get_task(
+        self,
+        task: str | None = None,
+        *,
+        split: str | None = None,
+        index: int | None = None,
+        env: str | None = None,
+    ) -> Task:
+        """One task: by id (`task`), or by `split` (default: the first) and `index`."""
+        frame = GetTask(id=self.core.next_id(), env=env, task=task, split=split, index=index)
+        return self.core.task(self.request(frame))
+
     def step_many(
         self,
         steps: Iterable[tuple[EnvClient[Any, Any], Any]],
@@ -374,6 +401,16 @@ class EnvClient(Generic[ObsT, StateT]):
 
     def describe(self) -> EnvInfo:
         return self.connection.describe(self.env)
+
+    def list_tasks(self, split: str | None = None, *, offset: int = 0, limit: int = 100) -> Tasks:
+        """This session's env's tasks (see `Connection.list_tasks`)."""
+        return self.connection.list_tasks(split, offset=offset, limit=limit, env=self.env)
+
+    def get_task(
+        self, task: str | None = None, *, split: str | None = None, index: int | None = None
+    ) -> Task:
+        """One of this session's env's tasks (see `Connection.get_task`)."""
+        return self.connection.get_task(task, split=split, index=index, env=self.env)
 
     def share(self, *, timeout: float | None = None) -> str:
         """A key that lets another connection act in this session (an MCP agent: pass it as

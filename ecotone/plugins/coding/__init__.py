@@ -3,8 +3,9 @@
 Action `{"code": str}`. Observation: the task and prompt, the program's stdout/stderr (cut at
 16 KiB each, flagged and marked), exit code, `timed_out`, per-test results
 `[{name, passed, message}]` and `passed`/`total`; reward = passed / total; done when all pass,
-truncated after `max_attempts` (reset option, default 5). The task set is
-`data/coding_tasks.toml`; reset options also take a custom task. Details: `CodingEnv`.
+truncated after `max_attempts` (reset option, default 5). The shipped tasks are
+`data/coding_tasks.toml`, published as splits `train` and `test` without their hidden tests;
+a reset may also bring a custom task inline. Details: `CodingEnv`.
 
 Each step is two runs, each a fresh interpreter (`python -I`, the base installation rather
 than the server's venv, a clean environment) in a fresh scratch directory holding only

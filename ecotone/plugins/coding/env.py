@@ -31,7 +31,6 @@ from ecotone.plugins.coding.sandbox import (
 )
 
 SANDBOX_ENV_VAR: Final = "ECOTONE_CODING_SANDBOX"
-CUSTOM_TASK: Final = "custom"
 WHOLE_MODULE_TEST: Final = "tests"
 """The name of the single test when custom `tests` define no `test*` functions."""
 _SHOWN_VALUE_CHARS: Final = 200
@@ -86,6 +85,45 @@ class _TaskFile(msgspec.Struct, forbid_unknown_fields=True):
     tasks: list[Task]
 
 
+class CodingTask(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A coding task as the env publishes it: what a trainer may see. A shipped task's hidden
+    tests and reference solution stay on the server; a task given inline brings its own
+    `tests` (test code: `test*` functions or plain asserts)."""
+
+    id: str
+    prompt: str
+    stub: str = ""
+    timeout_s: float = 5.0
+    memory_mb: int = 256
+    tests: str = ""
+
+
+TEST_SPLIT: Final = ("balanced_brackets", "merge_intervals", "to_roman")
+"""The shipped tasks in the `test` split; the others are `train`."""
+
+
+@functools.cache
+def task_set() -> ecotone.TaskSet[CodingTask]:
+    """The published tasks: the shipped ones, without their tests, split train/test."""
+    public = {
+        name: CodingTask(
+            id=name,
+            prompt=task.prompt,
+            stub=task.stub,
+            timeout_s=task.timeout_s,
+            memory_mb=task.memory_mb,
+        )
+        for name, task in tasks().items()
+    }
+    return ecotone.TaskSet(
+        {
+            "train": [t for name, t in public.items() if name not in TEST_SPLIT],
+            "test": [t for name, t in public.items() if name in TEST_SPLIT],
+        },
+        type=CodingTask,
+    )
+
+
 @functools.cache
 def tasks() -> dict[str, Task]:
     """The shipped task set (`data/coding_tasks.toml`), by name, in file order."""
@@ -101,8 +139,8 @@ def tasks() -> dict[str, Task]:
     return out
 
 
-def custom_task(prompt: str, tests: str, max_chars: int) -> Task:
-    """A task from reset options; `tests` is parsed here (never run) to learn its test names."""
+def custom_task(name: str, prompt: str, tests: str, max_chars: int) -> Task:
+    """A task given inline; `tests` is parsed here (never run) to learn its test names."""
     if not isinstance(prompt, str) or not isinstance(tests, str):
         raise ValueError("`prompt` and `tests` must be strings")
     if len(tests) > max_chars:
@@ -118,7 +156,7 @@ def custom_task(prompt: str, tests: str, max_chars: int) -> Task:
         if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
             if node.name not in names:
                 names.append(node.name)
-    return Task(name=CUSTOM_TASK, prompt=prompt, tests=tests, test_names=tuple(names))
+    return Task(name=name, prompt=prompt, tests=tests, test_names=tuple(names))
 
 
 # --- judging ----------------------------------------------------------------------------------
@@ -269,14 +307,15 @@ def _number(name: str, value: Any, low: float, high: float) -> float:
 class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState]):
     """Write Python that passes hidden unit tests; the code runs in a sandbox.
 
-    Reset picks a task: by name (option `task`), or a custom one (options `prompt` and
-    `tests`, test code with `test*` functions or plain asserts), or at random from the shipped
-    set with the seed. Options `timeout_s` and `memory_mb` override the task's limits;
-    `max_attempts` (default 5) bounds the episode. Each step runs the action's `code` as a
-    script (stdout, stderr and exit code come back), then in a fresh interpreter imports it as
-    the module `solution` and runs the hidden tests (skipped when the program timed out). The
-    reward is the fraction of tests passed; the episode is done when all pass and truncated
-    when the attempts run out.
+    Each episode is a task (`CodingTask`, published in splits `train` and `test`): a shipped
+    one by id (`reset(task="fizzbuzz")`, or `split=`/`index=`, or drawn with the seed), or a
+    custom one given inline, `reset(task={"id": ..., "prompt": ..., "tests": ...})` (test code
+    with `test*` functions or plain asserts). Options `timeout_s` and `memory_mb` override the
+    task's limits; `max_attempts` (default 5) bounds the episode. Each step runs the action's
+    `code` as a script (stdout, stderr and exit code come back), then in a fresh interpreter
+    imports it as the module `solution` and runs the hidden tests (skipped when the program
+    timed out). The reward is the fraction of tests passed; the episode is done when all pass
+    and truncated when the attempts run out.
 
     Sandboxing and its limits are described in `ecotone.plugins.coding`. Class attributes set
     the server-side bounds; `sandbox_mode` (else `$ECOTONE_CODING_SANDBOX`, else `auto`) picks
@@ -287,6 +326,7 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
     version = "1"
     description = "Write Python that passes hidden unit tests; each submission runs sandboxed."
     inline = False  # a step spawns processes and waits for them: a worker thread each
+    tasks = task_set
 
     sandbox_mode: ClassVar[str] = ""
     max_timeout_s: ClassVar[float] = 60.0
@@ -316,26 +356,27 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
         *,
         seed: int | None = None,
         episode_id: str | None = None,
-        task: str | None = None,
-        prompt: str | None = None,
-        tests: str | None = None,
+        task: CodingTask | str | None = None,
         timeout_s: float | None = None,
         memory_mb: int | None = None,
         max_attempts: int = 5,
     ) -> CodingObservation:
         shipped = tasks()
-        if tests is not None:
-            if task is not None:
-                raise ValueError("give either `task` or a custom task (`tests`), not both")
-            chosen = custom_task(prompt if prompt is not None else "", tests, self.max_tests_chars)
-        elif prompt is not None:
-            raise ValueError("a custom task needs `tests` as well as `prompt`")
-        elif task is not None:
-            if task not in shipped:
-                raise ValueError(f"no coding task {task!r}; tasks: {', '.join(shipped)}")
-            chosen = shipped[task]
-        else:
+        if task is None:  # called directly, not through a server (which always picks one)
             chosen = shipped[random.Random(seed).choice(sorted(shipped))]
+        elif isinstance(task, CodingTask) and task.tests:
+            chosen = custom_task(task.id, task.prompt, task.tests, self.max_tests_chars)
+            chosen = msgspec.structs.replace(
+                chosen, timeout_s=task.timeout_s, memory_mb=task.memory_mb
+            )
+        else:
+            name = task.id if isinstance(task, CodingTask) else task
+            if name not in shipped:
+                raise ValueError(
+                    f"no coding task {name!r} (and no `tests` to make it a custom one); "
+                    f"tasks: {', '.join(shipped)}"
+                )
+            chosen = shipped[name]
         timeout = _number(
             "timeout_s",
             chosen.timeout_s if timeout_s is None else timeout_s,

@@ -59,7 +59,9 @@ from ecotone.wire import (
     Error,
     ErrorCode,
     GetState,
+    GetTask,
     JsonCodec,
+    ListTasks,
     MsgpackCodec,
     Open,
     Render,
@@ -126,10 +128,12 @@ class HttpServer:
             self._route(r"/metadata", GET=self._sync(self.openenv.metadata))
             self._route(r"/schema", GET=self._sync(self.openenv.schema))
             self._route(r"/v1/describe", GET=self.describe)
+            self._task_routes()
             self.web_assets = {}
             self.not_found = (
                 "not a WebSocket handshake: this server speaks WebSocket, and answers "
-                "GET /health, /metrics, /metadata, /schema, /openapi.json and /v1/describe; "
+                "GET /health, /metrics, /metadata, /schema, /openapi.json, /v1/describe and "
+                "the task routes; "
                 "serve with "
                 "--transport http for the HTTP API"
             )
@@ -154,12 +158,24 @@ class HttpServer:
         self._route(r"/mcp", POST=self.mcp, GET=self.mcp, DELETE=self.mcp)
         self._route(r"/metadata", GET=self._sync(self.openenv.metadata))
         self._route(r"/schema", GET=self._sync(self.openenv.schema))
+        self._task_routes()
         self.web_assets = webui.load() if web else {}
         if web:
             self._route(r"/", GET=self.web_root)
             self._route(r"/web", GET=self.web_page)
             self._route(r"/web/", GET=self.web_page)
             self._route(r"/web/(?P<name>[A-Za-z0-9_.-]+)", GET=self.web_file)
+
+    def _task_routes(self) -> None:
+        """ecotone's `GET /v1/tasks` and `GET /v1/task`, and OpenEnv's Task API."""
+        self._route(r"/v1/tasks", GET=self.list_tasks)
+        self._route(r"/v1/task", GET=self.get_task)
+        self._route(r"/list_environments", GET=self._sync(self.openenv.list_environments))
+        self._route(r"/(?P<env>[^/]+)/splits", GET=self.openenv.splits)
+        self._route(
+            r"/(?P<env>[^/]+)/(?P<what>tasks|num_tasks|task|task_range)",
+            POST=self.openenv.task_api,
+        )
 
     @staticmethod
     def _sync(fn: Callable[[], HttpResponse]) -> Handler:
@@ -267,6 +283,46 @@ class HttpServer:
 
     async def describe(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         return await self._dispatch(Describe(id=self._next_id(), env=request.query.get("env")))
+
+    def _ints(self, request: HttpRequest, *names: str) -> dict[str, int] | HttpResponse:
+        out = {}
+        for name in names:
+            value = request.query.get(name)
+            if value is None:
+                continue
+            try:
+                out[name] = int(value)
+            except ValueError:
+                return _error_frame(
+                    ErrorCode.INVALID_ARGUMENT, f"`{name}` must be an integer", field=name
+                )
+        return out
+
+    async def list_tasks(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        """`GET /v1/tasks?split=&offset=&limit=&env=`: the `list_tasks` frame."""
+        numbers = self._ints(request, "offset", "limit")
+        if isinstance(numbers, HttpResponse):
+            return numbers
+        query = request.query
+        frame = ListTasks(
+            id=self._next_id(), env=query.get("env"), split=query.get("split"), **numbers
+        )
+        return await self._dispatch(frame)
+
+    async def get_task(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        """`GET /v1/task?id=` or `?split=&index=` (and `env=`): the `get_task` frame."""
+        numbers = self._ints(request, "index")
+        if isinstance(numbers, HttpResponse):
+            return numbers
+        query = request.query
+        frame = GetTask(
+            id=self._next_id(),
+            env=query.get("env"),
+            task=query.get("id"),
+            split=query.get("split"),
+            **numbers,
+        )
+        return await self._dispatch(frame)
 
     async def open(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         body = self._body(request, required=False)

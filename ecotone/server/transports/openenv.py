@@ -8,6 +8,10 @@ What OpenEnv clients see (openenv 0.10.0 is the reference; tests run its real cl
   `SESSION_ERROR`).
 * HTTP `POST /reset`, `POST /step`, `GET /state`, `/health`, `/metadata`, `/schema`,
   `POST /mcp` (JSON-RPC 2.0) and `/openapi.json`.
+* The Task API (env servers whose env publishes tasks): `GET /list_environments`,
+  `GET /{env}/splits`, `POST /{env}/tasks`, `/{env}/num_tasks`, `/{env}/task`,
+  `/{env}/task_range` with OpenEnv's bodies (`{"split", "index"}`, `{"split", "start",
+  "stop"}`), and `reset(split=, index=)` to start one. A list holds 1000 tasks at most.
 
 Deliberate differences:
 * HTTP keeps the episode. OpenEnv builds a fresh env for every HTTP request; here `POST /reset`
@@ -41,6 +45,7 @@ from ecotone.compat.openenv.mapping import (
     validation_message,
 )
 from ecotone.kernel import Engine, Owner
+from ecotone.kernel.tasks import MAX_PAGE
 from ecotone.server.runner import Runner
 from ecotone.server.transports.wsloop import WsPeer
 from ecotone.wire import (
@@ -51,6 +56,7 @@ from ecotone.wire import (
     ErrorCode,
     GetState,
     JsonCodec,
+    ListTasks,
     ListTools,
     ObservationFrame,
     Open,
@@ -59,6 +65,7 @@ from ecotone.wire import (
     Response,
     StateFrame,
     Step,
+    TaskPage,
     ToolResult,
     Tools,
 )
@@ -692,6 +699,90 @@ class OpenEnvHttp:
                 "documentation_url": None,
             },
         )
+
+    # --- OpenEnv's Task API: /list_environments, /{env}/splits, tasks, num_tasks, task... ----
+
+    def list_environments(self) -> HttpResponse:
+        return json_response(200, list(self.engine.envs))
+
+    def _task_env(self, name: str) -> str | HttpResponse:
+        for env, spec in self.engine.envs.items():
+            if env.lower() == name.lower():
+                if spec.tasks is None:
+                    return _detail(501, f"env {env!r} publishes no tasks")
+                return env
+        return _detail(404, f"unknown environment {name!r}")
+
+    async def _page(self, env: str, split: str, offset: int, limit: int) -> Any:
+        answer = await self.bridge.call(
+            ListTasks(id=next(_ids), env=env, split=split, offset=offset, limit=limit)
+        )
+        if isinstance(answer, Error):
+            return _detail(400, answer.message)
+        assert isinstance(answer, TaskPage)
+        return answer
+
+    async def splits(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        env = self._task_env(params["env"])
+        if isinstance(env, HttpResponse):
+            return env
+        counts = self.engine.envs[env].tasks.counts()  # type: ignore[union-attr]
+        kinds = ("train", "validation", "test")
+        return json_response(
+            200,
+            [
+                {"name": s, "type": s if s in kinds else "validation", "num_tasks": n}
+                for s, n in counts.items()
+            ],
+        )
+
+    async def task_api(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        """`POST /{env}/tasks`, `num_tasks`, `task`, `task_range`, with OpenEnv's bodies."""
+        env = self._task_env(params["env"])
+        if isinstance(env, HttpResponse):
+            return env
+        try:
+            body = msgspec.json.decode(request.body or b"{}")
+        except (msgspec.DecodeError, RecursionError):
+            return _detail(422, "the body is not JSON")
+        split = body.get("split") if isinstance(body, dict) else None
+        if not isinstance(split, str):
+            return _detail(
+                422, [{"loc": ["body", "split"], "msg": "Field required", "type": "missing"}]
+            )
+        tasks = self.engine.envs[env].tasks
+        assert tasks is not None
+        if split not in tasks.splits:
+            return _detail(400, f"unknown split {split!r}; splits: {', '.join(tasks.splits)}")
+        total = len(tasks.splits[split])
+        what = params["what"]
+        if what == "num_tasks":
+            return json_response(200, {"num_tasks": total})
+        if what == "task":
+            index = body.get("index")
+            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < total:
+                return _detail(400, "Invalid task index")
+            page = await self._page(env, split, index, 1)
+            if isinstance(page, HttpResponse):
+                return page
+            return json_response(200, {"task": msgspec.json.decode(page.tasks[0])})
+        if what == "tasks":
+            start, stop = 0, total
+        else:
+            bounds = [body.get("start"), body.get("stop")]
+            if any(
+                b is not None and (isinstance(b, bool) or not isinstance(b, int)) for b in bounds
+            ):
+                return _detail(422, "`start` and `stop` are integers or null")
+            chosen = range(total)[slice(*bounds)]
+            start, stop = chosen.start, max(chosen.start, chosen.stop)
+        page = await self._page(env, split, start, min(stop - start, MAX_PAGE))
+        if isinstance(page, HttpResponse):
+            return page
+        listed = [msgspec.json.decode(raw) for raw in page.tasks]
+        if what == "tasks":
+            return json_response(200, {"tasks": listed, "env_name": env})
+        return json_response(200, {"tasks": listed})
 
     def schema(self) -> HttpResponse:
         info = self.engine.envs[self.engine.default_env].info()

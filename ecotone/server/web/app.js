@@ -332,6 +332,11 @@ async function doReset(event) {
       return;
     }
   }
+  if (app.info.tasks && Object.keys(app.info.tasks).length && !("task" in options)) {
+    options = { ...options, split: $("reset-split").value };
+    const index = $("reset-task").value;
+    if (index !== "") options.index = Number(index);
+  }
   const body = {};
   if (seed !== null) body.seed = seed;
   if (Object.keys(options).length) body.options = options;
@@ -367,7 +372,10 @@ async function doReset(event) {
     form().clearErrors();
     $("action-error").textContent = "";
     $("raw-error").textContent = "";
-    setStatus(seed === null ? "reset" : `reset with seed ${seed}`);
+    const task = frame.task
+      ? ` (task ${frame.task.id}${frame.task.split ? `, ${frame.task.split}[${frame.task.index}]` : ""})`
+      : "";
+    setStatus((seed === null ? "reset" : `reset with seed ${seed}`) + task);
     await Promise.all([refreshState(), refreshRender()]);
   } catch (exc) {
     $("reset-error").textContent = `${exc.code}: ${exc.message}`;
@@ -520,6 +528,35 @@ function showInfo(info) {
   $("state-schema").textContent = JSON.stringify(info.state_schema || {}, null, 2);
   app.form = new SchemaForm(info.action_schema || {});
   $("form-view").replaceChildren(app.form.element);
+  const splits = Object.entries(info.tasks || {});
+  $("task-picker").hidden = splits.length === 0;
+  if (splits.length) {
+    $("reset-split").replaceChildren(
+      ...splits.map(([name, count]) => el("option", { value: name, text: `${name} (${count})` })));
+    loadTasks();
+  }
+}
+
+const TASKS_SHOWN = 200;
+
+// The picker's tasks: the first TASKS_SHOWN of the chosen split, each shown as compact JSON.
+async function loadTasks() {
+  const split = $("reset-split").value;
+  const choices = [el("option", { value: "", text: "drawn with the seed" })];
+  try {
+    const page = await api("GET", `/v1/tasks?split=${encodeURIComponent(split)}&limit=${TASKS_SHOWN}`);
+    page.tasks.forEach((task, index) => {
+      let label = JSON.stringify(task);
+      if (label.length > 80) label = label.slice(0, 77) + "…";
+      choices.push(el("option", { value: String(index), text: `${index}: ${label}` }));
+    });
+    if (page.total > page.tasks.length) {
+      choices.push(el("option", { value: "", disabled: true, text: `… ${page.total - page.tasks.length} more (reset options: {"index": N})` }));
+    }
+  } catch (exc) {
+    $("reset-error").textContent = `tasks: ${exc.code}: ${exc.message}`;
+  }
+  $("reset-task").replaceChildren(...choices);
 }
 
 // --- the server, live: what /metrics says ---------------------------------------------
@@ -578,6 +615,7 @@ async function refreshServer() {
 
 async function start() {
   $("reset-form").addEventListener("submit", doReset);
+  $("reset-split").addEventListener("change", loadTasks);
   $("action-form").addEventListener("submit", doStep);
   $("mode-form").addEventListener("click", () => setMode("form"));
   $("mode-raw").addEventListener("click", () => setMode("raw"));

@@ -1,0 +1,281 @@
+"""Tasks: the named splits of typed records an env publishes, and how a reset picks one.
+
+An env publishes tasks with a class attribute `tasks`: a `TaskSet` (or a zero-argument
+function returning one, called once when the env is registered). A TaskSet holds named splits
+(`train`, `test`, ...), each a list of records of one type (a msgspec Struct, a dataclass, or
+plain dicts), and names each record by an id field. Clients list splits and pages of tasks,
+fetch one task by split and index or by id, and start an episode on one:
+
+    reset(task="fizzbuzz")             # by id
+    reset(split="test", index=12)      # by position
+    reset(split="test", seed=3)        # drawn from the split with the seed, reproducibly
+    reset(seed=3)                      # drawn from the first split with the seed
+    reset(task={...})                  # a record given inline (checked against the type)
+
+The kernel resolves the choice and calls the env's `reset(..., task=<record>)`; the answer
+names the chosen task (`split`, `index`, `id`). A reset without a seed and without a choice
+draws at random. A server may replace an env's tasks with a file the user names
+(`TaskSet.from_file`: JSON Lines, a JSON list, or Parquet through the optional `datasets`
+package), checked against the env's task type.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from ecotone.wire import TaskRef
+
+T = TypeVar("T")
+
+MAX_PAGE = 1000
+"""The most tasks one `list_tasks` answer carries."""
+
+TASK_OPTIONS = frozenset({"task", "split", "index"})
+"""The reset options the kernel reads for an env that publishes tasks."""
+
+
+class TaskError(ValueError):
+    """A task choice that cannot be met: an unknown split or id, an index out of range, an
+    inline record of the wrong shape. `details` travel with the error to the client."""
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+def _read_records(path: Path) -> list[Any]:
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        records = []
+        with path.open(encoding="utf-8") as lines:
+            for number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise TaskError(f"{path}:{number}: not JSON: {exc.msg}") from None
+        return records
+    if suffix == ".json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise TaskError(f"{path}: not JSON: {exc}") from None
+        if not isinstance(data, list):
+            raise TaskError(f"{path}: a JSON task file holds a list of records")
+        return data
+    if suffix == ".parquet":
+        try:
+            import datasets  # type: ignore[import-not-found,unused-ignore]
+        except ImportError:
+            raise TaskError(
+                f"{path}: reading Parquet needs the `datasets` package (pip install datasets)"
+            ) from None
+        table = datasets.Dataset.from_parquet(str(path))
+        return [dict(row) for row in table]
+    raise TaskError(f"{path}: unknown task file type (use .jsonl, .json or .parquet)")
+
+
+class TaskSet(Generic[T]):
+    """Named splits of task records, each named by an id.
+
+    `splits` maps split names to records (a plain sequence is one split, `train`). `id` is the
+    name of the records' id field, or a function of a record. `type` is the records' type
+    (a Struct, a dataclass...): records given as dicts are converted to it, and its JSON
+    Schema is what clients see; None keeps records as they are (the schema is any object).
+    Ids must be unique across splits.
+    """
+
+    def __init__(
+        self,
+        splits: Mapping[str, Sequence[Any]] | Sequence[Any],
+        *,
+        id: str | Callable[[Any], str] = "id",
+        type: Any = None,
+    ) -> None:
+        named: Mapping[str, Sequence[Any]] = (
+            splits if isinstance(splits, Mapping) else {"train": splits}
+        )
+        if not named:
+            raise TaskError("a TaskSet needs at least one split")
+        self.type = type
+        self._id = id
+        self.splits: dict[str, list[T]] = {}
+        for split, records in named.items():
+            if not isinstance(split, str) or not split:
+                raise TaskError(f"split names are non-empty strings, not {split!r}")
+            self.splits[split] = [
+                self.record(r, f"split {split!r}, index {i}") for i, r in enumerate(records)
+            ]
+        self._where: dict[str, tuple[str, int]] = {}
+        for split, records in self.splits.items():
+            for index, record in enumerate(records):
+                key = self.id_of(record)
+                if key in self._where:
+                    first = self._where[key]
+                    raise TaskError(
+                        f"task id {key!r} appears twice: {first[0]}[{first[1]}] and "
+                        f"{split}[{index}]"
+                    )
+                self._where[key] = (split, index)
+
+    @classmethod
+    def from_file(
+        cls,
+        sources: str | Path | Mapping[str, str | Path],
+        *,
+        id: str | Callable[[Any], str] = "id",
+        type: Any = None,
+    ) -> TaskSet[Any]:
+        """Tasks read from files: one path, or a mapping of split name to path. A file named
+        under the empty split name (or given alone) makes the splits its records name in a
+        `split` field, or else one split named by the file's stem."""
+        named = sources if isinstance(sources, Mapping) else {"": sources}
+        splits: dict[str, list[Any]] = {}
+        for split, where in named.items():
+            path = Path(where)
+            records = _read_records(path)
+            if split:
+                splits.setdefault(split, []).extend(records)
+            elif records and all(isinstance(r, dict) and "split" in r for r in records):
+                for record in records:
+                    rest = {k: v for k, v in record.items() if k != "split"}
+                    splits.setdefault(str(record["split"]), []).append(rest)
+            else:
+                splits.setdefault(path.stem, []).extend(records)
+        return cls(splits, id=id, type=type)
+
+    def reading(self, sources: str | Path | Mapping[str, str | Path]) -> TaskSet[Any]:
+        """Tasks of this set's type and id, read from files (`from_file`): a server's
+        `--tasks` in place of the env's own."""
+        return TaskSet.from_file(sources, id=self._id, type=self.type)
+
+    def record(self, data: Any, where: str = "task") -> T:
+        """`data` as a record of the set's type (TaskError when it does not fit)."""
+        if self.type is None or isinstance(data, self.type):
+            return data  # type: ignore[no-any-return,unused-ignore]
+        try:
+            converted: T = msgspec.convert(data, self.type)
+            return converted
+        except msgspec.ValidationError as exc:
+            name = getattr(self.type, "__name__", str(self.type))
+            raise TaskError(f"{where}: not a {name}: {exc}") from None
+
+    def id_of(self, record: Any) -> str:
+        if callable(self._id):
+            return str(self._id(record))
+        value = (
+            record.get(self._id) if isinstance(record, dict) else getattr(record, self._id, None)
+        )
+        if value is None:
+            raise TaskError(f"task {record!r} has no id field {self._id!r}")
+        return str(value)
+
+    @property
+    def default_split(self) -> str:
+        return next(iter(self.splits))
+
+    def counts(self) -> dict[str, int]:
+        return {split: len(records) for split, records in self.splits.items()}
+
+    def schema(self) -> dict[str, Any]:
+        if self.type is None:
+            return {"type": "object"}
+        _, components = msgspec.json.schema_components([self.type], ref_template="#/$defs/{name}")
+        name = getattr(self.type, "__name__", "")
+        schema = dict(components.get(name, {}))
+        others = {k: v for k, v in components.items() if k != name}
+        if others:
+            schema["$defs"] = others
+        return schema
+
+    def _split(self, split: str | None) -> tuple[str, list[T]]:
+        name = self.default_split if split is None else split
+        records = self.splits.get(name)
+        if records is None:
+            raise TaskError(
+                f"no task split {name!r}; splits: {', '.join(self.splits)}",
+                splits=self.counts(),
+            )
+        return name, records
+
+    def get(self, split: str | None, index: int) -> tuple[TaskRef, T]:
+        name, records = self._split(split)
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise TaskError(f"a task index is an integer, not {index!r}")
+        if not 0 <= index < len(records):
+            raise TaskError(
+                f"task index {index} is out of range: split {name!r} has {len(records)} tasks",
+                split=name,
+                count=len(records),
+            )
+        record = records[index]
+        return TaskRef(id=self.id_of(record), split=name, index=index), record
+
+    def find(self, task_id: str) -> tuple[TaskRef, T]:
+        where = self._where.get(task_id)
+        if where is None:
+            known = list(self._where)
+            shown = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
+            raise TaskError(f"no task {task_id!r}; tasks: {shown}", count=len(known))
+        return self.get(*where)
+
+    def page(self, split: str | None, offset: int = 0, limit: int = 100) -> tuple[str, list[T]]:
+        name, records = self._split(split)
+        offset = max(0, int(offset))
+        limit = max(0, min(int(limit), MAX_PAGE))
+        return name, records[offset : offset + limit]
+
+    def choose(self, options: Mapping[str, Any], seed: int | None) -> tuple[TaskRef, T]:
+        """The task a reset with these options and this seed starts (see the module)."""
+        task, split, index = options.get("task"), options.get("split"), options.get("index")
+        if split is not None and not isinstance(split, str):
+            raise TaskError(f"`split` is a split name, not {split!r}")
+        if task is not None:
+            if split is not None or index is not None:
+                raise TaskError("give `task` or `split`/`index`, not both")
+            if isinstance(task, str):
+                return self.find(task)
+            record = self.record(task, "the inline task")
+            return TaskRef(id=self.id_of(record)), record
+        if index is not None:
+            return self.get(split, index)
+        name, records = self._split(split)
+        if not records:
+            raise TaskError(f"task split {name!r} is empty", split=name)
+        rng = random.Random(seed) if seed is not None else random.SystemRandom()
+        return self.get(name, rng.randrange(len(records)))
+
+    def __len__(self) -> int:
+        return sum(len(r) for r in self.splits.values())
+
+    def __iter__(self) -> Iterator[T]:
+        for records in self.splits.values():
+            yield from records
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{s}={n}" for s, n in self.counts().items())
+        return f"TaskSet({counts})"
+
+
+def task_set_of(env_cls: type) -> TaskSet[Any] | None:
+    """The env class's published tasks (its `tasks` attribute, called if it is a function)."""
+    value = getattr(env_cls, "tasks", None)
+    if value is None:
+        return None
+    if callable(value) and not isinstance(value, TaskSet):
+        value = value()
+    if not isinstance(value, TaskSet):
+        raise TypeError(
+            f"`tasks` must be an ecotone.TaskSet (or a function returning one), not {value!r}"
+        )
+    return value
+
+
+__all__ = ["MAX_PAGE", "TASK_OPTIONS", "TaskError", "TaskRef", "TaskSet", "task_set_of"]
