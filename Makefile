@@ -5,6 +5,7 @@ PY := $(VENV)/bin/python
 OPENENV_VENV := .venv-openenv
 MCP_VENV := .venv-mcp
 MCP_NODE := .mcp-node
+TRL_VENV := .venv-trl
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck pytest bench docs base-image clean
@@ -53,9 +54,21 @@ $(MCP_NODE)/.installed: tests/mcp_servers/package.json tests/mcp_servers/package
 	  && npm ci --prefix $(MCP_NODE) --no-audit --no-fund --silent && touch $@; \
 	else echo "make: no npm: the tests with Node MCP servers will skip" >&2; fi
 
-pytest: $(STAMP) $(OPENENV_VENV)/.installed $(MCP_VENV)/.installed $(MCP_NODE)/.installed
+# A trainer (TRL, transformers, a CPU build of torch 2.13.0; pinned by tests/trl/) with
+# ecotone beside it, in its own venv: the GRPO test trains in a subprocess with its python.
+$(TRL_VENV)/.installed: tests/trl/requirements.txt tests/trl/constraints.txt pyproject.toml
+	test -x $(TRL_VENV)/bin/python || $(PYTHON) -m venv $(TRL_VENV)
+	$(TRL_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(TRL_VENV)/bin/python -m pip install --quiet -c tests/trl/constraints.txt torch==2.13.0
+	$(TRL_VENV)/bin/python -m pip install --quiet -c tests/trl/constraints.txt \
+	  -r tests/trl/requirements.txt -e .
+	touch $@
+
+pytest: $(STAMP) $(OPENENV_VENV)/.installed $(MCP_VENV)/.installed $(MCP_NODE)/.installed \
+	  $(TRL_VENV)/.installed
 	OPENENV_PYTHON=$(CURDIR)/$(OPENENV_VENV)/bin/python MCP_VENV=$(CURDIR)/$(MCP_VENV) \
-	  MCP_NODE=$(CURDIR)/$(MCP_NODE) $(PY) -m pytest -q
+	  MCP_NODE=$(CURDIR)/$(MCP_NODE) TRL_PYTHON=$(CURDIR)/$(TRL_VENV)/bin/python \
+	  $(PY) -m pytest -q
 
 ## make docs: regenerate docs/protocol.md from ecotone/wire
 docs: $(STAMP)
@@ -71,4 +84,5 @@ base-image:
 	scripts/base-image.sh
 
 clean:
-	rm -rf $(VENV) $(OPENENV_VENV) $(MCP_VENV) $(MCP_NODE) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(OPENENV_VENV) $(MCP_VENV) $(MCP_NODE) $(TRL_VENV) .mypy_cache .ruff_cache \
+	  .pytest_cache

@@ -40,6 +40,7 @@ class SessionRecorder:
         self.opened: list[tuple[str, str]] = []
         self.closed: list[tuple[str, str, str]] = []
         self.steps: list[tuple[str, str, Any, Any]] = []
+        self.episodes: list[tuple[str, str, Any]] = []
 
     @ecotone.hookimpl
     def ecotone_session_opened(self, session_id: str, env: str) -> None:
@@ -50,6 +51,13 @@ class SessionRecorder:
     def ecotone_session_closed(self, session_id: str, env: str, reason: str) -> None:
         with self._lock:
             self.closed.append((session_id, env, reason))
+
+    @ecotone.hookimpl
+    def ecotone_episode_started(
+        self, session_id: str, env: str, episode_id: str | None, seed: int | None, observation: Any
+    ) -> None:
+        with self._lock:
+            self.episodes.append((session_id, env, observation))
 
     @ecotone.hookimpl
     def ecotone_step_completed(

@@ -526,14 +526,20 @@ async def test_describe_returns_the_env_schemas() -> None:
     assert (info["name"], info["version"]) == ("counter", "1")
     assert info["description"] == "Adds each action's delta to a count; the reward is the delta."
     action = info["action_schema"]
-    assert action["properties"]["delta"] == {"type": "integer"}
+    assert action["properties"]["delta"] == {  # the field's docstring is its description
+        "type": "integer",
+        "description": "How much to add to the count (negative to subtract).",
+    }
     assert action["required"] == ["delta"]
     assert action["additionalProperties"] is False
     assert info["observation_schema"]["properties"]["count"] == {"type": "integer"}
     assert {"episode_id", "step_count", "count"} <= set(info["state_schema"]["properties"])
 
     echo = (await peer.call("describe", env="echo"))["info"]
-    assert echo["action_schema"]["properties"]["message"] == {"type": "string"}
+    assert echo["action_schema"]["properties"]["message"] == {
+        "type": "string",
+        "description": "The text to echo back.",
+    }
     assert_error(await peer.call("describe", env="chess"), "unknown_env")
 
 

@@ -8,10 +8,13 @@ that says what to change.
 
 from __future__ import annotations
 
+import ast
 import inspect
+import itertools
 import sys
+import textwrap
 from collections.abc import Callable, Mapping
-from typing import Any, get_args, get_origin
+from typing import Any, get_args, get_origin, get_type_hints
 
 import attrs
 import msgspec
@@ -38,8 +41,66 @@ def _generic_types(cls: type) -> tuple[Any, Any, Any] | None:
     return None
 
 
+def _attribute_docs(cls: type) -> dict[str, str]:
+    """The docstrings written under a class's fields (`x: int` then `\"\"\"...\"\"\"`), base
+    classes' included; {} when the source cannot be read."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if klass.__module__ in ("builtins", "msgspec"):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for field, after in itertools.pairwise(body):
+            if (
+                isinstance(field, ast.AnnAssign)
+                and isinstance(field.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                docs[field.target.id] = inspect.cleandoc(after.value.value)
+    return docs
+
+
+def _structs(type_: Any, seen: dict[str, type] | None = None) -> dict[str, type]:
+    """The Struct classes a type refers to (itself, its fields' types...), by name."""
+    seen = {} if seen is None else seen
+    if isinstance(type_, type) and issubclass(type_, msgspec.Struct):
+        if type_.__name__ in seen:
+            return seen
+        seen[type_.__name__] = type_
+        try:
+            hints = get_type_hints(type_)
+        except Exception:
+            return seen
+        for hint in hints.values():
+            _structs(hint, seen)
+        return seen
+    for arg in get_args(type_):
+        _structs(arg, seen)
+    return seen
+
+
+def _describe_fields(components: dict[str, Any], type_: Any) -> None:
+    """Fields' attribute docstrings as their schemas' `description`, where msgspec gave none
+    (LLM tools, MCP and the web UI show them)."""
+    for name, struct in _structs(type_).items():
+        schema = components.get(name)
+        props = schema.get("properties") if isinstance(schema, dict) else None
+        if not isinstance(props, dict):
+            continue
+        for field, doc in _attribute_docs(struct).items():
+            prop = props.get(field)
+            if isinstance(prop, dict) and "description" not in prop and doc:
+                prop["description"] = doc
+
+
 def _schema(type_: Any) -> dict[str, Any]:
     _, components = msgspec.json.schema_components([type_], ref_template="#/$defs/{name}")
+    _describe_fields(components, type_)
     name = getattr(type_, "__name__", "")
     schema = dict(components.get(name, {}))
     others = {k: v for k, v in components.items() if k != name}

@@ -16,6 +16,7 @@ import ecotone
 
 class CounterAction(ecotone.Action, kw_only=True, forbid_unknown_fields=True):
     delta: int
+    """How much to add to the count (negative to subtract)."""
 
 
 class CounterObservation(ecotone.Observation, kw_only=True):

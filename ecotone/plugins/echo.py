@@ -18,6 +18,7 @@ import ecotone
 
 class EchoAction(ecotone.Action, kw_only=True, forbid_unknown_fields=True):
     message: str
+    """The text to echo back."""
 
 
 class EchoObservation(ecotone.Observation, kw_only=True):

@@ -27,6 +27,7 @@ from ecotone.client._sync import io
 from ecotone.client.errors import ConnectionLost, ServerError
 from ecotone.client.results import StepResult, Task, Tasks
 from ecotone.wire import (
+    CallTool,
     Close,
     Describe,
     Described,
@@ -36,6 +37,7 @@ from ecotone.wire import (
     GetTask,
     Hello,
     ListTasks,
+    ListTools,
     Open,
     Opened,
     Reset,
@@ -48,6 +50,9 @@ from ecotone.wire import (
     StepItem,
     StepMany,
     StepManyResult,
+    ToolInfo,
+    ToolResult,
+    Tools,
 )
 
 ObsT = TypeVar("ObsT")
@@ -411,6 +416,35 @@ class EnvClient(Generic[ObsT, StateT]):
     ) -> Task:
         """One of this session's env's tasks (see `Connection.get_task`)."""
         return self.connection.get_task(task, split=split, index=index, env=self.env)
+
+    def list_tools(self, *, timeout: float | None = None) -> list[ToolInfo]:
+        """The tools this session's env exposes (`unsupported` when it has none)."""
+        core = self.connection.core
+        frame = ListTools(id=core.next_id(), session=self.session_id)
+        answer = core.check(self.connection.request(frame, timeout))
+        assert isinstance(answer, Tools), answer
+        return list(answer.tools)
+
+    def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        call_timeout: float | None = None,
+    ) -> Any:
+        """Call one of the env's tools; its result as plain data."""
+        core = self.connection.core
+        frame = CallTool(
+            id=core.next_id(),
+            session=self.session_id,
+            name=name,
+            arguments=dict(arguments or {}),
+            call_timeout=call_timeout,
+        )
+        answer = core.check(self.connection.request(frame, timeout))
+        assert isinstance(answer, ToolResult), answer
+        return core.codec.decode_as(answer.result, Any)
 
     def share(self, *, timeout: float | None = None) -> str:
         """A key that lets another connection act in this session (an MCP agent: pass it as

@@ -1,0 +1,251 @@
+"""`environment_factory`: an ecotone env as TRL's `GRPOTrainer(environment_factory=...)`.
+
+    from trl import GRPOConfig, GRPOTrainer
+    import ecotone.trl
+
+    trainer = GRPOTrainer(
+        model=model,
+        args=GRPOConfig(...),
+        train_dataset=dataset,          # rows: {"prompt": [...], "task": "crane", ...}
+        environment_factory=ecotone.trl.environment_factory("ws://127.0.0.1:8000"),
+    )
+
+The factory is a class TRL instantiates with no arguments and pools ("construct once, reset
+often"). Its instances:
+
+* `reset(**row)`: TRL passes the dataset row; the row's `seed`, `task`, `split`, `index` and
+  `episode_id` (and any names in `reset_keys`) start the episode, the rest (`prompt`...) is
+  left out. It returns the first observation as text, which TRL appends to the prompt.
+* one public method for the action and one per env tool, named and typed from the env's
+  schemas with Google-style docstrings (TRL exposes every public method to the model and
+  builds the tool schemas from them; nothing else is public). The action's method is named
+  after its only field (`guess`, `move`, `code`) or else `step` (`action_tool=` overrides);
+  it steps the env and returns the observation as text. An action the env rejects raises
+  with the env's reason, which TRL hands back to the model (`{"error": ...}`) while the
+  episode goes on.
+* `get_reward()`: the episode's reward, the sum of its step rewards (`reward="last"`: the last
+  one's), which is what rubrics' trajectory scores land in.
+
+All instances of one factory share one connection (opened on first use); each holds one
+session, reset for every rollout. TRL never calls `close`: a session is closed when its
+instance is garbage-collected (at the next reset of any instance on the connection) and the
+server's idle timeout covers the rest. Text: an observation's `text` field if it has one,
+else its `prompt` (after reset), else its fields as JSON; `text=` takes a function of the
+observation (a dict) instead.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal
+
+from ecotone.client.errors import InvalidActionError, ServerError
+from ecotone.client.llm import (
+    action_description,
+    action_tool_name,
+    identifier,
+    observation_text,
+)
+from ecotone.client.sync import Connection, EnvClient
+from ecotone.trl.signature import make_method
+from ecotone.wire import EnvInfo, ToolInfo
+
+RESET_KEYS = frozenset({"seed", "task", "split", "index", "episode_id"})
+"""The dataset columns `reset(**row)` hands to the env's reset by default."""
+_RESERVED = frozenset({"reset", "get_reward"})
+
+
+class _Shared:
+    """The connection a factory's instances share, and the sessions dropped instances left."""
+
+    def __init__(self, url: str, env: str | None, connect: Mapping[str, Any]) -> None:
+        self.url = url
+        self.env = env
+        self.connect = dict(connect)
+        self.lock = threading.RLock()
+        self.connection: Connection | None = None
+        self.orphans: list[EnvClient[Any, Any]] = []
+
+    def open(self) -> EnvClient[Any, Any]:
+        with self.lock:
+            if self.connection is None:
+                self.connection = Connection(self.url, **self.connect)
+            self.reap()
+            return self.connection.open(self.env)
+
+    def describe(self) -> tuple[EnvInfo, list[ToolInfo]]:
+        """The env's description and its tools (asked of a session of a probe connection)."""
+        probe = Connection(self.url, **self.connect)
+        try:
+            info = probe.describe(self.env)
+            client = probe.open(self.env)
+            try:
+                tools = client.list_tools()
+            except ServerError as exc:
+                if exc.code != "unsupported":
+                    raise
+                tools = []
+        finally:
+            probe.close()
+        return info, tools
+
+    def drop(self, client: EnvClient[Any, Any]) -> None:
+        """An instance went away: close its session at the next chance (a finalizer must not
+        talk on a connection another thread may be reading)."""
+        self.orphans.append(client)
+
+    def reap(self) -> None:
+        while self.orphans:
+            client = self.orphans.pop()
+            try:
+                client.close()
+            except Exception:  # the connection's end closes it anyway
+                pass
+
+
+def environment_factory(
+    target: str,
+    *,
+    env: str | None = None,
+    reward: Literal["sum", "last"] = "sum",
+    text: Callable[[Mapping[str, Any]], str] | None = None,
+    reset_keys: Iterable[str] = (),
+    action_tool: str | None = None,
+    action: bool = True,
+    **connect_kwargs: Any,
+) -> type:
+    """A class for `GRPOTrainer(environment_factory=...)` playing the env at `target`: a URL
+    (`ws://`, `http://`, `tcp://`...), or an env name, served in this process (`inproc://`).
+
+    `env`: which of the server's envs. `reward`: what `get_reward()` returns, the episode's
+    sum of rewards or its last reward. `text(observation)`: the text the model is shown.
+    `reset_keys`: more dataset columns to pass to the env's reset. `action_tool`: the name
+    of the action's method; `action=False` leaves it out (an env played through its tools
+    alone, such as an MCP server's). `connect_kwargs` go to `ecotone.Connection` (`token=`,
+    `codec=`, `timeout=`...)."""
+    if reward not in ("sum", "last"):
+        raise ValueError(f"reward must be 'sum' or 'last', not {reward!r}")
+    url = target if "://" in target or target.startswith("stdio:") else f"inproc://{target}"
+    shared = _Shared(url, env, connect_kwargs)
+    info, tools = shared.describe()
+    keys = RESET_KEYS | frozenset(reset_keys)
+    show = text or observation_text
+
+    schema = info.action_schema
+    name = action_tool_name(info, action_tool)
+    if name in _RESERVED or name.startswith("_"):
+        raise ValueError(f"the action's tool cannot be named {name!r}")
+
+    def act(self: Any, arguments: dict[str, Any]) -> str:
+        return str(self._step(arguments))
+
+    description = action_description(info)
+    namespace: dict[str, Any] = {
+        "__doc__": f"The ecotone env {info.name!r} at {url}, for TRL's GRPOTrainer.",
+        "__module__": __name__,
+        "_shared": shared,
+        "_show": staticmethod(show),
+        "_keys": keys,
+        "_reward_mode": reward,
+        "env_info": info,
+        "__init__": _init,
+        "reset": _reset,
+        "get_reward": _get_reward,
+        "_step": _step,
+        "_tool": _tool,
+        "_client": _client,
+    }
+    if action:
+        namespace[name] = make_method(name, description, schema, act, skip=frozenset({"metadata"}))
+    for tool in tools:
+        method_name = identifier(tool.name)
+        if method_name in namespace or method_name in _RESERVED:
+            method_name = f"tool_{method_name}"
+        namespace[method_name] = make_method(
+            method_name,
+            tool.description or f"The env's tool {tool.name!r}.",
+            tool.input_schema,
+            _tool_body(tool.name),
+        )
+    class_name = "Ecotone_" + identifier(info.name)
+    return type(class_name, (), namespace)
+
+
+def _init(self: Any) -> None:
+    self._session = None
+    self._rewards = []
+    self._over = False
+
+
+def _client(self: Any) -> Any:
+    if self._session is None:
+        self._session = self._shared.open()
+        weakref.finalize(self, self._shared.drop, self._session)
+    return self._session
+
+
+def _reset(self: Any, **row: Any) -> str:
+    """Start an episode for one rollout: the row's seed/task/split/index go to the env."""
+    options = {k: v for k, v in row.items() if k in self._keys and v is not None}
+    seed = options.pop("seed", None)
+    episode_id = options.pop("episode_id", None)
+    with self._shared.lock:
+        client = self._client()
+        self._shared.reap()
+        result = client.reset(seed=seed, episode_id=episode_id, **options)
+    self._rewards = []
+    self._over = result.finished
+    if self._show is observation_text:
+        return observation_text(result.observation, first=True)
+    return str(self._show(result.observation))
+
+
+def _step(self: Any, action: dict[str, Any]) -> str:
+    if self._session is None:
+        raise RuntimeError("the episode has not started (reset first)")
+    if self._over:
+        raise RuntimeError("the episode is over: stop calling tools")
+    try:
+        with self._shared.lock:
+            result = self._session.step(action)
+    except InvalidActionError as exc:
+        raise ValueError(str(exc.details.get("reason") or exc.message)) from None
+    except ServerError as exc:
+        raise RuntimeError(exc.message) from None
+    self._rewards.append(float(result.reward or 0.0))
+    self._over = result.finished
+    shown = str(self._show(result.observation))
+    return shown + ("\n(the episode is over)" if self._over else "")
+
+
+def _tool_body(name: str) -> Callable[[Any, dict[str, Any]], str]:
+    def body(self: Any, arguments: dict[str, Any]) -> str:
+        return str(self._tool(name, arguments))
+
+    return body
+
+
+def _tool(self: Any, name: str, arguments: dict[str, Any]) -> str:
+    if self._session is None:
+        raise RuntimeError("the episode has not started (reset first)")
+    try:
+        with self._shared.lock:
+            result = self._session.call_tool(name, arguments)
+    except ServerError as exc:
+        raise RuntimeError(exc.message) from None
+    return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+
+
+def _get_reward(self: Any) -> float:
+    """The episode's reward (TRL calls this once per rollout)."""
+    if not self._rewards:
+        return 0.0
+    if self._reward_mode == "last":
+        return self._rewards[-1]
+    return float(sum(self._rewards))
+
+
+__all__ = ["RESET_KEYS", "environment_factory", "observation_text"]

@@ -1,0 +1,189 @@
+"""`ecotone.trl.environment_factory`, the class TRL's GRPOTrainer takes as its
+`environment_factory`: what TRL sees of it (here, without TRL), and the real `trl` package
+training two steps on the CPU against an ecotone server (in its own venv, TRL_PYTHON; see
+tests/trl/)."""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any, Literal, get_type_hints
+
+import pytest
+
+import ecotone.trl
+from tests.conftest import run_server, wait_until
+
+DRIVER = Path(__file__).parent / "trl" / "grpo_driver.py"
+TRL_PYTHON_VAR = "TRL_PYTHON"
+
+
+def public_methods(cls: type) -> list[str]:
+    """What TRL exposes to the model: plain functions on the class, `_` names, `reset` and
+    `get_reward` left out (`inspect.getmembers(type(env), inspect.isfunction)`)."""
+    return [
+        name
+        for name, _ in inspect.getmembers(cls, inspect.isfunction)
+        if not name.startswith("_") and name not in ("reset", "get_reward")
+    ]
+
+
+def test_the_factory_exposes_exactly_the_action_typed_and_documented() -> None:
+    with run_server("wordle") as server:
+        factory = ecotone.trl.environment_factory(server.url)
+        assert public_methods(factory) == ["guess"]
+        guess = factory.guess  # type: ignore[attr-defined]
+        assert str(inspect.signature(guess)) == "(self, guess: str) -> str"
+        assert get_type_hints(guess) == {"guess": str, "return": str}
+        assert guess.__doc__.startswith("Guess")  # the Action's docstring
+        assert "\n\nArgs:\n    guess: " in guess.__doc__
+
+
+def test_an_instance_plays_the_row_task_and_reports_the_episode_reward() -> None:
+    with run_server("wordle") as server:
+        factory = ecotone.trl.environment_factory(server.url)
+        first, second = factory(), factory()
+        prompt = first.reset(prompt=[{"role": "user", "content": "x"}], task="crane", extra=1)
+        assert "6 guesses" in prompt
+        with pytest.raises(ValueError, match="'zzzzz' is not in the word list"):
+            first.guess(guess="zzzzz")  # TRL returns this to the model; the episode goes on
+        assert "slate" in first.guess(guess="slate").lower()
+        assert first.guess("crane").endswith("(the episode is over)")
+        with pytest.raises(RuntimeError, match="the episode is over"):
+            first.guess("crane")
+        assert first.get_reward() == pytest.approx(0.2 + 1.5)
+        second.reset(split="test", index=0)
+        assert second.get_reward() == 0.0
+        assert len(server.recorder.open_sessions) == 2  # one connection, a session each
+        first.reset(task="slate")  # reset again: the same session, a new episode
+        assert len(server.recorder.open_sessions) == 2
+        del first
+        gc.collect()
+        second.reset(seed=1)  # a dropped instance's session goes at the next reset
+        assert wait_until(lambda: len(server.recorder.open_sessions) == 1)
+
+
+def test_schemas_become_hints_transformers_reads() -> None:
+    from ecotone.trl.signature import make_method
+
+    schema = {
+        "properties": {
+            "move": {"enum": ["up", "down"]},
+            "speed": {"type": "integer", "minimum": 0, "maximum": 3, "description": "how fast"},
+            "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+            "path": {"type": "array", "items": {"type": "integer"}},
+            "metadata": {"type": "object"},
+        },
+        "required": ["move", "speed", "path"],
+    }
+    seen: list[Any] = []
+
+    def body(self: Any, args: dict[str, Any]) -> str:
+        seen.append(args)
+        return "moved"
+
+    method = make_method("go", "Move.", schema, body, skip=frozenset({"metadata"}))
+    hints = get_type_hints(method)
+    assert hints["move"] == Literal["up", "down"] and hints["speed"] is int
+    assert hints["path"] == list[int] and hints["note"] == str | None
+    assert "speed: how fast (>= 0, <= 3)" in (method.__doc__ or "")
+    method(None, "up", 2, [1])
+    assert seen == [{"move": "up", "speed": 2, "path": [1]}]
+
+
+def test_an_env_name_is_played_in_process() -> None:
+    factory = ecotone.trl.environment_factory("counter", reset_keys=["target"])
+    env = factory()
+    env.reset(seed=0, target=3)
+    assert json.loads(env.delta(delta=2)) == {"count": 2}
+    assert env.delta(delta=1).endswith("(the episode is over)")
+    assert env.get_reward() == 3.0
+
+
+@pytest.fixture(scope="session")
+def trl_python() -> str:
+    path = os.environ.get(TRL_PYTHON_VAR, "")
+    if not path:
+        reason = (
+            f"{TRL_PYTHON_VAR} is not set: point it at the python of a venv with trl (`make "
+            "pytest` sets it to .venv-trl/bin/python)"
+        )
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    return path
+
+
+def test_grpo_trains_on_an_ecotone_server_with_the_real_trl(trl_python: str) -> None:
+    with run_server("wordle", transport="http") as server:
+        done = subprocess.run(
+            [trl_python, str(DRIVER), server.url],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-4000:]
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+        steps = list(server.recorder.steps)
+        episodes = list(server.recorder.episodes)
+    assert report["global_step"] == 2
+    assert report["public"] == ["get_reward", "guess", "reset"]
+    assert report["tools"] == ["guess"]
+    # TRL's own schema extraction (transformers' get_json_schema) agrees with the action schema
+    parameters = report["tool_schema"]["function"]["parameters"]
+    assert parameters["required"] == ["guess"]
+    assert {k: v["type"] for k, v in parameters["properties"].items()} == {"guess": "string"}
+    # 2 steps x 4 rollouts, each: a refused word (not a step), slate, then crane, solved
+    assert len(episodes) == 8
+    guesses = [action.guess for _, _, action, _ in steps]
+    assert sorted(guesses) == ["crane"] * 8 + ["slate"] * 8
+    assert all(obs.solved for _, _, action, obs in steps if action.guess == "crane")
+    assert report["rewards"] == [pytest.approx(1.7), pytest.approx(1.7)]
+    # the refused word came back to the model as a tool error: one of three calls failed
+    assert report["tool_failures"] == [pytest.approx(1 / 3), pytest.approx(1 / 3)]
+
+
+def test_env_tools_become_methods_beside_the_action() -> None:
+    factory = ecotone.trl.environment_factory("echo")
+    assert public_methods(factory) == ["message", "shout"]
+    assert get_type_hints(factory.shout) == {"message": str, "return": str}  # type: ignore[attr-defined]
+    assert factory.shout.__doc__.startswith("Return the message in capitals.")  # type: ignore[attr-defined]
+    env = factory()
+    env.reset(seed=0)
+    assert env.shout(message="hi") == "HI"
+    with pytest.raises(RuntimeError, match="argument `message` must be a string"):
+        env.shout(message=3)
+    only_tools = ecotone.trl.environment_factory("echo", action=False)
+    assert public_methods(only_tools) == ["shout"]
+
+
+PARQUET_TASKS = """
+import json, sys
+from datasets import Dataset
+import ecotone
+
+path = sys.argv[1]
+Dataset.from_list([{"split": "train", "secret": "crane"}, {"split": "test", "secret": "slate"},
+                   {"split": "test", "secret": "pride"}]).to_parquet(path)
+tasks = ecotone.TaskSet.from_file(path, id="secret")
+print(json.dumps({"counts": tasks.counts(), "test": tasks.splits["test"]}))
+"""
+
+
+def test_a_parquet_task_file_is_read_through_datasets(trl_python: str, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [trl_python, "-c", PARQUET_TASKS, str(tmp_path / "tasks.parquet")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {
+        "counts": {"train": 1, "test": 2},
+        "test": [{"secret": "slate"}, {"secret": "pride"}],
+    }
