@@ -1,4 +1,4 @@
-"""`ecotone ...`: serve, list, play, validate. Nothing imports this module."""
+"""`ecotone ...`: serve, list, play, collect, validate. Nothing imports this module."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import shlex
 import signal
 import sys
@@ -127,6 +128,45 @@ def _parser() -> argparse.ArgumentParser:
     _mcp_options(p, prefix="--")
 
     sub.add_parser("list", help="installed environments, transports and providers")
+
+    p = sub.add_parser(
+        "collect",
+        help="run a policy over an env's tasks and write the trajectories, with a summary",
+    )
+    p.add_argument("target", help="env name (played in this process) or a server URL")
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--policy", metavar="MODULE:NAME", help="a Python callable: obs -> action")
+    who.add_argument(
+        "--base-url", help="an OpenAI-compatible chat endpoint (http://HOST:PORT/v1) to act"
+    )
+    p.add_argument("--model", help="the model to ask at --base-url")
+    p.add_argument("--api-key", help="its key (default: $OPENAI_API_KEY)")
+    p.add_argument("--temperature", type=float, help="sampling temperature for --base-url")
+    p.add_argument("--max-tokens", type=int, help="tokens per answer for --base-url")
+    p.add_argument("--env", help="which of the server's envs (default: its default)")
+    p.add_argument("--split", help="the task split (default: the env's first)")
+    p.add_argument("--tasks", type=int, metavar="N", help="the split's first N tasks (default all)")
+    p.add_argument(
+        "--task-index", type=int, action="append", metavar="I", help="just these tasks (repeatable)"
+    )
+    p.add_argument("--repeats", type=int, default=1, help="episodes per task, seeds seed+r (1)")
+    p.add_argument(
+        "--episodes", type=int, default=10, help="episodes, for an env that publishes no tasks"
+    )
+    p.add_argument("--concurrency", type=int, default=8, help="episodes in flight (8)")
+    p.add_argument("--max-steps", type=int, default=100, help="steps per episode at most (100)")
+    p.add_argument("--seed", type=int, default=0, help="the first seed (0)")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a reset option, VALUE read as JSON when it parses (repeatable)",
+    )
+    p.add_argument("--out", help="where the trajectories go (default runs/collect-ENV-TIME)")
+    p.add_argument("--format", choices=["jsonl", "msgpack"], default="jsonl")
+    p.add_argument("--token", help="the server's token, if it needs one")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     p = sub.add_parser("play", help="play a few steps against an env name or a server URL")
     p.add_argument("target", help="env name (served here for the game) or ws:// URL")
@@ -387,6 +427,73 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_collect(args: argparse.Namespace) -> int:
+    import functools
+    import time
+
+    from ecotone.collect import ChatPolicy, Progress, collect, load_policy
+    from ecotone.collect.policies import Policy
+
+    policy: Policy
+    if args.policy:
+        policy = load_policy(args.policy)
+    else:
+        if not args.model:
+            raise ValueError("--base-url needs --model")
+        policy = ChatPolicy(
+            args.base_url,
+            args.model,
+            api_key=args.api_key,
+            temperature=args.temperature,
+            max_tokens=args.max_tokens,
+        )
+    options: dict[str, Any] = {}
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--option takes KEY=VALUE, not {item!r}")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    target: str = args.target
+    url = target if "://" in target or target.startswith("stdio:") else f"inproc://{target}"
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", args.env or target.rsplit("/", 1)[-1])
+    out = args.out or f"runs/collect-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    progress = Progress(0)
+    summary = trio.run(
+        functools.partial(
+            collect,
+            url,
+            policy,
+            out=out,
+            env=args.env,
+            split=args.split,
+            tasks=args.tasks,
+            task_ids=args.task_index,
+            repeats=args.repeats,
+            episodes=args.episodes,
+            concurrency=args.concurrency,
+            max_steps=args.max_steps,
+            seed=args.seed,
+            options=options,
+            fmt=args.format,
+            progress=progress.update,
+            token=args.token,
+            planned=progress,
+        )
+    )
+    if args.json:
+        print(json.dumps(summary.to_dict(), indent=2))
+    else:
+        print(summary.table())
+        print(
+            f"\n{summary.episodes} episodes of {summary.env!r} by {summary.policy} in "
+            f"{summary.seconds:.1f} s; trajectories and summary.json in {summary.out}"
+        )
+    return 0
+
+
 def _cmd_play(args: argparse.Namespace) -> int:
     target: str = args.target
     server: BackgroundServer | None = None
@@ -615,6 +722,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "mcp": _cmd_mcp,
         "list": _cmd_list,
         "play": _cmd_play,
+        "collect": _cmd_collect,
         "validate": _cmd_validate,
         "init": _cmd_init,
         "launch": _cmd_launch,

@@ -207,6 +207,7 @@ class WordleEnv(ecotone.Environment[WordleAction, WordleObservation, WordleState
             text=self._render(history, done),
             reward=reward,
             done=done,
+            metadata={"is_success": st.solved} if done else {},
         )
 
     def _render(self, history: list[WordleTurn], done: bool) -> str:

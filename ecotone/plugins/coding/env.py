@@ -460,6 +460,7 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
             reward=score,
             done=st.solved,
             truncated=not st.solved and st.attempts >= st.max_attempts,
+            metadata={"is_success": st.solved},
         )
 
     def state(self) -> CodingState:

@@ -1,0 +1,371 @@
+"""`ecotone collect`: a policy over an env's tasks, N episodes in flight, trajectories written
+in the recording format (`ecotone.recording`), and a summary per task.
+
+Episodes share one connection; each runs in its own session. A job is (task, repeat): every
+chosen task of the split (or, for an env without tasks, `episodes` plain episodes) is played
+`repeats` times, repeat r with seed `seed + r`, so a run is reproducible. An episode ends
+when the env says so (done or truncated), when the policy returns None, after `max_steps`
+steps, or after `max_steps` refused actions in a row; it is recorded whatever ends it.
+
+Success is the env's word, the final observation's `metadata["is_success"]` (Gymnasium's
+and Stable-Baselines' `is_success` convention) when it gives one; otherwise an episode that
+terminated (`done`, not cut short) with a positive last reward.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import msgspec
+import trio
+
+from ecotone.client.aio import AsyncConnection, AsyncEnvClient
+from ecotone.client.errors import InvalidActionError, ServerError
+from ecotone.collect.policies import ChatPolicy, Policy, PolicyError
+from ecotone.recording.recorder import EpisodeWriter
+from ecotone.wire import EnvInfo, TaskRef
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "_"
+
+
+@attrs.frozen
+class Job:
+    index: int
+    """The job's number (its file's name)."""
+    split: str | None
+    task_index: int | None
+    repeat: int
+    seed: int
+
+
+@attrs.define
+class Outcome:
+    job: Job
+    task: str
+    """The task's id ("-" for an env without tasks)."""
+    steps: int = 0
+    total: float = 0.0
+    success: bool = False
+    reason: str = ""
+    error: str | None = None
+    seconds: float = 0.0
+
+
+@attrs.frozen
+class TaskSummary:
+    task: str
+    episodes: int
+    mean_return: float
+    success_rate: float
+    mean_steps: float
+    errors: int
+
+
+@attrs.frozen
+class Summary:
+    env: str
+    policy: str
+    episodes: int
+    seconds: float
+    tasks: tuple[TaskSummary, ...]
+    overall: TaskSummary
+    out: str
+
+    def table(self) -> str:
+        rows = [*self.tasks, self.overall] if len(self.tasks) > 1 else [*self.tasks]
+        width = max([len("task"), *(len(r.task) for r in rows)])
+        head = f"{'task':<{width}}  episodes  mean return  success  mean steps  errors"
+        lines = [head, "-" * len(head)]
+        for r in rows:
+            lines.append(
+                f"{r.task:<{width}}  {r.episodes:>8}  {r.mean_return:>11.3f}  "
+                f"{r.success_rate:>6.0%}  {r.mean_steps:>10.1f}  {r.errors:>6}"
+            )
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = msgspec.to_builtins(attrs.asdict(self))
+        return data
+
+
+def _summarize(task: str, outcomes: Sequence[Outcome]) -> TaskSummary:
+    n = len(outcomes)
+    return TaskSummary(
+        task=task,
+        episodes=n,
+        mean_return=statistics.fmean(o.total for o in outcomes) if n else math.nan,
+        success_rate=sum(o.success for o in outcomes) / n if n else math.nan,
+        mean_steps=statistics.fmean(o.steps for o in outcomes) if n else math.nan,
+        errors=sum(o.error is not None for o in outcomes),
+    )
+
+
+def plan(
+    info: EnvInfo,
+    *,
+    split: str | None,
+    tasks: int | None,
+    task_ids: Sequence[int] | None = None,
+    repeats: int,
+    episodes: int,
+    seed: int,
+) -> list[Job]:
+    """The jobs of a run: each chosen task (the first `tasks` of the split, or the indices
+    `task_ids`) `repeats` times; for an env without tasks, `episodes` episodes."""
+    if not info.tasks:
+        if split is not None or tasks is not None or task_ids:
+            raise ValueError(f"env {info.name!r} publishes no tasks: use --episodes")
+        return [Job(i, None, None, i, seed + i) for i in range(episodes)]
+    name = split if split is not None else next(iter(info.tasks))
+    if name not in info.tasks:
+        raise ValueError(
+            f"env {info.name!r} has no task split {name!r}; splits: {', '.join(info.tasks)}"
+        )
+    count = info.tasks[name]
+    if task_ids:
+        bad = [i for i in task_ids if not 0 <= i < count]
+        if bad:
+            raise ValueError(f"task index {bad[0]} is out of range: split {name!r} has {count}")
+        chosen = list(task_ids)
+    else:
+        chosen = list(range(count if tasks is None else min(tasks, count)))
+    jobs: list[Job] = []
+    for index in chosen:
+        for r in range(repeats):
+            jobs.append(Job(len(jobs), name, index, r, seed + r))
+    return jobs
+
+
+def _is_success(observation: Any, done: bool, truncated: bool, reward: float | None) -> bool:
+    metadata = observation.get("metadata") if isinstance(observation, dict) else None
+    if isinstance(metadata, dict) and "is_success" in metadata:
+        return bool(metadata["is_success"])
+    return bool(done and not truncated and (reward or 0.0) > 0)
+
+
+class _Tools:
+    def __init__(self, client: AsyncEnvClient[Any, Any]) -> None:
+        self.client = client
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
+        return await self.client.call_tool(name, arguments)
+
+
+async def _episode(
+    client: AsyncEnvClient[Any, Any],
+    info: EnvInfo,
+    policy: Policy,
+    job: Job,
+    *,
+    options: dict[str, Any],
+    max_steps: int,
+    out: Path,
+    fmt: str,
+) -> Outcome:
+    started = time.perf_counter()
+    task_options: dict[str, Any] = {}
+    if job.split is not None:
+        task_options = {"split": job.split, "index": job.task_index}
+    outcome = Outcome(job, "-")
+    writer: EpisodeWriter | None = None
+    try:
+        result = await client.reset(seed=job.seed, **options, **task_options)
+        ref: TaskRef | None = result.task
+        outcome.task = ref.id if ref is not None else "-"
+        record = None
+        if ref is not None and ref.split is not None and ref.index is not None:
+            record = (await client.get_task(split=ref.split, index=ref.index)).task
+        header = {
+            "source": "collect",
+            "env": info.name,
+            "session": client.session_id,
+            "episode_id": None,
+            "seed": job.seed,
+            "task": None if ref is None else msgspec.to_builtins(ref),
+            "policy": policy.name,
+        }
+        name = f"{job.index:05d}-{_safe(outcome.task)}-r{job.repeat}.{fmt}"
+        writer = EpisodeWriter(out / _safe(info.name) / name, fmt, header)
+        writer.reset(result.observation)
+        actor = policy.actor(info, ref, record, _Tools(client))
+        observation: Any = result.observation
+        refusals = 0
+        done, truncated, reward = result.done, result.truncated, result.reward
+        outcome.reason = "done" if done else ("truncated" if truncated else "")
+        while not (done or truncated):
+            if outcome.steps >= max_steps or refusals >= max_steps:
+                outcome.reason = "max_steps"
+                break
+            action = await actor.act(observation)
+            if action is None:
+                outcome.reason = "policy"
+                break
+            t0 = time.perf_counter()
+            try:
+                step = await client.step(action)
+            except InvalidActionError as exc:
+                refusals += 1
+                await actor.refused(action, exc.message)
+                continue
+            refusals = 0
+            outcome.steps += 1
+            observation, reward = step.observation, step.reward
+            done, truncated = step.done, step.truncated
+            outcome.total += float(reward or 0.0)
+            writer.step(action, observation, reward, done, truncated, time.perf_counter() - t0)
+            if done or truncated:
+                outcome.reason = "done" if done else "truncated"
+        outcome.success = _is_success(observation, done, truncated, reward)
+    except (PolicyError, ServerError) as exc:
+        outcome.error = str(exc)
+        outcome.reason = "error"
+    finally:
+        if writer is not None:
+            writer.end(outcome.reason or "error", outcome.error)
+        outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+class Progress:
+    """A progress line on stderr: redrawn in place on a terminal, every 10% otherwise."""
+
+    def __init__(self, total: int, stream: Any = None) -> None:
+        self.total = total
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.done = 0
+        self.returns = 0.0
+        self.successes = 0
+        self._shown = -1
+
+    def update(self, outcome: Outcome) -> None:
+        self.done += 1
+        self.returns += outcome.total
+        self.successes += outcome.success
+        decile = self.done * 10 // max(1, self.total)
+        if not self.tty and decile == self._shown and self.done != self.total:
+            return
+        self._shown = decile
+        width = 24
+        filled = width * self.done // max(1, self.total)
+        line = (
+            f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} episodes  "
+            f"mean return {self.returns / self.done:.3f}  success {self.successes / self.done:.0%}"
+        )
+        if self.tty:
+            self.stream.write("\r" + line + ("\n" if self.done == self.total else ""))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+async def collect(
+    url: str,
+    policy: Policy,
+    *,
+    out: str | Path,
+    env: str | None = None,
+    split: str | None = None,
+    tasks: int | None = None,
+    task_ids: Sequence[int] | None = None,
+    repeats: int = 1,
+    episodes: int = 10,
+    concurrency: int = 8,
+    max_steps: int = 100,
+    seed: int = 0,
+    options: dict[str, Any] | None = None,
+    fmt: str = "jsonl",
+    progress: Callable[[Outcome], None] | None = None,
+    token: str | None = None,
+    planned: Progress | None = None,
+) -> Summary:
+    """Run `policy` over the env at `url` (see the module): trajectories under `out`, the
+    summary returned (and written to `out/summary.json`). `progress` is called with each
+    episode's outcome; `planned`, a Progress, is told the number of episodes first."""
+    if concurrency < 1 or repeats < 1 or max_steps < 1:
+        raise ValueError("concurrency, repeats and max_steps must be at least 1")
+    started = time.perf_counter()
+    out = Path(out)
+    connection = await AsyncConnection.open_url(url, token=token)
+    try:
+        info = await connection.describe(env)
+        jobs = plan(
+            info,
+            split=split,
+            tasks=tasks,
+            task_ids=task_ids,
+            repeats=repeats,
+            episodes=episodes,
+            seed=seed,
+        )
+        if planned is not None:
+            planned.total = len(jobs)
+        if isinstance(policy, ChatPolicy):
+            probe = await connection.open(env)
+            try:
+                policy.env_tools = await probe.list_tools()
+            except ServerError as exc:
+                if exc.code != "unsupported":
+                    raise
+            finally:
+                await probe.aclose()
+        outcomes: list[Outcome] = []
+        send, receive = trio.open_memory_channel[Job](len(jobs))
+        for job in jobs:
+            send.send_nowait(job)
+        send.close()
+
+        async def worker() -> None:
+            client = await connection.open(env)
+            try:
+                async for job in receive:
+                    outcome = await _episode(
+                        client,
+                        info,
+                        policy,
+                        job,
+                        options=dict(options or {}),
+                        max_steps=max_steps,
+                        out=out,
+                        fmt=fmt,
+                    )
+                    outcomes.append(outcome)
+                    if progress is not None:
+                        progress(outcome)
+            finally:
+                await client.aclose()
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(min(concurrency, len(jobs)) or 1):
+                nursery.start_soon(worker)
+    finally:
+        await connection.aclose()
+    outcomes.sort(key=lambda o: o.job.index)
+    by_task: dict[str, list[Outcome]] = {}
+    for outcome in outcomes:
+        by_task.setdefault(outcome.task, []).append(outcome)
+    summary = Summary(
+        env=info.name,
+        policy=policy.name,
+        episodes=len(outcomes),
+        seconds=round(time.perf_counter() - started, 3),
+        tasks=tuple(_summarize(t, o) for t, o in by_task.items()),
+        overall=_summarize("all", outcomes),
+        out=str(out),
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_bytes(msgspec.json.encode(summary.to_dict()))
+    return summary
+
+
+__all__ = ["Job", "Outcome", "Progress", "Summary", "TaskSummary", "collect", "plan"]

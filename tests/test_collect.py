@@ -1,0 +1,222 @@
+"""`ecotone collect`: a policy (a Python callable, or a model behind an OpenAI-compatible
+chat endpoint, here a small local server that speaks that API) over an env's tasks, episodes
+in flight at once, trajectories in the recording format, and the summary table."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import ecotone.recording
+from ecotone.collect import CallablePolicy, ChatPolicy, collect
+from ecotone.plugins.wordle import words
+from tests.conftest import run_server
+
+TEST_WORDS = [w for i, w in enumerate(words()) if i % 5 == 4]
+
+
+def test_the_cli_plays_a_python_policy_over_a_split_and_records_every_episode(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "wordle_policy.py").write_text(
+        textwrap.dedent(
+            """
+            def play(observation, task, step):
+                return {"guess": "slate" if step == 0 else task["secret"]}
+            """
+        )
+    )
+    out = tmp_path / "runs"
+    with run_server("wordle") as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "ecotone", "collect", server.url, "--policy",
+             "wordle_policy:play", "--split", "test", "--tasks", "3", "--repeats", "2",
+             "--concurrency", "4", "--out", str(out)],
+            cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["task", "episodes", "mean", "return", "success", "mean", "steps",
+                                "errors"]  # fmt: skip
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:6]}
+    assert set(rows) == {*TEST_WORDS[:3], "all"}
+    assert rows["all"][:1] == ["6"] and rows["all"][2] == "100%"
+    assert "6/6 episodes" in done.stderr  # the progress line
+    episodes = ecotone.recording.read_episodes(out)
+    assert len(episodes) == 6 and all(e.end == "done" for e in episodes)
+    assert {e.seed for e in episodes} == {0, 1}
+    solved = [e.actions[-1]["guess"] for e in episodes]
+    assert sorted(solved) == sorted(TEST_WORDS[:3] * 2)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["episodes"] == 6 and summary["overall"]["success_rate"] == 1.0
+
+
+def test_refused_actions_and_a_failing_policy_are_recorded_and_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    def policy(observation: dict[str, Any], step: int, refusal: str | None) -> Any:
+        if observation["count"] == 13:
+            raise ValueError("unlucky")
+        if step == 0:
+            return {"delta": "one"}  # refused by the schema: the policy is told why
+        assert step != 1 or (refusal is not None and "delta" in refusal)
+        return {"delta": 13 if observation.get("metadata", {}).get("unlucky") else 1}
+
+    async def run() -> Any:
+        return await collect(
+            "inproc://counter",
+            CallablePolicy(policy, "counting"),
+            out=tmp_path,
+            episodes=5,
+            concurrency=3,
+            options={"target": 3},
+        )
+
+    summary = trio.run(run)
+    assert summary.episodes == 5 and summary.overall.errors == 0
+    assert summary.overall.mean_steps == 3.0 and summary.overall.success_rate == 1.0
+    episodes = ecotone.recording.read_episodes(tmp_path)
+    assert [e.actions for e in episodes] == [[{"delta": 1}] * 3] * 5  # refusals are not steps
+
+    async def failing() -> Any:
+        return await collect(
+            "inproc://counter",
+            CallablePolicy(lambda obs: {"delta": 13} if obs["count"] == 0 else 1 / 0, "bad"),
+            out=tmp_path / "bad",
+            episodes=2,
+            options={"target": 100},
+        )
+
+    bad = trio.run(failing)
+    assert bad.overall.errors == 2 and bad.overall.mean_steps == 1.0
+    ended = ecotone.recording.read_episodes(tmp_path / "bad")
+    assert {e.end for e in ended} == {"error"}
+    assert all("ZeroDivisionError" in (e.error or "") for e in ended)
+
+
+# --- a chat-completions endpoint: a small local server speaking the API ----------------------
+
+
+class FakeModel(http.server.BaseHTTPRequestHandler):
+    """`POST /v1/chat/completions`: a scripted model that calls the `delta` tool, first with
+    an argument of the wrong type, then with 1 each turn; it records every request."""
+
+    requests: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        with self.lock:
+            FakeModel.requests.append(
+                {"path": self.path, "auth": self.headers.get("authorization"), **body}
+            )
+        if self.path != "/v1/chat/completions":
+            self.send_response(404)
+            self.end_headers()
+            return
+        turns = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        delta = '"one"' if turns == 0 else "1"
+        message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"call_{turns}",
+                    "type": "function",
+                    "function": {"name": "delta", "arguments": f'{{"delta": {delta}}}'},
+                }
+            ],
+        }
+        data = json.dumps({"choices": [{"index": 0, "message": message}]}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_model() -> Iterator[str]:
+    FakeModel.requests = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeModel)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_chat_model_plays_through_tool_calls_and_hears_why_an_action_was_refused(
+    tmp_path: Path, fake_model: str
+) -> None:
+    policy = ChatPolicy(fake_model, "tiny", api_key="sk-test", temperature=0.0)
+    summary = trio.run(
+        functools.partial(
+            collect,
+            "inproc://counter",
+            policy,
+            out=tmp_path,
+            episodes=2,
+            concurrency=1,  # the fake model's requests in order
+            options={"target": 2},
+        )
+    )
+    assert summary.policy == "chat:tiny" and summary.overall.success_rate == 1.0
+    assert summary.overall.mean_steps == 2.0 and summary.overall.errors == 0
+    first = FakeModel.requests[0]
+    assert first["model"] == "tiny" and first["auth"] == "Bearer sk-test"
+    assert first["temperature"] == 0.0
+    (tool,) = first["tools"]
+    assert tool["function"]["name"] == "delta"
+    assert tool["function"]["parameters"]["properties"]["delta"]["type"] == "integer"
+    assert first["messages"][0]["role"] == "system" and first["messages"][1]["role"] == "user"
+    second = FakeModel.requests[1]["messages"]
+    refused = second[-1]
+    assert refused["role"] == "tool" and refused["tool_call_id"] == "call_0"
+    assert refused["content"].startswith("error: ") and "delta" in refused["content"]
+    last = FakeModel.requests[2]["messages"][-1]
+    assert last == {"role": "tool", "tool_call_id": "call_1", "content": '{"count": 1}'}
+    assert len(FakeModel.requests) == 2 * 3  # per episode: refused, +1, +1 (done)
+
+
+def test_an_unreachable_model_is_an_error_per_episode_not_a_crash(tmp_path: Path) -> None:
+    policy = ChatPolicy("http://127.0.0.1:9/v1", "none", timeout=2)
+    summary = trio.run(
+        functools.partial(collect, "inproc://counter", policy, out=tmp_path, episodes=2)
+    )
+    assert summary.overall.errors == 2
+    assert all("unreachable" in (e.error or "") for e in ecotone.recording.read_episodes(tmp_path))
+
+
+def test_bad_requests_exit_2_saying_why(tmp_path: Path) -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "ecotone", "collect", *args, "--out", str(tmp_path)],
+            cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    done = run("counter", "--policy", "nowhere:act", "--split", "x")
+    assert done.returncode == 2 and "cannot import 'nowhere'" in done.stderr
+    (tmp_path / "p.py").write_text("def act(obs):\n    return {'delta': 1}\n")
+    done = run("counter", "--policy", "p:act", "--split", "train")
+    assert done.returncode == 2 and "publishes no tasks: use --episodes" in done.stderr
+    done = run("wordle", "--policy", "p:act", "--split", "dev")
+    assert done.returncode == 2 and "no task split 'dev'; splits: train, test" in done.stderr
+    done = run("counter", "--base-url", "http://127.0.0.1:9/v1")
+    assert done.returncode == 2 and "--base-url needs --model" in done.stderr
