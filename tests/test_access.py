@@ -304,3 +304,67 @@ def test_a_token_that_cannot_work_is_a_clear_error_before_serving(
     )
     assert done.returncode == 2
     assert said in done.stderr and "Traceback" not in done.stderr
+
+
+# --- several tokens: one per holder, sessions counted per token ----------------------------
+
+ALICE, BOB = "alice-token-1", "bob-token-2"
+
+
+@pytest.fixture
+def token_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tokens"
+    path.write_text(f"# one token per holder\n{ALICE}\n\n{BOB}\n")
+    return path
+
+
+def test_each_token_in_the_file_admits_and_is_counted_on_its_own(token_file: Path) -> None:
+    from ecotone.kernel import Limits
+
+    auth = AuthConfig(token_file=str(token_file))
+    limits = Limits(max_sessions_per_token=2)
+    for transport in ("websocket", "http", "tcp"):
+        with run_server("counter", transport=transport, auth=auth, limits=limits) as server:
+            url = server.url
+            alice = [ecotone.Connection(url, token=ALICE) for _ in range(2)]
+            try:
+                held = [alice[0].open(), alice[1].open()]  # two connections, one token
+                with pytest.raises(ecotone.CapacityError, match="max_sessions_per_token") as full:
+                    alice[1].open()
+                assert full.value.details == {"active": 2, "limit": 2, "scope": "token"}
+                with ecotone.connect(url, token=BOB) as bob:  # another holder is not affected
+                    bob.reset()
+                held[0].close()  # a slot comes back
+                alice[0].open().reset()
+            finally:
+                for conn in alice:
+                    conn.close()
+            with pytest.raises(ecotone.AccessDenied):
+                ecotone.connect(url, token="carol-token-3")
+
+
+def test_over_http_a_tokens_sessions_are_its_own(token_file: Path) -> None:
+    auth = AuthConfig(token_file=str(token_file))
+    with run_server("counter", transport="http", auth=auth) as server:
+        http = Http(server.port)
+        as_alice = {"authorization": f"Bearer {ALICE}"}
+        as_bob = {"authorization": f"Bearer {BOB}"}
+        sid = http.request("POST", "/v1/sessions", {}, headers=as_alice).json()["session"]
+        reset = f"/v1/sessions/{sid}/reset"
+        assert http.request("POST", reset, {}, headers=as_alice).status == 200
+        other = http.request("POST", reset, {}, headers=as_bob)
+        assert other.status == 404 and other.json()["code"] == "unknown_session"
+
+
+def test_a_token_file_listing_a_token_twice_or_none_is_refused(tmp_path: Path) -> None:
+    from ecotone.kernel.config import ConfigError
+    from ecotone.server.admission import resolve_tokens
+
+    twice = tmp_path / "twice"
+    twice.write_text(f"{ALICE}\n{ALICE}\n")
+    with pytest.raises(ConfigError, match="lists a token twice"):
+        resolve_tokens(None, str(twice), None, "127.0.0.1")
+    empty = tmp_path / "empty"
+    empty.write_text("# nothing\n\n")
+    with pytest.raises(ConfigError, match="holds no token"):
+        resolve_tokens(None, str(empty), None, "127.0.0.1")

@@ -73,12 +73,17 @@ def test_step_latency_is_a_histogram_when_asked_for() -> None:
             env.reset()
             env.step({"sleep": 0.02, "tag": "a"})
             env.step({"sleep": 0.0, "tag": "b"})
+            env.state()
         port = int(server.url.rsplit(":", 1)[1])
         seen = _scrape(port)
     assert seen["ecotone_step_seconds_count{env=slow}"] == 2
     assert seen["ecotone_step_seconds_bucket{env=slow,le=0.01}"] == 1
     assert seen["ecotone_step_seconds_bucket{env=slow,le=+Inf}"] == 2
     assert 0.02 <= seen["ecotone_step_seconds_sum{env=slow}"] < 1.0
+    # every other op has its own histogram: one open, one reset, one close, one state
+    for op in ("open", "reset", "state", "close"):
+        assert seen[f"ecotone_call_seconds_count{{env=slow,op={op}}}"] == 1, op
+    assert 0.0 < seen["ecotone_call_seconds_sum{env=slow,op=reset}"] < 1.0
 
 
 def test_metrics_are_behind_the_token_like_every_route() -> None:

@@ -155,3 +155,17 @@ def test_a_launched_server_under_tls_is_probed_and_reached(
         assert env.connection.url.startswith("wss://127.0.0.1:")
         env.reset()
         assert env.step({"delta": 4}).observation["count"] == 4
+
+
+@pytest.mark.parametrize(
+    ("transport", "scheme"), [("http", "openenv+https"), ("websocket", "openenv+wss")]
+)
+def test_openenvs_protocol_over_tls_from_ecotones_client(
+    transport: str, scheme: str, tls_files: TlsConfig, trusted: str
+) -> None:
+    with run_server("counter", transport=transport, tls=tls_files) as server:
+        url = scheme + "://" + server.url.split("://", 1)[1]
+        with ecotone.connect(url) as env:
+            assert env.describe().name == "counter"  # /metadata and /schema over https
+            env.reset(seed=0)
+            assert env.step({"delta": 2}).observation["count"] == 2

@@ -67,14 +67,24 @@ def credentials(url: str, token: str | None = None) -> tuple[str, str | None]:
 
 def parse_url(url: str) -> Endpoint:
     parts = urlsplit(url)
-    if parts.scheme not in ("ws", "wss", "http", "https", "openenv+ws", "openenv+http"):
+    if parts.scheme not in (
+        "ws",
+        "wss",
+        "http",
+        "https",
+        "openenv+ws",
+        "openenv+http",
+        "openenv+wss",
+        "openenv+https",
+    ):
         raise ValueError(
             f"unsupported URL {url!r}: expected ws://HOST:PORT (or inproc://ENV for an "
             "in-process engine)"
         )
     if not parts.hostname:
         raise ValueError(f"URL {url!r} has no host")
-    port = parts.port or (443 if parts.scheme in ("wss", "https") else 80)
+    secure = parts.scheme in ("wss", "https", "openenv+wss", "openenv+https")
+    port = parts.port or (443 if secure else 80)
     return Endpoint(parts.scheme, parts.hostname, port, parts.path or "/")
 
 

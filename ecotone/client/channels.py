@@ -254,7 +254,8 @@ def open_sync_channel(
     url: str, codec: str, connect_timeout: float, token: str | None = None
 ) -> SyncChannel:
     """A channel for `url`: ws://, wss://, http://, https://, tcp://, tcp+tls://, unix://,
-    stdio:, openenv+ws:// and openenv+http:// here; other schemes from transports that declare them (inproc://).
+    stdio:, openenv+ws://, openenv+http:// (and their TLS forms) here; other schemes from
+    transports that declare them (inproc://).
     `token`: shown in a header where there are headers (framed channels have none: the
     connection sends it in `hello`, see `needs_hello`)."""
     from ecotone.client._core import parse_url

@@ -1,5 +1,6 @@
 """Drive an OpenEnv server with ecotone's clients: `openenv+http://HOST:PORT` (or
-`openenv+ws://`).
+`openenv+ws://`; over TLS, `openenv+https://` or `openenv+wss://`, trusting the system's
+certificates or `$ECOTONE_CA_BUNDLE`, as `wss://` does).
 
 The channel translates ecotone frames into OpenEnv's `/ws` messages and back
 (`ecotone.compat.openenv.translator`), so the whole client API (typed results,
@@ -27,6 +28,7 @@ import anyio.to_thread
 from ecotone.client._core import parse_url
 from ecotone.client.channels import WsAsyncChannel, WsSyncChannel
 from ecotone.client.errors import ConnectionLost, EcotoneError
+from ecotone.client.tls import client_context
 from ecotone.compat.openenv.translator import Translator
 from ecotone.wire import (
     Close,
@@ -46,8 +48,14 @@ from ecotone.wire import (
 )
 
 
-def _describe(host: str, port: int, base: str, timeout: float, token: str | None) -> EnvInfo:
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+def _describe(
+    host: str, port: int, base: str, timeout: float, token: str | None, tls: bool = False
+) -> EnvInfo:
+    conn: http.client.HTTPConnection
+    if tls:
+        conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=client_context())
+    else:
+        conn = http.client.HTTPConnection(host, port, timeout=timeout)
     headers = {"authorization": f"Bearer {token}"} if token else {}
     try:
         docs: dict[str, Any] = {}
@@ -79,6 +87,7 @@ class OpenEnvSyncChannel:
     ) -> None:
         ep = parse_url(url)
         self.token = token
+        self.tls = ep.scheme in ("openenv+https", "openenv+wss")
         self.host, self.port = ep.host, ep.port
         self.base = ep.path.rstrip("/")
         self.connect_timeout = connect_timeout
@@ -101,7 +110,9 @@ class OpenEnvSyncChannel:
             self._reply(local)
             return
         if isinstance(frame, Describe):
-            info = _describe(self.host, self.port, self.base, self.connect_timeout, self.token)
+            info = _describe(
+                self.host, self.port, self.base, self.connect_timeout, self.token, self.tls
+            )
             self._reply(Described(id=frame.id, info=info))
             return
         if isinstance(frame, Open):
@@ -114,6 +125,7 @@ class OpenEnvSyncChannel:
                 self.connect_timeout,
                 negotiate=False,
                 token=self.token,
+                tls=self.tls,
             )
             self.sockets[session] = opened
             opened.send(t.message(frame))  # a state probe: capacity errors surface at open
@@ -211,6 +223,7 @@ class OpenEnvAsyncChannel:
     ) -> None:
         ep = parse_url(url)
         self.token = token
+        self.tls = ep.scheme in ("openenv+https", "openenv+wss")
         self.host, self.port = ep.host, ep.port
         self.base = ep.path.rstrip("/")
         self.connect_timeout = connect_timeout
@@ -262,7 +275,13 @@ class OpenEnvAsyncChannel:
             return local
         if isinstance(frame, Describe):
             info = await anyio.to_thread.run_sync(
-                _describe, self.host, self.port, self.base, self.connect_timeout, self.token
+                _describe,
+                self.host,
+                self.port,
+                self.base,
+                self.connect_timeout,
+                self.token,
+                self.tls,
             )
             return Described(id=frame.id, info=info)
         if isinstance(frame, Open):
@@ -275,6 +294,7 @@ class OpenEnvAsyncChannel:
                 self.connect_timeout,
                 negotiate=False,
                 token=self.token,
+                tls=self.tls,
             )
             self.sockets[session] = sock
             self.locks[session] = anyio.Lock()

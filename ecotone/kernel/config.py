@@ -16,7 +16,7 @@ command-line flags. Structured with cattrs, so a wrong key or type is an error n
     ping_timeout = 20.0
 
     [auth]                 # bearer token: required by default beyond loopback
-    token_file = "/run/secrets/ecotone-token"   # or token = "..."; required = true/false
+    token_file = "/run/secrets/ecotone-tokens"  # one token per holder, or token = "..."
 
     [access]               # browsers: Origins allowed besides the server's own, Host names
     origins = ["https://lab.example"]
@@ -35,7 +35,7 @@ command-line flags. Structured with cattrs, so a wrong key or type is an error n
     invalid_action = "observation"   # or "error" (the default: OpenEnv's VALIDATION_ERROR)
 
     [metrics]              # GET /metrics (Prometheus)
-    step_latency = false   # a histogram of step durations (costs a hook per step)
+    step_latency = false   # histograms of step and other call durations (a hook per call)
 
     [log]
     format = "json"        # or "text"; one JSON object per line
@@ -116,7 +116,9 @@ class AuthConfig:
 
     token: str | None = None
     token_file: str | None = None
-    """A file holding the token (its first line); `ECOTONE_AUTH_TOKEN_FILE`."""
+    """A file holding the tokens, one per line (blank lines and `#` comments skipped), one
+    for each holder: any one admits, and `limits.max_sessions_per_token` counts each
+    holder's sessions together; `ECOTONE_AUTH_TOKEN_FILE`."""
     required: bool | None = None
     """None (the default): required when the server binds beyond loopback, where a token is
     made and printed if none is given."""
@@ -189,8 +191,9 @@ class MetricsConfig:
     transports, behind the same admission as every route."""
 
     step_latency: bool = False
-    """Measure each step's duration (a histogram per env). Off by default: it costs a hook
-    call per step and turns off the `step_many` fast path."""
+    """Measure each env call's duration: a histogram of steps per env, and one per env and
+    op of every other call (open, reset, state, close, tools, render). Off by default: it
+    costs a hook call per step and turns off the `step_many` fast path."""
 
 
 @attrs.frozen(slots=True, kw_only=True)

@@ -110,11 +110,13 @@ class Owner:
     """Who sessions belong to. `closed` once the owner is gone (its sessions are closing);
     `authenticated` once it showed the server's token (or needed none: see `Engine.owner`)."""
 
-    __slots__ = ("authenticated", "closed")
+    __slots__ = ("authenticated", "closed", "principal")
 
-    def __init__(self, authenticated: bool = True) -> None:
+    def __init__(self, authenticated: bool = True, principal: int | None = None) -> None:
         self.closed = False
         self.authenticated = authenticated
+        self.principal = principal
+        """Which of the server's tokens it showed (its number; None: no tokens)."""
 
 
 @final
@@ -241,6 +243,7 @@ class Engine(Operations):
         hooks: Any = None,
         clock: Callable[[], float] = time.monotonic,
         token: str | None = None,
+        tokens: Sequence[str] = (),
     ) -> None:
         if isinstance(envs, EnvSpec):
             envs = {envs.name: envs}
@@ -251,8 +254,11 @@ class Engine(Operations):
         if self.default_env not in self.envs:
             raise ValueError(f"default env {self.default_env!r} is not among the served envs")
         self.limits = limits or Limits()
-        self.token = token
-        """The bearer token every owner must show (None: none needed)."""
+        self.tokens: tuple[str, ...] = tuple(tokens) or ((token,) if token else ())
+        """The bearer tokens an owner may show, any one (none: none needed); each is a
+        principal, whose sessions `max_sessions_per_token` counts together."""
+        self.token = self.tokens[0] if self.tokens else None
+        """The first token (None: none needed)."""
         self.sessions = SessionTable(self.limits.max_sessions, self.limits.idle_timeout)
         self.clock = clock
         self._hooks = hooks
@@ -260,6 +266,7 @@ class Engine(Operations):
         self._on_closed = self._hook("ecotone_session_closed")
         self._on_step = self._hook("ecotone_step_completed")
         self._on_episode = self._hook("ecotone_episode_started")
+        self._on_call = self._hook("ecotone_call_completed")
         self._touched: list[Peer] = []
         # What the server did, for /metrics (plain counters: nothing on the hot path but +1).
         self.errors: collections.Counter[str] = collections.Counter()
@@ -296,10 +303,21 @@ class Engine(Operations):
 
     # --- the driver's side --------------------------------------------------------------------
 
-    def owner(self, authenticated: bool = False) -> Owner:
+    def owner(self, authenticated: bool = False, principal: int | None = None) -> Owner:
         """A new owner. `authenticated`: the transport checked the token itself (HTTP and
-        WebSocket, by header); otherwise, with a token set, it must send `hello` with it."""
-        return Owner(authenticated or self.token is None)
+        WebSocket, by header; `principal` is which one); otherwise, with a token set, it must
+        send `hello` with it."""
+        return Owner(authenticated or self.token is None, principal)
+
+    def principal_of(self, given: str | None) -> int | None:
+        """The number of the token `given` is, or None (compared in constant time)."""
+        if not given:
+            return None
+        found = None
+        for number, token in enumerate(self.tokens):
+            if hmac.compare_digest(given.encode(), token.encode()):
+                found = number
+        return found
 
     def peer(
         self,
@@ -322,6 +340,8 @@ class Engine(Operations):
         was waiting for its session. Returns the next calls to run."""
         jobs: list[Call] = []
         session: Session | None = call.session
+        if self._on_call is not None and call.started and call.finish != self._finish_step:
+            self._timed(call)
         try:
             outcome = call.finish(call, jobs)
         except Exception as exc:  # an engine bug: report it, keep serving
@@ -502,11 +522,11 @@ class Engine(Operations):
     def _authenticate(self, peer: Peer, request: Request) -> Response:
         """The answer to a request of an owner that has not shown the token: `hello` with the
         right one admits it, anything else is `unauthorized`."""
-        token = self.token or ""
         if type(request) is Hello:
-            given = request.token or ""
-            if given and hmac.compare_digest(given.encode(), token.encode()):
+            principal = self.principal_of(request.token)
+            if principal is not None:
                 peer.owner.authenticated = True
+                peer.owner.principal = principal
                 return self._hello(request)
         return answers.error(
             ErrorCode.UNAUTHORIZED,
@@ -585,11 +605,17 @@ class Engine(Operations):
             peer.emit(spec)
             return NO_CALLS
         try:
-            self.sessions.reserve(peer.owner, self.limits.max_sessions_per_connection)
+            self.sessions.reserve(
+                peer.owner,
+                self.limits.max_sessions_per_connection,
+                self.limits.max_sessions_per_token,
+            )
         except CapacityError as exc:
             details: dict[str, Any] = {"active": exc.active, "limit": exc.limit}
             if exc.per_owner:
                 details["scope"] = "connection"
+            elif exc.per_token:
+                details["scope"] = "token"
             peer.emit(answers.error(ErrorCode.CAPACITY, str(exc), req.id, **details))
             return NO_CALLS
         jobs: list[Call] = []

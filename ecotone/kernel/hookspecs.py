@@ -69,6 +69,14 @@ def ecotone_episode_started(
 
 
 @hookspec
+def ecotone_call_completed(session_id: str | None, env: str, op: str, duration_s: float) -> None:
+    """An env call other than a step finished (successfully or not): `op` is `open`,
+    `reset`, `state`, `close`, `list_tools`, `call_tool` or `render`; `duration_s` is its
+    time from the request to the outcome, on a worker thread or the event loop as the env
+    runs (steps have `ecotone_step_completed`)."""
+
+
+@hookspec
 def ecotone_step_completed(
     session_id: str, env: str, action: Any, observation: Any, duration_s: float
 ) -> None:

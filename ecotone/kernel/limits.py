@@ -43,6 +43,9 @@ class Limits:
     """Sessions one connection (one owner: all HTTP requests of a server share one) may hold;
     one more gets a `capacity` error naming this limit, so no one connection takes every
     session (None: only `max_sessions`). 256 lets one VectorEnv of 256 sub-envs in."""
+    max_sessions_per_token: int | None = attrs.field(default=None, validator=_positive)
+    """Sessions the holders of one token (a line of `[auth] token_file`) may hold across all
+    their connections and requests (None: no limit but the others)."""
     max_pending_requests: int = attrs.field(default=1024, validator=_positive)
     """Requests of one connection received and not yet answered; at this many the server
     stops reading from it until answers go out (backpressure: a peer that sends and never

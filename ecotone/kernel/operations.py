@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from ecotone.kernel.engine import Peer
 
 SERVER_NAME: Final = "ecotone"
+_TIMED_OPS: Final = frozenset({"reset", "state", "close", "list_tools", "call_tool", "render"})
 
 
 class _Observed(msgspec.Struct, tag_field="op", tag="observation", gc=False):
@@ -96,6 +97,7 @@ class Operations:
     clock: Callable[[], float]
     _on_step: Any
     _on_episode: Any
+    _on_call: Any
     steps_total: int = 0
     """Steps answered with an observation (for /metrics)."""
 
@@ -125,12 +127,40 @@ class Operations:
             peer=peer,
             request=request,
             cleanup=cleanup,
+            started=time.perf_counter() if self._on_call is not None else 0.0,
         )
         if mode is Mode.INLINE:
             call.run()
+            if call.started:
+                self._timed(call)
             return finish(call, jobs)
         call.timeout = timeout
         return call
+
+    def _timed(self, call: Call) -> None:
+        """Tell `ecotone_call_completed` how long an env call (not a step) took."""
+        duration = time.perf_counter() - call.started
+        session: Session | None = call.session
+        if session is None:  # a constructor's call, or a retired session's close
+            for item in call.request if isinstance(call.request, tuple) else ():
+                if isinstance(item, Session):
+                    session = item
+                elif isinstance(item, EnvSpec):
+                    spec: EnvSpec | None = item
+                    break
+            else:
+                spec = None if session is None else session.spec
+        else:
+            spec = session.spec
+        if spec is None:
+            return
+        name = getattr(call.fn, "__name__", "")
+        self._on_call(
+            session_id=None if session is None else session.id,
+            env=spec.name,
+            op=name if name in _TIMED_OPS else "open",
+            duration_s=duration,
+        )
 
     def _limit(self, spec: EnvSpec, asked: float | None = None) -> float | None:
         """The deadline of a call of `spec`'s env: the env's own, else the server's; a request

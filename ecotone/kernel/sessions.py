@@ -43,13 +43,21 @@ class Phase(enum.Enum):
 
 
 class CapacityError(Exception):
-    """The table is full, for the whole server or for one owner (`per_owner`)."""
+    """The table is full, for the whole server, for one owner (`per_owner`) or for one token
+    (`per_token`)."""
 
-    def __init__(self, active: int, limit: int, per_owner: bool = False) -> None:
+    def __init__(
+        self, active: int, limit: int, per_owner: bool = False, per_token: bool = False
+    ) -> None:
         if per_owner:
             text = (
                 f"this connection holds {active} of the {limit} sessions one connection may "
                 "hold (max_sessions_per_connection)"
+            )
+        elif per_token:
+            text = (
+                f"this token holds {active} of the {limit} sessions one token may hold "
+                "(max_sessions_per_token)"
             )
         else:
             text = f"server is at capacity: {active} of {limit} sessions are open"
@@ -57,6 +65,7 @@ class CapacityError(Exception):
         self.active = active
         self.limit = limit
         self.per_owner = per_owner
+        self.per_token = per_token
 
 
 GUEST_STEPS_KEPT = 1024
@@ -121,6 +130,8 @@ class SessionTable:
     _sessions: dict[str, Session] = attrs.field(factory=dict, init=False)
     _reserved: int = attrs.field(default=0, init=False)
     _held: dict[object, int] = attrs.field(factory=dict, init=False)
+    _by_token: dict[int, int] = attrs.field(factory=dict, init=False)
+    """Sessions (and reserved slots) per token (owners' `principal`), when tokens are set."""
     _shared: dict[str, Session] = attrs.field(factory=dict, init=False)
     """Sessions (and reserved slots) per owner."""
 
@@ -130,15 +141,24 @@ class SessionTable:
     def __iter__(self) -> Iterator[Session]:
         return iter(list(self._sessions.values()))
 
-    def reserve(self, owner: object, per_owner: int | None = None) -> None:
+    def reserve(
+        self, owner: object, per_owner: int | None = None, per_token: int | None = None
+    ) -> None:
         """Claim a slot for `owner` before building an env (construction may be slow).
-        Raises CapacityError when the table is full, or `owner` holds `per_owner` already.
-        Every reserve is followed by `add` or `release` for the same owner."""
+        Raises CapacityError when the table is full, `owner` holds `per_owner` already, or
+        its token (`owner.principal`) holds `per_token`. Every reserve is followed by `add`
+        or `release` for the same owner."""
         if len(self) >= self.max_sessions:
             raise CapacityError(len(self), self.max_sessions)
         held = self._held.get(owner, 0)
         if per_owner is not None and held >= per_owner:
             raise CapacityError(held, per_owner, per_owner=True)
+        token = getattr(owner, "principal", None)
+        if token is not None:
+            by_token = self._by_token.get(token, 0)
+            if per_token is not None and by_token >= per_token:
+                raise CapacityError(by_token, per_token, per_token=True)
+            self._by_token[token] = by_token + 1
         self._held[owner] = held + 1
         self._reserved += 1
 
@@ -153,6 +173,17 @@ class SessionTable:
             self._held[owner] = held
         else:
             self._held.pop(owner, None)
+        token = getattr(owner, "principal", None)
+        if token is not None:
+            left = self._by_token.get(token, 0) - 1
+            if left > 0:
+                self._by_token[token] = left
+            else:
+                self._by_token.pop(token, None)
+
+    def held_by_token(self, token: int) -> int:
+        """Sessions the owners of token number `token` hold."""
+        return self._by_token.get(token, 0)
 
     def held_by(self, owner: object) -> int:
         """Sessions `owner` holds (its slots being built included)."""

@@ -118,12 +118,13 @@ class Admission:
       loopback, any when bound beyond it (where the token guards);
     * a request with an `Origin` (a browser's) must come from the server's own origin or one
       allowed in `[access] origins`, so no other web page can open a socket or send a form;
-    * with a token set, the request must carry it: `Authorization: Bearer TOKEN`, `?token=`
+    * with tokens set, the request must carry one: `Authorization: Bearer TOKEN`, `?token=`
       in the URL, or the web UI's cookie (set when `/web?token=` is opened); except an MCP
       request with a share key (`X-Ecotone-Share`), which may act in that session only.
+      Which token it showed (`principal`) is whose sessions it makes.
     """
 
-    token: str | None = None
+    tokens: tuple[str, ...] = ()
     origins: frozenset[str] = frozenset()
     hosts: frozenset[str] | None = None
     """Allowed Host names; None: any."""
@@ -154,7 +155,7 @@ class Admission:
                     f"requests from web pages of {origin} are refused: only this server's "
                     "own pages, and origins allowed in [access] origins",
                 )
-        if self.token is not None and path != "/health" and not _shared(method, headers, path):
+        if self.tokens and path != "/health" and not _shared(method, headers, path):
             given = _given(headers, query)
             if not self.valid(given):
                 return Refusal(
@@ -166,15 +167,25 @@ class Admission:
         return None
 
     def authenticated(self, headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
-        """Whether the request shows the token (or none is needed)."""
-        return self.token is None or self.valid(_given(headers, query))
+        """Whether the request shows a token (or none is needed)."""
+        return not self.tokens or self.valid(_given(headers, query))
 
     def valid(self, given: str | None) -> bool:
-        return (
-            self.token is not None
-            and given is not None
-            and hmac.compare_digest(given.encode(), self.token.encode())
-        )
+        return self.number(given) is not None
+
+    def number(self, given: str | None) -> int | None:
+        """Which token `given` is (its number), or None; compared in constant time."""
+        if not given:
+            return None
+        found = None
+        for number, token in enumerate(self.tokens):
+            if hmac.compare_digest(given.encode(), token.encode()):
+                found = number
+        return found
+
+    def principal(self, headers: Mapping[str, str], query: Mapping[str, str]) -> int | None:
+        """The number of the token a request shows (None: none, or none needed)."""
+        return self.number(_given(headers, query)) if self.tokens else None
 
 
 _TOKEN_CHARS: Final = re.compile(r"[!#-+\--:<-\[\]-~]+")
@@ -195,36 +206,50 @@ def _shared(method: str, headers: Mapping[str, str], path: str) -> bool:
     )
 
 
-def resolve_token(
+def resolve_tokens(
     token: str | None, token_file: str | None, required: bool | None, host: str
-) -> tuple[str | None, bool]:
-    """The server's token and whether it was made here (to be printed): the one given, or
-    the first line of `token_file`, or, when required (by default: bound beyond loopback)
-    and none is given, a new random one."""
+) -> tuple[tuple[str, ...], bool]:
+    """The server's tokens and whether one was made here (to be printed): the one given, or
+    the lines of `token_file` (one token each, for as many holders; blank lines and `#`
+    comments skipped), or, when required (by default: bound beyond loopback) and none is
+    given, a new random one."""
+    tokens: list[str] = [token] if token is not None else []
     if token is None and token_file is not None:
         try:
             with open(token_file, encoding="utf-8") as f:
-                token = f.readline().strip() or None
+                lines = [line.strip() for line in f]
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"[auth] token_file: cannot read {token_file}: {exc}") from None
-        if token is None:
+        tokens = [line for line in lines if line and not line.startswith("#")]
+        if not tokens:
             raise ConfigError(f"[auth] token_file: {token_file} holds no token")
-    if token is not None:
-        if not _TOKEN_CHARS.fullmatch(token):
-            raise ConfigError(
-                "[auth] token: use printable ASCII with no spaces, quotes, commas, semicolons "
-                "or backslashes (it travels in headers, URLs and a cookie)"
-            )
-        return token, False
+        if len(set(tokens)) != len(tokens):
+            raise ConfigError(f"[auth] token_file: {token_file} lists a token twice")
+    if tokens:
+        for given in tokens:
+            if not _TOKEN_CHARS.fullmatch(given):
+                raise ConfigError(
+                    "[auth] token: use printable ASCII with no spaces, quotes, commas, "
+                    "semicolons or backslashes (it travels in headers, URLs and a cookie)"
+                )
+        return tuple(tokens), False
     if required is None:
         required = not is_loopback(host)
     if not required:
-        return None, False
-    return secrets.token_urlsafe(24), True
+        return (), False
+    return (secrets.token_urlsafe(24),), True
+
+
+def resolve_token(
+    token: str | None, token_file: str | None, required: bool | None, host: str
+) -> tuple[str | None, bool]:
+    """The server's first token (see `resolve_tokens`) and whether it was made here."""
+    tokens, made = resolve_tokens(token, token_file, required, host)
+    return (tokens[0] if tokens else None), made
 
 
 def admission_for(
-    token: str | None, origins: list[str], hosts: list[str] | None, bind_host: str
+    tokens: tuple[str, ...], origins: list[str], hosts: list[str] | None, bind_host: str
 ) -> Admission:
     if hosts is None:
         allowed: frozenset[str] | None = LOOPBACK_NAMES if is_loopback(bind_host) else None
@@ -232,7 +257,7 @@ def admission_for(
             allowed = allowed | {_host_name(bind_host)}
     else:
         allowed = frozenset(_host_name(h) for h in hosts)
-    return Admission(token=token, origins=frozenset(origins), hosts=allowed)
+    return Admission(tokens=tokens, origins=frozenset(origins), hosts=allowed)
 
 
 TLS_TRANSPORTS: Final = ("websocket", "http", "tcp")

@@ -15,7 +15,7 @@ import trio
 from ecotone.kernel import Engine, Registry
 from ecotone.kernel.config import ServerConfig, with_token
 from ecotone.kernel.rubrics import load_rubric
-from ecotone.server.admission import admission_for, resolve_token, tls_context
+from ecotone.server.admission import admission_for, resolve_tokens, tls_context
 from ecotone.server.logs import SessionLog
 from ecotone.server.metrics import Metrics
 from ecotone.server.runner import Runner
@@ -23,7 +23,7 @@ from ecotone.server.runner import Runner
 log = logging.getLogger("ecotone.server")
 
 
-def build_engine(config: ServerConfig, registry: Registry, token: str | None = None) -> Engine:
+def build_engine(config: ServerConfig, registry: Registry, tokens: tuple[str, ...] = ()) -> Engine:
     if not config.env:
         raise ValueError("no environment to serve: name one (ecotone serve ENV) or set `env`")
     spec = registry.env_spec(config.env)
@@ -31,7 +31,7 @@ def build_engine(config: ServerConfig, registry: Registry, token: str | None = N
         spec = spec.with_task_files(config.tasks)
     if config.rubric:
         spec = spec.with_rubric(load_rubric(config.rubric))
-    return Engine(spec, limits=config.limits, hooks=registry.pm.hook, token=token)
+    return Engine(spec, limits=config.limits, hooks=registry.pm.hook, tokens=tokens)
 
 
 def transport_for(config: ServerConfig, registry: Registry) -> Any:
@@ -74,9 +74,10 @@ async def serve(
     for plugin in own:
         registry.register(plugin)
     auth = config.auth
-    token, made = resolve_token(auth.token, auth.token_file, auth.required, config.host)
-    engine = build_engine(config, registry, token)
-    admission = admission_for(token, config.access.origins, config.access.hosts, config.host)
+    tokens, made = resolve_tokens(auth.token, auth.token_file, auth.required, config.host)
+    token = tokens[0] if tokens else None
+    engine = build_engine(config, registry, tokens)
+    admission = admission_for(tokens, config.access.origins, config.access.hosts, config.host)
     tls = tls_context(config.tls.cert, config.tls.key, config.transport)
     options = {"web": True} if config.web else {}
     runner: Runner | None = None

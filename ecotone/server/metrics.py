@@ -2,9 +2,9 @@
 
 The engine and the runner keep plain counters (an increment on the hot path, nothing more);
 this module reads them when scraped, plus what lifecycle hooks count (sessions closed, by
-reason), and writes Prometheus' text format with `prometheus_client`. Step latency needs a
-hook on every step, which also turns off the `step_many` fast path: it is measured only when
-asked (`[metrics] step_latency = true`).
+reason), and writes Prometheus' text format with `prometheus_client`. Latency needs a hook on
+every env call, which also turns off the `step_many` fast path: it is measured only when
+asked (`[metrics] step_latency = true`), for steps and for every other op.
 
     ecotone_sessions_open, ecotone_sessions_busy, ecotone_requests_queued
     ecotone_sessions_opened_total, ecotone_sessions_closed_total{reason}
@@ -12,6 +12,8 @@ asked (`[metrics] step_latency = true`).
     ecotone_connections_open, ecotone_connections_refused_total
     ecotone_env_calls_hung, ecotone_env_calls_abandoned_total
     ecotone_step_seconds{env}        (histogram; with step_latency)
+    ecotone_call_seconds{env, op}    (histogram of open, reset, state, close, list_tools,
+                                      call_tool, render; with step_latency)
     ecotone_info{env, version}
 """
 
@@ -59,6 +61,34 @@ class StepLatency:
         self.sums[env] += duration_s
 
 
+class CallLatency:
+    """Hook plugin: histograms of the other env calls' durations, per env and op."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], list[int]] = {}
+        self.sums: dict[tuple[str, str], float] = collections.defaultdict(float)
+
+    @hookimpl
+    def ecotone_call_completed(
+        self, session_id: str | None, env: str, op: str, duration_s: float
+    ) -> None:
+        key = (env, op)
+        counts = self.counts.get(key)
+        if counts is None:
+            counts = self.counts[key] = [0] * (len(BUCKETS) + 1)
+        counts[bisect.bisect_left(BUCKETS, duration_s)] += 1
+        self.sums[key] += duration_s
+
+
+def _buckets(counts: list[int]) -> list[tuple[str, float]]:
+    running = 0
+    out: list[tuple[str, float]] = []
+    for bound, count in zip((*BUCKETS, float("inf")), counts, strict=True):
+        running += count
+        out.append(("+Inf" if bound == float("inf") else str(bound), running))
+    return out
+
+
 class Metrics:
     """One server's metrics: its hook plugins (register them before the engine is built)
     and, once `runner` is set, the text a scrape gets."""
@@ -66,10 +96,11 @@ class Metrics:
     def __init__(self, step_latency: bool = False) -> None:
         self.sessions = SessionCounts()
         self.latency = StepLatency() if step_latency else None
+        self.calls = CallLatency() if step_latency else None
         self.runner: Any = None
 
     def plugins(self) -> list[object]:
-        return [p for p in (self.sessions, self.latency) if p is not None]
+        return [p for p in (self.sessions, self.latency, self.calls) if p is not None]
 
     def render(self) -> bytes:
         from prometheus_client import CollectorRegistry, generate_latest
@@ -154,10 +185,15 @@ class _Collector:
                 "ecotone_step_seconds", "Step duration, in the env.", labels=["env"]
             )
             for env, counts in sorted(latency.counts.items()):
-                running = 0
-                buckets = []
-                for bound, count in zip((*BUCKETS, float("inf")), counts, strict=True):
-                    running += count
-                    buckets.append(("+Inf" if bound == float("inf") else str(bound), running))
-                histogram.add_metric([env], buckets, sum_value=latency.sums[env])
+                histogram.add_metric([env], _buckets(counts), sum_value=latency.sums[env])
+            yield histogram
+        calls = self.metrics.calls
+        if calls is not None:
+            histogram = HistogramMetricFamily(
+                "ecotone_call_seconds",
+                "Env call duration (open, reset, state, close, tools, render).",
+                labels=["env", "op"],
+            )
+            for key, counts in sorted(calls.counts.items()):
+                histogram.add_metric(list(key), _buckets(counts), sum_value=calls.sums[key])
             yield histogram

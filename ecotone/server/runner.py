@@ -61,7 +61,7 @@ class Runner:
         self._stopping = False
         self.gate = ConnectionGate(engine.limits)
         """Connections open, and who may open another (`ecotone.server.admission`)."""
-        self.admission = Admission(token=engine.token)
+        self.admission = Admission(tokens=engine.tokens)
         """The Host, Origin and token checks of HTTP requests and handshakes (the server's
         composition sets them from the config)."""
         self.mcp = McpConfig()

@@ -24,6 +24,8 @@ class HttpRequest:
     """The connection closes after the answer (a request framed two ways at once)."""
     peer: str = ""
     """The client's address (what per-client limits count by)."""
+    principal: int | None = None
+    """Which of the server's tokens the request showed (None: none, or none needed)."""
 
     @property
     def content_type(self) -> str:

@@ -76,9 +76,11 @@ def _refusal(error: Error) -> types.CallToolResult:
 class Seat:
     """One MCP connection's place at the engine: its owner and its env session."""
 
-    def __init__(self, face: McpFace) -> None:
+    def __init__(self, face: McpFace, principal: int | None = None) -> None:
         self.face = face
-        self.owner: Owner = face.engine.owner(authenticated=True)  # the transport checked
+        self.principal = principal
+        """The token its connection showed (the transport checked it)."""
+        self.owner: Owner = face.engine.owner(authenticated=True, principal=principal)
         self.session: str | None = None
         self.guest = False
         self._lock = anyio.Lock()
@@ -91,7 +93,7 @@ class Seat:
         that brought a share key but not the server's token may only attach."""
         async with self._lock:
             if self.owner.closed:  # the SDK ended the connection, yet a request came
-                self.owner = self.face.engine.owner(authenticated=True)
+                self.owner = self.face.engine.owner(authenticated=True, principal=self.principal)
                 self.session, self.guest = None, False
             if self.session is not None:
                 return self.session
@@ -199,7 +201,7 @@ class McpFace:
         connection = _connection_of(ctx)
         seat = connection.state.get("ecotone.seat")
         if seat is None:
-            seat = connection.state["ecotone.seat"] = Seat(self)
+            seat = connection.state["ecotone.seat"] = Seat(self, self._principal(ctx))
             connection.exit_stack.callback(seat.close)
         assert isinstance(seat, Seat)
         return seat
@@ -208,6 +210,14 @@ class McpFace:
         """The one client is gone (`one_client`): its session closes."""
         if self._only is not None:
             self._only.close()
+
+    def _principal(self, ctx: Any) -> int | None:
+        """The number of the token the connection's request showed (None: stdio, none)."""
+        request = getattr(ctx, "request", None)
+        if request is None or self.engine.token is None:
+            return None
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        return self.runner.admission.principal(headers, dict(request.query_params))
 
     def _token_ok(self, ctx: Any) -> bool:
         """Whether the request showed the server's token (stdio needs none; with a share key

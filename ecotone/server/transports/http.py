@@ -36,6 +36,7 @@ import msgspec
 import trio
 
 import ecotone.kernel
+from ecotone.kernel import Owner
 from ecotone.server.admission import TOKEN_COOKIE
 from ecotone.server.mcp import available as mcp_missing
 from ecotone.server.mcp import speaks_streamable_http
@@ -116,9 +117,12 @@ class HttpServer:
         self.mcp_http = McpHttp(runner, background) if background is not None else None
         self.engine = runner.engine
         self.owner = runner.engine.owner(authenticated=True)  # requests pass Admission
+        """The owner of requests that show no token (a server that needs none); with tokens,
+        each token's requests have an owner of their own (`owner_for`)."""
         self.json = JsonCodec()
         self.msgpack = MsgpackCodec()
         self.openenv = OpenEnvHttp(runner, self.owner)
+        self._owners: dict[int, tuple[Owner, OpenEnvHttp]] = {}
         self._ids = 0
         self.routes: list[tuple[re.Pattern[str], dict[str, Handler]]] = []
         if describe_only:
@@ -151,10 +155,10 @@ class HttpServer:
         self._route(r"/health", GET=self.health)
         self._route(r"/metrics", GET=self.metrics)
         self._route(r"/openapi.json", GET=self.openapi)
-        self._route(r"/reset", POST=lambda r, _: self.openenv.reset(r))
-        self._route(r"/step", POST=lambda r, _: self.openenv.step(r))
-        self._route(r"/state", GET=lambda r, _: self.openenv.state(r))
-        self._route(r"/close", POST=lambda r, _: self.openenv.close(r))
+        self._route(r"/reset", POST=lambda r, _: self.openenv_for(r).reset(r))
+        self._route(r"/step", POST=lambda r, _: self.openenv_for(r).step(r))
+        self._route(r"/state", GET=lambda r, _: self.openenv_for(r).state(r))
+        self._route(r"/close", POST=lambda r, _: self.openenv_for(r).close(r))
         self._route(r"/mcp", POST=self.mcp, GET=self.mcp, DELETE=self.mcp)
         self._route(r"/metadata", GET=self._sync(self.openenv.metadata))
         self._route(r"/schema", GET=self._sync(self.openenv.schema))
@@ -165,6 +169,24 @@ class HttpServer:
             self._route(r"/web", GET=self.web_page)
             self._route(r"/web/", GET=self.web_page)
             self._route(r"/web/(?P<name>[A-Za-z0-9_.-]+)", GET=self.web_file)
+
+    def _for(self, request: HttpRequest) -> tuple[Owner, OpenEnvHttp]:
+        principal = request.principal
+        if principal is None:
+            return self.owner, self.openenv
+        found = self._owners.get(principal)
+        if found is None:
+            owner = self.engine.owner(authenticated=True, principal=principal)
+            found = self._owners[principal] = (owner, OpenEnvHttp(self.runner, owner))
+        return found
+
+    def owner_for(self, request: HttpRequest) -> Owner:
+        """The owner of this request's sessions: one per token, so a token's holder sees its
+        own sessions only, and `max_sessions_per_token` counts them together."""
+        return self._for(request)[0]
+
+    def openenv_for(self, request: HttpRequest) -> OpenEnvHttp:
+        return self._for(request)[1]
 
     def _task_routes(self) -> None:
         """ecotone's `GET /v1/tasks` and `GET /v1/task`, and OpenEnv's Task API."""
@@ -205,7 +227,7 @@ class HttpServer:
             return Streamed(await self.mcp_http.app())
         if request.method != "POST":
             return json_response(405, {"detail": "Method Not Allowed"}, [("Allow", "POST")])
-        return await self.openenv.mcp(request)
+        return await self.openenv_for(request).mcp(request)
 
     async def handle(self, request: HttpRequest) -> HttpResponse | Streamed:
         for pattern, methods in self.routes:
@@ -227,9 +249,11 @@ class HttpServer:
         self._ids += 1
         return self._ids
 
-    async def _dispatch(self, frame: Any, codec: Codec | None = None) -> HttpResponse:
+    async def _dispatch(
+        self, frame: Any, request: HttpRequest, codec: Codec | None = None
+    ) -> HttpResponse:
         codec = codec or self.json
-        response = await self.runner.ask(self.owner, codec, frame)
+        response = await self.runner.ask(self.owner_for(request), codec, frame)
         return self._frame_response(codec, response)
 
     def _frame_response(self, codec: Codec, response: Response) -> HttpResponse:
@@ -279,10 +303,12 @@ class HttpServer:
                     )
                 ),
             )
-        return await self._dispatch(request.body, codec)
+        return await self._dispatch(request.body, request, codec)
 
     async def describe(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
-        return await self._dispatch(Describe(id=self._next_id(), env=request.query.get("env")))
+        return await self._dispatch(
+            Describe(id=self._next_id(), env=request.query.get("env")), request
+        )
 
     def _ints(self, request: HttpRequest, *names: str) -> dict[str, int] | HttpResponse:
         out = {}
@@ -307,7 +333,7 @@ class HttpServer:
         frame = ListTasks(
             id=self._next_id(), env=query.get("env"), split=query.get("split"), **numbers
         )
-        return await self._dispatch(frame)
+        return await self._dispatch(frame, request)
 
     async def get_task(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         """`GET /v1/task?id=` or `?split=&index=` (and `env=`): the `get_task` frame."""
@@ -322,7 +348,7 @@ class HttpServer:
             split=query.get("split"),
             **numbers,
         )
-        return await self._dispatch(frame)
+        return await self._dispatch(frame, request)
 
     async def open(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         body = self._body(request, required=False)
@@ -331,7 +357,7 @@ class HttpServer:
         env = body.get("env")
         if env is not None and not isinstance(env, str):
             return _error_frame(ErrorCode.INVALID_FRAME, "`env` must be a string", field="env")
-        return await self._dispatch(Open(id=self._next_id(), env=env))
+        return await self._dispatch(Open(id=self._next_id(), env=env), request)
 
     async def reset(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         body = self._body(request, required=False)
@@ -343,7 +369,7 @@ class HttpServer:
             )
         except msgspec.ValidationError as exc:
             return _error_frame(ErrorCode.INVALID_FRAME, f"invalid reset body: {exc}")
-        return await self._dispatch(frame)
+        return await self._dispatch(frame, request)
 
     async def step(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         body = self._body(request, required=True)
@@ -354,13 +380,15 @@ class HttpServer:
                 ErrorCode.INVALID_FRAME, 'the body must be {"action": ...}', field="action"
             )
         raw = msgspec.Raw(msgspec.json.encode(body["action"]))
-        return await self._dispatch(Step(id=self._next_id(), session=params["sid"], action=raw))
+        return await self._dispatch(
+            Step(id=self._next_id(), session=params["sid"], action=raw), request
+        )
 
     async def state(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
-        return await self._dispatch(GetState(id=self._next_id(), session=params["sid"]))
+        return await self._dispatch(GetState(id=self._next_id(), session=params["sid"]), request)
 
     async def render(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
-        return await self._dispatch(Render(id=self._next_id(), session=params["sid"]))
+        return await self._dispatch(Render(id=self._next_id(), session=params["sid"]), request)
 
     async def web_root(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         return _to_web(request)
@@ -377,7 +405,7 @@ class HttpServer:
         return found if found is not None else json_response(404, {"detail": "Not Found"})
 
     async def close(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
-        return await self._dispatch(Close(id=self._next_id(), session=params["sid"]))
+        return await self._dispatch(Close(id=self._next_id(), session=params["sid"]), request)
 
     async def metrics(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         """Prometheus' text format (`ecotone/server/metrics.py`)."""
@@ -572,6 +600,7 @@ class HttpConnection:
                             must_close="content-length" in headers
                             and "transfer-encoding" in headers,
                             peer=self.peer,
+                            principal=self.runner.admission.principal(headers, query),
                         )
             except _Upgrade as upgrade:
                 await websocket.accept(self.runner, self.stream, *upgrade.args)

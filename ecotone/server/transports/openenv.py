@@ -271,9 +271,16 @@ def _ws_error(code: str, message: str, **extra: Any) -> bytes:
 class OpenEnvWebSocket(WsPeer):
     """One OpenEnv `/ws` connection: exactly one session, messages handled one at a time."""
 
-    def __init__(self, runner: Runner, stream: trio.abc.Stream, pending: bytes = b"") -> None:
+    def __init__(
+        self,
+        runner: Runner,
+        stream: trio.abc.Stream,
+        pending: bytes = b"",
+        principal: int | None = None,
+    ) -> None:
         super().__init__(runner, stream, pending)
-        self.owner = runner.engine.owner(authenticated=True)  # its handshake passed Admission
+        # Its handshake passed Admission, showing token number `principal` (if tokens are set).
+        self.owner = runner.engine.owner(authenticated=True, principal=principal)
         self.bridge = Bridge(runner, self.owner)
         self.session: str | None = None
         self.mcp: McpHandler | None = None

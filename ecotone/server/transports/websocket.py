@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import parse_qsl
 
 import h11
 import trio
@@ -52,12 +53,18 @@ class NativeWebSocket(WsPeer):
     """ecotone's own protocol: any number of sessions, pipelined; one engine peer."""
 
     def __init__(
-        self, runner: Runner, stream: trio.abc.Stream, codec: str, pending: bytes = b""
+        self,
+        runner: Runner,
+        stream: trio.abc.Stream,
+        codec: str,
+        pending: bytes = b"",
+        principal: int | None = None,
     ) -> None:
         super().__init__(runner, stream, pending)
         self.codec = codec_for(codec)
         self.binary = self.codec.binary
-        owner = runner.engine.owner(authenticated=True)  # its handshake passed Admission
+        # Its handshake passed Admission, showing token number `principal` (if tokens are set).
+        owner = runner.engine.owner(authenticated=True, principal=principal)
         self.peer = runner.engine.peer(self.codec, owner, sink=self.write_answers)
         self._room = trio.Event()
 
@@ -151,13 +158,15 @@ async def accept(
     if subprotocol:
         response += f"sec-websocket-protocol: {subprotocol}\r\n"
     await stream.send_all((response + "\r\n").encode())
+    query = dict(parse_qsl(target.partition("?")[2]))
+    principal = runner.admission.principal(headers, query)
     if path == OPENENV_PATH:
         from ecotone.server.transports.openenv import OpenEnvWebSocket
 
-        await OpenEnvWebSocket(runner, stream, pending).run()
+        await OpenEnvWebSocket(runner, stream, pending, principal).run()
         return
     codec = SUBPROTOCOLS[subprotocol] if subprotocol else "json"
-    await NativeWebSocket(runner, stream, codec, pending).run()
+    await NativeWebSocket(runner, stream, codec, pending, principal).run()
 
 
 class WebSocketTransport:
