@@ -65,13 +65,14 @@ def test_the_cli_plays_a_python_policy_over_a_split_and_records_every_episode(
 def test_refused_actions_and_a_failing_policy_are_recorded_and_the_run_goes_on(
     tmp_path: Path,
 ) -> None:
+    refusals: list[str | None] = []
+
     def policy(observation: dict[str, Any], step: int, refusal: str | None) -> Any:
-        if observation["count"] == 13:
-            raise ValueError("unlucky")
         if step == 0:
             return {"delta": "one"}  # refused by the schema: the policy is told why
-        assert step != 1 or (refusal is not None and "delta" in refusal)
-        return {"delta": 13 if observation.get("metadata", {}).get("unlucky") else 1}
+        if step == 1:
+            refusals.append(refusal)
+        return {"delta": 1}
 
     async def run() -> Any:
         return await collect(
@@ -88,6 +89,7 @@ def test_refused_actions_and_a_failing_policy_are_recorded_and_the_run_goes_on(
     assert summary.overall.mean_steps == 3.0 and summary.overall.success_rate == 1.0
     episodes = ecotone.recording.read_episodes(tmp_path)
     assert [e.actions for e in episodes] == [[{"delta": 1}] * 3] * 5  # refusals are not steps
+    assert len(refusals) == 5 and all("Expected `int`, got `str`" in (r or "") for r in refusals)
 
     async def failing() -> Any:
         return await collect(
@@ -220,3 +222,51 @@ def test_bad_requests_exit_2_saying_why(tmp_path: Path) -> None:
     assert done.returncode == 2 and "no task split 'dev'; splits: train, test" in done.stderr
     done = run("counter", "--base-url", "http://127.0.0.1:9/v1")
     assert done.returncode == 2 and "--base-url needs --model" in done.stderr
+
+
+def test_any_failure_is_that_episodes_error_and_the_summary_is_still_written(
+    tmp_path: Path,
+) -> None:
+    def unencodable(observation: dict[str, Any]) -> Any:
+        return {"delta": object()}
+
+    summary = trio.run(
+        functools.partial(
+            collect, "inproc://counter", CallablePolicy(unencodable, "odd"), out=tmp_path,
+            episodes=3,
+        )
+    )  # fmt: skip
+    assert summary.overall.errors == 3
+    assert all("TypeError" in (e.error or "") for e in ecotone.recording.read_episodes(tmp_path))
+    assert (tmp_path / "summary.json").exists()
+
+
+def test_more_workers_than_a_connection_may_hold_sessions_still_play_every_episode(
+    tmp_path: Path,
+) -> None:
+    from ecotone.kernel import Limits
+
+    with run_server("counter", limits=Limits(max_sessions_per_connection=2)) as server:
+        summary = trio.run(
+            functools.partial(
+                collect, server.url, CallablePolicy(lambda obs: {"delta": 1}, "one"),
+                out=tmp_path, episodes=6, concurrency=5, options={"target": 2},
+            )
+        )  # fmt: skip
+    assert summary.episodes == 6 and summary.overall.errors == 0
+    assert summary.overall.success_rate == 1.0
+
+
+def test_collects_own_reset_options_are_refused_and_names_stay_in_the_output(
+    tmp_path: Path,
+) -> None:
+    from ecotone.collect.runner import _safe
+
+    with pytest.raises(ValueError, match="reset options seed, split are collect's own"):
+        trio.run(
+            functools.partial(
+                collect, "inproc://counter", CallablePolicy(lambda obs: None), out=tmp_path,
+                options={"split": "x", "seed": 1},
+            )
+        )  # fmt: skip
+    assert [_safe(n) for n in ("..", ".", "", "../up", "a b")] == ["_", "_", "_", "_up", "a_b"]

@@ -57,3 +57,16 @@ def test_an_agent_cannot_set_metadata_nor_another_variants_tag() -> None:
     tools = {t.name: t for t in catalog.action_tools(msgspec.json.schema(Move | Say), "")}
     action = tools["move"].action({"direction": "up", "metadata": {"admin": True}, "type": "say"})
     assert action == {"direction": "up", "type": "move"}
+
+
+def test_a_rubrics_scores_are_hidden_with_the_reward() -> None:
+    from ecotone.server.mcp.catalog import shown
+
+    observation = {
+        "count": 3,
+        "reward": 1.5,
+        "done": True,
+        "metadata": {"rewards": {"env": 1.0, "total": 1.5}, "discounted": {"q": [1.0]}, "x": 1},
+    }
+    assert shown(observation, False) == {"count": 3, "metadata": {"x": 1}}
+    assert shown(observation, True) == observation

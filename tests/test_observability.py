@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import ecotone
 from ecotone.kernel.config import AuthConfig, MetricsConfig, ServerConfig
 from ecotone.server import BackgroundServer
-from tests.conftest import make_registry, run_server
+from tests.conftest import make_registry, run_server, wait_until
 from tests.httpraw import Http
 
 
@@ -141,3 +142,48 @@ def test_json_logs_have_a_line_per_session_event_with_its_fields() -> None:
     assert by_event["session_closed"]["reason"] == "client"
     assert by_event["session_opened"]["session"] == started["session"]
     assert all({"time", "level", "logger", "message"} <= e.keys() for e in events)
+
+
+class NapAction(ecotone.Action, kw_only=True):
+    seconds: float
+
+
+class NappingEnv(ecotone.Environment[NapAction, ecotone.Observation, ecotone.State]):
+    """A thread env whose steps outlive a 0.2 s deadline by a little."""
+
+    call_timeout = 0.2
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None
+    ) -> ecotone.Observation:
+        return ecotone.Observation()
+
+    def step(self, action: NapAction) -> ecotone.Observation:
+        time.sleep(action.seconds)
+        return ecotone.Observation(reward=0.0)
+
+    def state(self) -> ecotone.State:
+        return ecotone.State()
+
+
+class NapPlugin:
+    @ecotone.hookimpl
+    def ecotone_environments(self) -> dict[str, type]:
+        return {"napping": NappingEnv}
+
+
+def test_abandoned_calls_are_counted_once_and_uncounted_when_they_end() -> None:
+    with run_server("napping", transport="http", plugins=[NapPlugin()]) as server:
+        clients = [ecotone.connect(server.url) for _ in range(5)]
+        try:
+            for client in clients:
+                client.reset()
+                with pytest.raises(ecotone.ServerError, match="did not end within"):
+                    client.step({"seconds": 0.6})
+            seen = _scrape(server.port)
+            assert seen["ecotone_env_calls_abandoned_total"] == 5
+            assert 0 < seen["ecotone_env_calls_hung"] <= 5
+            assert wait_until(lambda: _scrape(server.port)["ecotone_env_calls_hung"] == 0, 10)
+        finally:
+            for client in clients:
+                client.close()

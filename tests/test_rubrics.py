@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -18,7 +19,7 @@ import ecotone
 from ecotone.kernel.envspec import EnvDefinitionError, EnvSpec
 from ecotone.plugins.counter import CounterAction, CounterEnv, CounterObservation
 from ecotone.rubrics import Fn, Gate, Reward, Rubric, Sequential, Trajectory, Turn, WeightedSum
-from tests.conftest import ecotone_serving, run_server
+from tests.conftest import ecotone_serving, run_server, wait_until
 from tests.envs import AsyncCounterEnv
 
 # --- rubrics for a counter: its reward is the delta; done once count >= target -------------
@@ -126,12 +127,14 @@ class ThreadCounter(CounterEnv):
     inline = False
 
 
-@pytest.mark.parametrize("base", [CounterEnv, ThreadCounter, AsyncCounterEnv])
-def test_an_async_judge_scores_inline_thread_and_async_envs(base: type) -> None:
+@pytest.mark.parametrize(
+    ("base", "mode"), [(CounterEnv, "await"), (ThreadCounter, "thread"), (AsyncCounterEnv, "await")]
+)
+def test_an_async_judge_scores_inline_thread_and_async_envs(base: type, mode: str) -> None:
     rubric = WeightedSum({"env": (Reward(), 1.0), "judge": (Fn(judge), 1.0)})
     env_class = scored(rubric, base)
     spec = EnvSpec.from_class(env_class, "scored")
-    assert spec.mode.value == "await"
+    assert spec.mode.value == mode  # a thread env stays one: its worker awaits the judge
     with run_server("scored", plugins=[Plugin(scored=env_class)]) as server:
         with ecotone.connect(server.url) as env:
             env.reset(seed=0)
@@ -202,3 +205,67 @@ def test_serve_attaches_a_rubric_from_a_module_in_the_working_directory(tmp_path
     )
     assert done.returncode == 2
     assert "rubric 'my_rubric:nope': 'my_rubric' has no 'nope'" in done.stderr
+
+
+def test_an_async_judge_on_a_thread_env_works_in_the_blocking_inproc_channel() -> None:
+    from ecotone.kernel import Engine
+    from ecotone.server.transports.inproc import InprocSyncChannel
+
+    rubric = WeightedSum({"env": (Reward(), 1.0), "judge": (Fn(judge), 1.0)})
+    engine = Engine(EnvSpec.from_class(scored(rubric, ThreadCounter), "scored"))
+    connection = ecotone.Connection("inproc://scored", channel=InprocSyncChannel(engine, "json"))
+    with connection:
+        env = connection.open()
+        env.reset(seed=0)
+        assert [env.step({"delta": 2}).reward for _ in range(2)] == [2.0, 2.25]
+
+
+class HangingCounter(CounterEnv):
+    """A thread env whose step of 99 outlives its deadline; it records what ran when."""
+
+    inline = False
+    call_timeout = 0.3
+    events: ClassVar[list[str]] = []
+
+    def step(self, action: CounterAction) -> CounterObservation:
+        if action.delta == 99:
+            HangingCounter.events.append("step start")
+            time.sleep(1.0)
+            HangingCounter.events.append("step end")
+        return super().step(action)
+
+    def close(self) -> None:
+        HangingCounter.events.append("close")
+
+
+def test_a_timed_out_step_of_a_scored_thread_env_is_the_runners_to_abandon() -> None:
+    HangingCounter.events = []
+    rubric = WeightedSum({"env": (Reward(), 1.0), "judge": (Fn(judge), 1.0)})
+    with run_server("scored", plugins=[Plugin(scored=scored(rubric, HangingCounter))]) as server:
+        with ecotone.connect(server.url) as env:
+            env.reset(seed=0)
+            with pytest.raises(ecotone.ServerError, match=r"did not end within 0\.3") as caught:
+                env.step({"delta": 99})
+            assert caught.value.code == "timeout"
+            assert wait_until(lambda: "close" in HangingCounter.events, 5)
+            # the set-aside env is closed only once its step is over, never under it
+            assert HangingCounter.events == ["step start", "step end", "close"]
+            env.reset(seed=0)  # a fresh instance
+            assert env.step({"delta": 3}).reward == 3.25
+
+
+def test_a_rubric_that_fails_on_the_last_step_still_ends_the_episode() -> None:
+    def picky(action: CounterAction, obs: CounterObservation) -> float:
+        if obs.done:
+            raise ValueError("no reward for finishing")
+        return 1.0
+
+    with run_server("scored", plugins=[Plugin(scored=scored(Fn(picky)))]) as server:
+        with ecotone.connect(server.url) as env:
+            env.reset(seed=0, target=2)
+            assert env.step({"delta": 1}).reward == 1.0
+            with pytest.raises(ecotone.EnvError, match="rubric 'picky' raised ValueError"):
+                env.step({"delta": 1})  # the env's step ended the episode
+            with pytest.raises(ecotone.ServerError) as after:
+                env.step({"delta": 1})
+            assert after.value.code == "episode_done"

@@ -361,7 +361,10 @@ def test_a_bad_task_file_stops_serve_with_the_line_at_fault(tmp_path: Path) -> N
         assert proc.wait(timeout=30) == 2
         assert proc.stderr is not None
         said = proc.stderr.read()
-    assert "split 'train', index 1: not a WordleTask: Expected `str`, got `int`" in said
+    assert f"{path}:2: not a WordleTask: Expected `str`, got `int`" in said
+    with_bom = tmp_path / "bom.jsonl"
+    with_bom.write_bytes(b'\xef\xbb\xbf{"secret": "crane"}\n')  # as some editors save
+    assert ecotone.TaskSet.from_file(with_bom, id="secret").counts() == {"bom": 1}
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"secret": "crane"}\n{oops\n')
     with ecotone_serving("wordle", "--port", "0", "--tasks", str(broken), cwd=tmp_path) as proc:
@@ -381,3 +384,32 @@ def test_the_shipped_task_sets_are_stable() -> None:
         "balanced_brackets",
         "merge_intervals",
     ]
+
+
+@pytest.mark.parametrize("scheme", ["openenv+http", "openenv+ws"])
+def test_openenvs_reset_with_split_and_index_starts_that_task(scheme: str) -> None:
+    test_words = [w for i, w in enumerate(words()) if i % 5 == 4]
+    with run_server("wordle", transport="http") as server:
+        url = scheme + "://" + server.url.split("://", 1)[1]
+        with ecotone.connect(url) as env:
+            env.reset(split="test", index=3)
+            assert env.step({"guess": test_words[3]}).done
+
+
+def test_a_task_files_hidden_fields_reach_the_env_but_no_client(tmp_path: Path) -> None:
+    path = tmp_path / "mine.jsonl"
+    hidden = "assert add(1, 2) == 3  # the hidden test\n"
+    path.write_text(json.dumps({"id": "add", "prompt": "Write add(a, b).", "tests": hidden}) + "\n")
+    with (
+        run_server("coding", tasks={"eval": str(path)}) as server,
+        ecotone.connect(server.url) as env,
+    ):
+        listed = env.list_tasks("eval").tasks
+        assert listed == [{"id": "add", "prompt": "Write add(a, b).", "stub": "", "timeout_s": 5.0,
+                           "memory_mb": 256}]  # fmt: skip
+        assert "tests" not in env.get_task("add").task
+        base = "http://" + server.url.split("://", 1)[1]
+        assert "hidden test" not in json.dumps(http(f"{base}/coding/tasks", {"split": "eval"})[1])
+        env.reset(task="add")
+        result = env.step({"code": "def add(a, b):\n    return a + b\n"})
+        assert result.done and result.observation["passed"] == 1  # the env ran the hidden test

@@ -187,3 +187,50 @@ def test_a_parquet_task_file_is_read_through_datasets(trl_python: str, tmp_path:
         "counts": {"train": 1, "test": 2},
         "test": [{"secret": "slate"}, {"secret": "pride"}],
     }
+
+
+def test_instances_reconnect_when_the_server_comes_back() -> None:
+    from ecotone.kernel.config import ServerConfig
+    from ecotone.server import BackgroundServer
+
+    first = BackgroundServer(ServerConfig(env="counter", port=0)).start()
+    port = int(first.url.rsplit(":", 1)[1])
+    factory = ecotone.trl.environment_factory(first.url, reset_keys=["target"])
+    one, two = factory(), factory()
+    one.reset(seed=0)
+    two.reset(seed=0)
+    first.stop()
+    second = BackgroundServer(ServerConfig(env="counter", port=port)).start()
+    try:
+        assert json.loads(one.reset(seed=0)) == {"count": 0}  # a new connection, a new session
+        assert json.loads(two.reset(seed=0)) == {"count": 0}  # the same new connection
+        assert json.loads(two.delta(delta=2)) == {"count": 2}
+    finally:
+        second.stop()
+
+
+def test_awkward_names_stay_callable_and_tools_never_clash_with_the_action() -> None:
+    from ecotone.client.llm import openai_tools, tool_name
+    from ecotone.trl.signature import make_method
+    from ecotone.wire import EnvInfo, ToolInfo
+
+    schema = {
+        "properties": {"self": {"type": "string"}, "a-b": {"type": "integer"},
+                       "a_b": {"type": "integer"}},
+        "required": ["self", "a-b", "a_b"],
+    }  # fmt: skip
+    seen: list[Any] = []
+
+    def body(self: Any, args: dict[str, Any]) -> str:
+        seen.append(args)
+        return ""
+
+    method = make_method("odd", "Odd names.", schema, body)
+    assert list(inspect.signature(method).parameters) == ["self", "self_", "a_b", "a_b_"]
+    method(None, "s", 1, 2)
+    assert seen == [{"self": "s", "a-b": 1, "a_b": 2}]
+    assert tool_name("échec", set()) == "chec"  # ASCII only, as chat APIs require
+    info = EnvInfo(name="e", action_schema={"properties": {"guess": {"type": "string"}}})
+    tools = [ToolInfo(name="guess"), ToolInfo(name="reset"), ToolInfo(name="hint")]
+    names = [t["function"]["name"] for t in openai_tools(info, tools)]
+    assert names == ["guess", "tool_guess", "tool_reset", "hint"]

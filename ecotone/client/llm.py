@@ -33,7 +33,7 @@ def observation_text(observation: Mapping[str, Any], *, first: bool = False) -> 
 
 def identifier(name: str) -> str:
     """`name` as an identifier a tool-calling model (and Python) accepts."""
-    out = re.sub(r"\W", "_", name).strip("_") or "value"
+    out = re.sub(r"[^A-Za-z0-9_]", "_", name).strip("_") or "value"
     if out[0].isdigit() or keyword.iskeyword(out):
         out = f"{out}_"
     return out
@@ -50,6 +50,21 @@ def action_tool_name(info: EnvInfo, override: str | None = None) -> str:
         return override
     fields = action_fields(info)
     return identifier(fields[0]) if len(fields) == 1 else "step"
+
+
+RESERVED_NAMES = frozenset({"reset", "get_reward"})
+"""Names a tool never gets (TRL's own methods)."""
+
+
+def tool_name(name: str, taken: set[str] | frozenset[str]) -> str:
+    """An env tool's name as a model calls it: an identifier, `tool_`-prefixed when it would
+    clash with the action's or another tool's (the same in training and in evaluation)."""
+    out = identifier(name)
+    if out in taken or out in RESERVED_NAMES:
+        out = f"tool_{out}"
+    while out in taken:
+        out += "_"
+    return out
 
 
 def action_description(info: EnvInfo) -> str:
@@ -84,12 +99,15 @@ def openai_tools(
             },
         }
     ]
+    taken = {action_tool_name(info, action_tool)}
     for tool in tools:
+        name = tool_name(tool.name, taken)
+        taken.add(name)
         out.append(
             {
                 "type": "function",
                 "function": {
-                    "name": identifier(tool.name),
+                    "name": name,
                     "description": tool.description,
                     "parameters": tool.input_schema or {"type": "object", "properties": {}},
                 },
@@ -107,4 +125,5 @@ __all__ = [
     "identifier",
     "observation_text",
     "openai_tools",
+    "tool_name",
 ]

@@ -35,7 +35,12 @@ from ecotone.wire import EnvInfo, TaskRef
 
 
 def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "_"
+    """`name` as one path component: never empty, never `.`, `..` or hidden."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).lstrip(".") or "_"
+
+
+RESERVED_OPTIONS = frozenset({"seed", "episode_id", "task", "split", "index"})
+"""Reset options a run sets itself."""
 
 
 @attrs.frozen
@@ -226,8 +231,12 @@ async def _episode(
             if done or truncated:
                 outcome.reason = "done" if done else "truncated"
         outcome.success = _is_success(observation, done, truncated, reward)
-    except (PolicyError, ServerError) as exc:
-        outcome.error = str(exc)
+    except Exception as exc:  # the policy's, the env's or the connection's: this episode's
+        outcome.error = (
+            str(exc)
+            if isinstance(exc, PolicyError | ServerError)
+            else (f"{type(exc).__qualname__}: {exc}")
+        )
         outcome.reason = "error"
     finally:
         if writer is not None:
@@ -294,6 +303,12 @@ async def collect(
     episode's outcome; `planned`, a Progress, is told the number of episodes first."""
     if concurrency < 1 or repeats < 1 or max_steps < 1:
         raise ValueError("concurrency, repeats and max_steps must be at least 1")
+    reserved = sorted(RESERVED_OPTIONS & set(options or {}))
+    if reserved:
+        raise ValueError(
+            f"reset options {', '.join(reserved)} are collect's own: use --split, "
+            "--task-index, --seed"
+        )
     started = time.perf_counter()
     out = Path(out)
     connection = await AsyncConnection.open_url(url, token=token)
@@ -325,8 +340,14 @@ async def collect(
             send.send_nowait(job)
         send.close()
 
+        refused: list[str] = []
+
         async def worker() -> None:
-            client = await connection.open(env)
+            try:
+                client = await connection.open(env)
+            except Exception as exc:  # capacity, say: the other workers take its jobs
+                refused.append(f"no session could be opened: {type(exc).__qualname__}: {exc}")
+                return
             try:
                 async for job in receive:
                     outcome = await _episode(
@@ -348,6 +369,12 @@ async def collect(
         async with trio.open_nursery() as nursery:
             for _ in range(min(concurrency, len(jobs)) or 1):
                 nursery.start_soon(worker)
+        left = [job async for job in receive] if refused else []
+        for job in left:  # no worker could open a session for these
+            outcome = Outcome(job, "-", reason="error", error=refused[0])
+            outcomes.append(outcome)
+            if progress is not None:
+                progress(outcome)
     finally:
         await connection.aclose()
     outcomes.sort(key=lambda o: o.job.index)

@@ -9,7 +9,9 @@ list, an illegal move, which a space sampled at random gives often) is, by defau
 that changes nothing: the last observation again, reward `invalid_action_reward` (0.0),
 neither terminated nor truncated, and `info["invalid_action"]` = {"reason", "field",
 "details"}; the server does not count it. `make(url, invalid_action="raise")` raises
-`ecotone.InvalidActionError` instead; an action outside the space always raises it.
+`ecotone.InvalidActionError` instead; an action outside the space always raises it. Since a
+refused step does not count, a random policy on a word game may never end an episode: bound
+it with `gymnasium.wrappers.TimeLimit`, which counts every step, refused ones included.
 
 Seeds follow Gymnasium: `reset(seed=s)` seeds the episode, and a later `reset()` without a
 seed goes on reproducibly from it (for a native env, the seed it sends is drawn from the

@@ -21,7 +21,7 @@ import msgspec
 
 from ecotone.kernel.calls import Mode, mode_of
 from ecotone.kernel.contract import AsyncEnvironment, Environment
-from ecotone.kernel.rubrics import Rubric, check_rubric, scored_factory
+from ecotone.kernel.rubrics import Rubric, check_rubric, scored_factory, scored_mode
 from ecotone.kernel.tasks import TaskError, TaskSet, task_set_of
 from ecotone.wire import EnvInfo
 
@@ -232,14 +232,15 @@ class EnvSpec:
 
     make: Callable[[], Any] = attrs.field(init=False)
     """Makes one instance for a session: `factory()`, wrapped to apply the rubric if any."""
+    _info: list[EnvInfo] = attrs.field(init=False, factory=list, eq=False, repr=False)
+    """`info()`, made once (schemas and field docs are read from source: not per request)."""
 
     def __attrs_post_init__(self) -> None:
         mode = mode_of(self.inline, self.asynchronous)
         make = self.factory
         if self.rubric is not None:
             make = scored_factory(self.factory, self.rubric, mode.value)
-            if self.rubric.is_async:
-                mode = Mode.AWAIT  # the wrapper awaits the rubric (the env runs as it did)
+            mode = Mode(scored_mode(self.rubric, mode.value))
         object.__setattr__(self, "mode", mode)
         object.__setattr__(self, "make", make)
 
@@ -340,7 +341,12 @@ class EnvSpec:
         return attrs.evolve(self, tasks=base.reading(sources))
 
     def info(self) -> EnvInfo:
-        """The description clients get from `describe`."""
+        """The description clients get from `describe` (made once per spec)."""
+        if not self._info:
+            self._info.append(self._describe())
+        return self._info[0]
+
+    def _describe(self) -> EnvInfo:
         return EnvInfo(
             name=self.name,
             description=self.description,

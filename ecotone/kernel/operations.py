@@ -23,6 +23,7 @@ from ecotone.kernel.calls import Call, Mode
 from ecotone.kernel.contract import InvalidAction
 from ecotone.kernel.envspec import EnvSpec
 from ecotone.kernel.limits import Limits
+from ecotone.kernel.rubrics import RubricError
 from ecotone.kernel.sessions import Phase, Session
 from ecotone.kernel.tasks import TASK_OPTIONS, TaskError
 from ecotone.wire import (
@@ -86,6 +87,16 @@ def _not_running(session: Session, rid: RequestId) -> Error:
     if phase is Phase.BROKEN:
         return answers.broken(session.id, rid)
     return answers.episode_done(session.id, rid)
+
+
+def _step_failed(session: Session, exc: BaseException, rid: RequestId) -> Error:
+    """A step that raised: `env_error`. A rubric's failure comes after the env's step
+    happened: when that step ended the episode, so does the session's."""
+    if isinstance(exc, RubricError):
+        obs = exc.observation
+        if getattr(obs, "done", False) or getattr(obs, "truncated", False):
+            session.phase = Phase.ENDED
+    return answers.env_error(exc, rid, session.id, "step")
 
 
 class Operations:
@@ -209,10 +220,10 @@ class Operations:
             return TaskPage(id=req.id, env=spec.name, splits={})
         try:
             split, page = tasks.page(req.split, req.offset, req.limit)
-            raws = [peer.codec.raw(record) for record in page]
+            raws = [peer.codec.raw(tasks.public(record)) for record in page]
         except TaskError as exc:
             return answers.error(ErrorCode.INVALID_ARGUMENT, str(exc), req.id, **exc.details)
-        except (TypeError, msgspec.EncodeError) as exc:
+        except (TypeError, OverflowError, msgspec.EncodeError) as exc:
             return answers.unencodable(spec.name, "a task", exc, req.id, None)
         return TaskPage(
             id=req.id,
@@ -230,7 +241,7 @@ class Operations:
             return spec
         if spec.tasks is None:
             return answers.error(
-                ErrorCode.INVALID_ARGUMENT, f"env {spec.name!r} publishes no tasks", req.id
+                ErrorCode.UNSUPPORTED, f"env {spec.name!r} publishes no tasks", req.id
             )
         try:
             if req.task is not None:
@@ -239,10 +250,10 @@ class Operations:
                 ref, record = spec.tasks.get(req.split, req.index)
             else:
                 raise TaskError("get_task needs `task` (an id) or `index` (and `split`)")
-            raw = peer.codec.raw(record)
+            raw = peer.codec.raw(spec.tasks.public(record))
         except TaskError as exc:
             return answers.error(ErrorCode.INVALID_ARGUMENT, str(exc), req.id, **exc.details)
-        except (TypeError, msgspec.EncodeError) as exc:
+        except (TypeError, OverflowError, msgspec.EncodeError) as exc:
             return answers.unencodable(spec.name, "a task", exc, req.id, None)
         return TaskAnswer(id=req.id, env=spec.name, ref=ref, task=raw)
 
@@ -285,7 +296,7 @@ class Operations:
         except InvalidAction as exc:
             return answers.rejected(exc, spec.name, rid, session.id)
         except BaseException as exc:  # env code: even SystemExit is the env's failure
-            return answers.env_error(exc, rid, session.id, "step")
+            return _step_failed(session, exc, rid)
         finally:
             session.last_used = self.clock()
         return self._stepped(session, peer, rid, action, obs, started)
@@ -296,7 +307,7 @@ class Operations:
         if exc is not None:
             if isinstance(exc, InvalidAction):
                 return answers.rejected(exc, session.spec.name, call.request, session.id)
-            return answers.env_error(exc, call.request, session.id, "step")
+            return _step_failed(session, exc, call.request)
         return self._stepped(
             session, call.peer, call.request, call.args[0], call.value, call.started
         )
@@ -383,7 +394,7 @@ class Operations:
                 append(answers.rejected(exc, spec.name, rid, session_id))
                 continue
             except BaseException as exc:
-                append(answers.env_error(exc, rid, session_id, "step"))
+                append(_step_failed(session, exc, rid))
                 continue
             finally:
                 session.last_used = clock()

@@ -26,9 +26,12 @@ them:
   `score * gamma ** (T - 1 - t)`.
 
 Async rubrics (an LLM judge: any `async def` the user supplies) are awaited on the server's
-event loop; an env with one runs its plain methods in a worker thread (or inline) and awaits
-the rubric after. A rubric that raises, or returns something other than a number, fails the
-step as an `env_error` whose message names the rubric; the server and the session go on.
+event loop: for a thread env, from the step's own worker thread (the call, its deadline and
+its abandonment stay the runner's); an inline env with one has its calls awaited instead. A
+sync rubric runs where the step runs (on an async env, the loop: it must not block). A
+rubric that raises, or returns something other than a number, fails the step as an
+`env_error` whose message names the rubric; the server and the session go on, and if the
+env's step had ended the episode, it is ended.
 """
 
 from __future__ import annotations
@@ -45,7 +48,11 @@ import msgspec
 
 
 class RubricError(RuntimeError):
-    """A rubric raised, or returned something other than a finite number."""
+    """A rubric raised, or returned something other than a finite number. `observation` is
+    the env's own observation of the step it was scoring (the step happened: the engine ends
+    the episode if that observation did)."""
+
+    observation: Any = None
 
 
 @attrs.frozen(slots=True)
@@ -289,7 +296,9 @@ class Trajectory(Rubric):
         self.fn = fn
         self.gamma = float(gamma)
         self.name = name or getattr(fn, "__name__", "") or "trajectory"
-        self._async = inspect.iscoroutinefunction(fn)
+        self._async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            type(fn).__call__
+        )
 
     @property
     def is_async(self) -> bool:
@@ -358,18 +367,26 @@ def _with_reward(obs: Any, reward: float, scoring: Scoring) -> Any:
 
 
 class _Scored:
-    """What the plain and async wrappers share: the inner env, the rubric, the episode."""
+    """What the plain and async wrappers share: the inner env, the rubric, the episode (kept
+    only when a `Trajectory` part needs it)."""
 
     def __init__(self, inner: Any, rubric: Rubric) -> None:
         self._inner = inner
         self._rubric = rubric
         self._history: list[Turn] = []
+        self._keep = any(isinstance(part, Trajectory) for part in rubric.walk())
 
     def _context(self, action: Any, obs: Any) -> Context:
         turn = Turn(action, obs)
-        self._history.append(turn)
+        if self._keep:
+            self._history.append(turn)
         ended = bool(getattr(obs, "done", False) or getattr(obs, "truncated", False))
-        return Context(turn, tuple(self._history), ended, Scoring())
+        return Context(turn, self._history if self._keep else (turn,), ended, Scoring())
+
+    @staticmethod
+    def _failed(exc: RubricError, obs: Any) -> RubricError:
+        exc.observation = obs
+        return exc
 
     def __getattr__(self, name: str) -> Any:  # render, list_tools, call_tool, sample_action...
         if name.startswith("_"):
@@ -377,8 +394,39 @@ class _Scored:
         return getattr(self._inner, name)
 
 
+def _awaited_in_thread(rubric: Rubric, ctx: Context) -> float:
+    """An async rubric's score from a worker thread: awaited on the event loop that runs the
+    thread (the server's, or an async inproc channel's), or, in a thread no loop started (the
+    blocking inproc channel runs calls in the caller's own), on a loop of its own."""
+
+    async def guarded() -> tuple[float, BaseException | None]:
+        try:
+            return await rubric.ascore(ctx), None
+        except BaseException as exc:  # returned, so that only a wrong context raises below
+            return 0.0, exc
+
+    outcome: tuple[float, BaseException | None] | None = None
+    try:
+        outcome = anyio.from_thread.run(guarded)
+    except RuntimeError:
+        try:
+            import trio
+
+            outcome = trio.from_thread.run(guarded)
+        except (ImportError, RuntimeError):
+            outcome = None
+    if outcome is None:
+        outcome = anyio.run(guarded)
+    value, error = outcome
+    if error is not None:
+        raise error
+    return value
+
+
 class ScoredEnv(_Scored):
-    """A plain env with a sync rubric: the same calls, each step scored right after."""
+    """A plain env: the same calls, each step scored right after, in the same call (a worker
+    thread's, or inline for a sync rubric). An async rubric's parts are awaited on the event
+    loop meanwhile; the call stays the runner's, with its deadline."""
 
     def reset(self, **kwargs: Any) -> Any:
         self._history = []
@@ -387,7 +435,14 @@ class ScoredEnv(_Scored):
     def step(self, action: Any) -> Any:
         obs = self._inner.step(action)
         ctx = self._context(action, obs)
-        return _with_reward(obs, self._rubric.score(ctx), ctx.scoring)
+        try:
+            if self._rubric.is_async:
+                value = _awaited_in_thread(self._rubric, ctx)
+            else:
+                value = self._rubric.score(ctx)
+        except RubricError as exc:
+            raise self._failed(exc, obs) from exc.__cause__
+        return _with_reward(obs, value, ctx.scoring)
 
     def state(self) -> Any:
         return self._inner.state()
@@ -397,20 +452,18 @@ class ScoredEnv(_Scored):
 
 
 class AsyncScoredEnv(_Scored):
-    """Any env with an async rubric: its methods are coroutines that call the inner env (in
-    a worker thread when `threaded`) and await the rubric."""
+    """An async env (any rubric), or an inline env with an async rubric: coroutines that
+    call the inner env (awaited, or inline) and then await the rubric, on the event loop. A
+    sync rubric on an async env runs on the loop too: like the env's own methods, it must
+    not block."""
 
     def __init__(self, inner: Any, rubric: Rubric, *, mode: str) -> None:
         super().__init__(inner, rubric)
-        self._mode = mode  # "await", "thread" or "inline": how the inner methods run
+        self._mode = mode  # "await" or "inline": how the inner methods run
 
     async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if self._mode == "await":
             return await fn(*args, **kwargs)
-        if self._mode == "thread":
-            return await anyio.to_thread.run_sync(
-                lambda: fn(*args, **kwargs), abandon_on_cancel=True
-            )
         return fn(*args, **kwargs)
 
     async def reset(self, **kwargs: Any) -> Any:
@@ -420,7 +473,11 @@ class AsyncScoredEnv(_Scored):
     async def step(self, action: Any) -> Any:
         obs = await self._run(self._inner.step, action)
         ctx = self._context(action, obs)
-        return _with_reward(obs, await self._rubric.ascore(ctx), ctx.scoring)
+        try:
+            value = await self._rubric.ascore(ctx)
+        except RubricError as exc:
+            raise self._failed(exc, obs) from exc.__cause__
+        return _with_reward(obs, value, ctx.scoring)
 
     async def state(self) -> Any:
         return await self._run(self._inner.state)
@@ -438,10 +495,17 @@ class AsyncScoredEnv(_Scored):
         return await self._run(self._inner.call_tool, name, arguments)
 
 
+def scored_mode(rubric: Rubric, mode: str) -> str:
+    """How a wrapped env's methods run: as the env's do, except that an inline env with an
+    async rubric becomes awaited (the loop cannot block on the rubric)."""
+    return "await" if mode == "inline" and rubric.is_async else mode
+
+
 def scored_factory(factory: Callable[[], Any], rubric: Rubric, mode: str) -> Callable[[], Any]:
     """A factory of `factory`'s instances wrapped to apply `rubric`; `mode` is how the env's
-    methods run ("inline", "thread" or "await")."""
-    if rubric.is_async or mode == "await":
+    methods run ("inline", "thread" or "await"). No wrapper makes threads: a thread env's
+    step and its rubric run in the worker the runner gives the call."""
+    if mode == "await" or scored_mode(rubric, mode) == "await":
         return lambda: AsyncScoredEnv(factory(), rubric, mode=mode)
     return lambda: ScoredEnv(factory(), rubric)
 

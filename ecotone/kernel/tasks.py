@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -49,27 +49,31 @@ class TaskError(ValueError):
         self.details = details
 
 
-def _read_records(path: Path) -> list[Any]:
+def _read_records(path: Path) -> list[tuple[str, Any]]:
+    """A task file's records, each with where it is (`FILE:LINE`, `FILE[INDEX]`)."""
     suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson"):
-        records = []
-        with path.open(encoding="utf-8") as lines:
-            for number, line in enumerate(lines, 1):
-                if not line.strip():
-                    continue
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise TaskError(f"{path}:{number}: not JSON: {exc.msg}") from None
-        return records
-    if suffix == ".json":
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise TaskError(f"{path}: not JSON: {exc}") from None
-        if not isinstance(data, list):
-            raise TaskError(f"{path}: a JSON task file holds a list of records")
-        return data
+    try:
+        if suffix in (".jsonl", ".ndjson"):
+            records = []
+            with path.open(encoding="utf-8-sig") as lines:
+                for number, line in enumerate(lines, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        records.append((f"{path}:{number}", json.loads(line)))
+                    except json.JSONDecodeError as exc:
+                        raise TaskError(f"{path}:{number}: not JSON: {exc.msg}") from None
+            return records
+        if suffix == ".json":
+            try:
+                data = json.loads(path.read_text(encoding="utf-8-sig"))
+            except json.JSONDecodeError as exc:
+                raise TaskError(f"{path}: not JSON: {exc}") from None
+            if not isinstance(data, list):
+                raise TaskError(f"{path}: a JSON task file holds a list of records")
+            return [(f"{path}[{i}]", record) for i, record in enumerate(data)]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskError(f"{path}: cannot read it: {exc}") from None
     if suffix == ".parquet":
         try:
             import datasets  # type: ignore[import-not-found,unused-ignore]
@@ -78,7 +82,7 @@ def _read_records(path: Path) -> list[Any]:
                 f"{path}: reading Parquet needs the `datasets` package (pip install datasets)"
             ) from None
         table = datasets.Dataset.from_parquet(str(path))
-        return [dict(row) for row in table]
+        return [(f"{path}[row {i}]", dict(row)) for i, row in enumerate(table)]
     raise TaskError(f"{path}: unknown task file type (use .jsonl, .json or .parquet)")
 
 
@@ -89,7 +93,9 @@ class TaskSet(Generic[T]):
     name of the records' id field, or a function of a record. `type` is the records' type
     (a Struct, a dataclass...): records given as dicts are converted to it, and its JSON
     Schema is what clients see; None keeps records as they are (the schema is any object).
-    Ids must be unique across splits.
+    Ids must be unique across splits. `hidden` names fields that stay on the server: the env
+    gets them, `list_tasks` and `get_task` leave them out (a task's hidden tests, its
+    reference solution).
     """
 
     def __init__(
@@ -98,7 +104,9 @@ class TaskSet(Generic[T]):
         *,
         id: str | Callable[[Any], str] = "id",
         type: Any = None,
+        hidden: Iterable[str] = (),
     ) -> None:
+        self.hidden = frozenset(hidden)
         named: Mapping[str, Sequence[Any]] = (
             splits if isinstance(splits, Mapping) else {"train": splits}
         )
@@ -132,29 +140,43 @@ class TaskSet(Generic[T]):
         *,
         id: str | Callable[[Any], str] = "id",
         type: Any = None,
+        hidden: Iterable[str] = (),
     ) -> TaskSet[Any]:
         """Tasks read from files: one path, or a mapping of split name to path. A file named
         under the empty split name (or given alone) makes the splits its records name in a
         `split` field, or else one split named by the file's stem."""
         named = sources if isinstance(sources, Mapping) else {"": sources}
+        checker: TaskSet[Any] = cls([], type=type)  # converts records, saying where they are
         splits: dict[str, list[Any]] = {}
-        for split, where in named.items():
-            path = Path(where)
+        for split, source in named.items():
+            path = Path(source)
             records = _read_records(path)
-            if split:
-                splits.setdefault(split, []).extend(records)
-            elif records and all(isinstance(r, dict) and "split" in r for r in records):
-                for record in records:
-                    rest = {k: v for k, v in record.items() if k != "split"}
-                    splits.setdefault(str(record["split"]), []).append(rest)
-            else:
-                splits.setdefault(path.stem, []).extend(records)
-        return cls(splits, id=id, type=type)
+            by_field = (
+                not split
+                and records
+                and all(isinstance(r, dict) and "split" in r for _, r in records)
+            )
+            for where, record in records:
+                name = split or path.stem
+                if by_field:
+                    name = str(record["split"])
+                    record = {k: v for k, v in record.items() if k != "split"}
+                splits.setdefault(name, []).append(checker.record(record, where))
+        return cls(splits, id=id, type=type, hidden=hidden)
 
     def reading(self, sources: str | Path | Mapping[str, str | Path]) -> TaskSet[Any]:
-        """Tasks of this set's type and id, read from files (`from_file`): a server's
-        `--tasks` in place of the env's own."""
-        return TaskSet.from_file(sources, id=self._id, type=self.type)
+        """Tasks of this set's type, id and hidden fields, read from files (`from_file`): a
+        server's `--tasks` in place of the env's own."""
+        return TaskSet.from_file(sources, id=self._id, type=self.type, hidden=self.hidden)
+
+    def public(self, record: Any) -> Any:
+        """`record` as clients may see it: without the hidden fields."""
+        if not self.hidden:
+            return record
+        data = msgspec.to_builtins(record)
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if k not in self.hidden}
+        return data
 
     def record(self, data: Any, where: str = "task") -> T:
         """`data` as a record of the set's type (TaskError when it does not fit)."""

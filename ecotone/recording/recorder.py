@@ -43,7 +43,9 @@ def _encoder(fmt: str) -> Any:
 
 
 def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "env"
+    """`name` (an env's, which a remote server chooses) as one path component: never empty,
+    never `.`, `..` or hidden."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).lstrip(".") or "env"
 
 
 def _flag(obs: Any, name: str) -> Any:

@@ -214,6 +214,8 @@ class Runner:
         with self._lock:
             if call.done:
                 return True
+            if call in self._abandoned:  # already counted (`_make`, then `_given_up`)
+                return False
             self._abandoned.add(call)
             self.hung += 1
             self.abandoned_total += 1

@@ -42,12 +42,13 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from ecotone.client.errors import InvalidActionError, ServerError
+from ecotone.client.errors import ConnectionLost, InvalidActionError, ServerError
 from ecotone.client.llm import (
     action_description,
     action_tool_name,
     identifier,
     observation_text,
+    tool_name,
 )
 from ecotone.client.sync import Connection, EnvClient
 from ecotone.trl.signature import make_method
@@ -75,6 +76,18 @@ class _Shared:
                 self.connection = Connection(self.url, **self.connect)
             self.reap()
             return self.connection.open(self.env)
+
+    def lost(self, connection: Any) -> None:
+        """`connection` broke (the server restarted, the network blinked): the next `open`
+        makes a new one; the sessions of the old are gone with it."""
+        with self.lock:
+            if self.connection is connection and connection is not None:
+                try:
+                    self.connection.close()
+                except Exception:
+                    pass
+            self.connection = None
+            self.orphans.clear()
 
     def describe(self) -> tuple[EnvInfo, list[ToolInfo]]:
         """The env's description and its tools (asked of a session of a probe connection)."""
@@ -160,10 +173,10 @@ def environment_factory(
     }
     if action:
         namespace[name] = make_method(name, description, schema, act, skip=frozenset({"metadata"}))
+    taken = {name}
     for tool in tools:
-        method_name = identifier(tool.name)
-        if method_name in namespace or method_name in _RESERVED:
-            method_name = f"tool_{method_name}"
+        method_name = tool_name(tool.name, taken)
+        taken.add(method_name)
         namespace[method_name] = make_method(
             method_name,
             tool.description or f"The env's tool {tool.name!r}.",
@@ -181,6 +194,8 @@ def _init(self: Any) -> None:
 
 
 def _client(self: Any) -> Any:
+    if self._session is not None and self._session.connection is not self._shared.connection:
+        self._session = None  # of a connection that broke and was replaced
     if self._session is None:
         self._session = self._shared.open()
         weakref.finalize(self, self._shared.drop, self._session)
@@ -193,9 +208,18 @@ def _reset(self: Any, **row: Any) -> str:
     seed = options.pop("seed", None)
     episode_id = options.pop("episode_id", None)
     with self._shared.lock:
-        client = self._client()
-        self._shared.reap()
-        result = client.reset(seed=seed, episode_id=episode_id, **options)
+        for attempt in (1, 2):  # a broken connection is replaced once, then the reset again
+            broken = self._shared.connection
+            try:
+                client = self._client()
+                self._shared.reap()
+                result = client.reset(seed=seed, episode_id=episode_id, **options)
+                break
+            except ConnectionLost:
+                if attempt == 2:
+                    raise
+                self._shared.lost(broken)
+                self._session = None
     self._rewards = []
     self._over = result.finished
     if self._show is observation_text:

@@ -110,6 +110,10 @@ def make_method(
     )
     for field, sub in ordered:
         arg = identifier(field)
+        if arg == "self":
+            arg = "self_"
+        while arg in names:  # `a-b` beside `a_b`: both stay callable
+            arg += "_"
         names[arg] = field
         hint = python_type(sub, defs)
         default: Any = inspect.Parameter.empty

@@ -16,7 +16,7 @@ from ecotone.wire.errors import ERROR_DESCRIPTIONS, HTTP_STATUS, ErrorCode
 
 REQUESTS = list(get_args(frames.Request))
 RESPONSES = list(get_args(frames.Response))
-NESTED = [frames.StepItem, frames.EnvInfo, frames.ToolInfo]
+NESTED = [frames.StepItem, frames.EnvInfo, frames.ToolInfo, frames.TaskRef]
 
 
 def _type_name(t: Any) -> str:
@@ -100,7 +100,8 @@ def render() -> str:
         '`POST /v1/sessions/{id}/step` (`{"action": ...}`), `GET /v1/sessions/{id}/state`, '
         "`GET /v1/sessions/{id}/render`, `DELETE /v1/sessions/{id}` (or "
         "`POST /v1/sessions/{id}/close`, which a browser's `navigator.sendBeacon` can send), "
-        "`GET /v1/describe`, `GET /health`. A client must send a "
+        "`GET /v1/describe`, `GET /v1/tasks?split=&offset=&limit=` (list_tasks), "
+        "`GET /v1/task?id=` or `?split=&index=` (get_task), `GET /health`. A client must send a "
         "whole request within 10 s of starting it (else 408); idle keep-alive connections "
         "close after 75 s. A server started with `web = true` (`ecotone serve ENV --web`) "
         "also serves a web UI at `GET /web`, a page that drives these routes.",

@@ -87,7 +87,9 @@ class Reset(EnvCallFrame, tag="reset"):
     seed: int | None = None
     episode_id: str | None = None
     options: dict[str, Any] = {}
-    """Passed to the env's `reset()` as keyword arguments."""
+    """Passed to the env's `reset()` as keyword arguments. For an env that publishes tasks,
+    `task` (an id, or a record), `split` and `index` choose the episode's task: the kernel
+    reads them and passes the env `task=` the chosen record."""
     session_bound: ClassVar[bool] = True
 
 

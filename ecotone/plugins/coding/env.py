@@ -121,6 +121,7 @@ def task_set() -> ecotone.TaskSet[CodingTask]:
             "test": [t for name, t in public.items() if name in TEST_SPLIT],
         },
         type=CodingTask,
+        hidden=("tests",),  # a custom task's tests, from a task file, stay on the server
     )
 
 

@@ -127,11 +127,21 @@ def _inlined(schema: Mapping[str, Any]) -> dict[str, Any]:
     return {**_resolve(schema, schema), "$defs": schema.get("$defs", {})}
 
 
+SCORES: Final = ("rewards", "discounted")
+"""What a rubric adds to an observation's `metadata` (`ecotone.rubrics`): hidden with the
+reward."""
+
+
 def shown(observation: Mapping[str, Any], reveal: bool) -> dict[str, Any]:
-    """The observation as the agent sees it."""
+    """The observation as the agent sees it: without the reward, the end of the episode and
+    a rubric's scores, unless they are revealed."""
     if reveal:
         return dict(observation)
-    return {k: v for k, v in observation.items() if k not in HIDDEN}
+    out = {k: v for k, v in observation.items() if k not in HIDDEN}
+    metadata = out.get("metadata")
+    if isinstance(metadata, Mapping) and any(k in metadata for k in SCORES):
+        out["metadata"] = {k: v for k, v in metadata.items() if k not in SCORES}
+    return out
 
 
 RESET_SCHEMA: Final[dict[str, Any]] = {

@@ -45,7 +45,7 @@ from ecotone.compat.openenv.mapping import (
     validation_message,
 )
 from ecotone.kernel import Engine, Owner
-from ecotone.kernel.tasks import MAX_PAGE
+from ecotone.kernel.tasks import MAX_PAGE, TASK_OPTIONS
 from ecotone.server.runner import Runner
 from ecotone.server.transports.wsloop import WsPeer
 from ecotone.wire import (
@@ -108,7 +108,10 @@ class Bridge:
         data = dict(data)
         seed = data.pop("seed", None)
         episode_id = data.pop("episode_id", None)
-        accepted = self.engine.envs[self.engine.default_env].reset_options
+        spec = self.engine.envs[self.engine.default_env]
+        accepted = spec.reset_options
+        if accepted is not None and spec.tasks is not None:
+            accepted = accepted | TASK_OPTIONS  # reset(split=, index=) picks a task
         # As OpenEnv does: keys the env's reset() does not take are dropped, not refused.
         options = {k: v for k, v in data.items() if accepted is None or k in accepted}
         return Reset(
