@@ -27,6 +27,7 @@ from ecotone.kernel.contract import (
     State,
 )
 from ecotone.kernel.hookspecs import hookimpl
+from ecotone.kernel.serving import served_beyond_loopback
 from ecotone.kernel.tasks import TaskError, TaskSet
 from ecotone.launcher.compose import LaunchedServer, alaunch, astart_server, launch, start_server
 from ecotone.launcher.contract import (
@@ -122,5 +123,6 @@ __all__ = [
     "hookimpl",
     "launch",
     "launch_vector",
+    "served_beyond_loopback",
     "start_server",
 ]

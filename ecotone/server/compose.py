@@ -15,12 +15,16 @@ import trio
 from ecotone.kernel import Engine, Registry
 from ecotone.kernel.config import ServerConfig, with_token
 from ecotone.kernel.rubrics import load_rubric
-from ecotone.server.admission import admission_for, resolve_tokens, tls_context
+from ecotone.kernel.serving import mark_served
+from ecotone.server.admission import admission_for, is_loopback, resolve_tokens, tls_context
 from ecotone.server.logs import SessionLog
 from ecotone.server.metrics import Metrics
 from ecotone.server.runner import Runner
 
 log = logging.getLogger("ecotone.server")
+
+NETWORK_TRANSPORTS = frozenset({"websocket", "http", "tcp"})
+"""Transports that listen on an address (unix, stdio, mcp and inproc do not)."""
 
 
 def build_engine(config: ServerConfig, registry: Registry, tokens: tuple[str, ...] = ()) -> Engine:
@@ -76,6 +80,8 @@ async def serve(
     auth = config.auth
     tokens, made = resolve_tokens(auth.token, auth.token_file, auth.required, config.host)
     token = tokens[0] if tokens else None
+    # Before the engine (and any env) is made: envs may be stricter on an exposed server.
+    mark_served(config.transport in NETWORK_TRANSPORTS and not is_loopback(config.host))
     engine = build_engine(config, registry, tokens)
     admission = admission_for(tokens, config.access.origins, config.access.hosts, config.host)
     tls = tls_context(config.tls.cert, config.tls.key, config.transport)

@@ -29,24 +29,39 @@ the kernel refuses user namespaces); `--die-with-parent`, `--new-session`; read-
 can write only to its scratch directory (the cwd), a private 64 MiB /tmp and a 16 MiB
 /dev/shm. So the code cannot see the server's files (its working directory, home, venv, the
 task file with the expected values), processes or network (only a fresh loopback), cannot
-write anywhere else, and cannot raise its limits.
+write anywhere else, and cannot raise its limits. Its scratch directory is a tmpfs of 32 MiB
+holding `solution.py` (`--file`), so a disk fill stops there. A seccomp filter
+(`ecotone.plugins.coding.seccomp`, loaded with `--seccomp`) refuses new namespaces, mounts,
+io_uring, bpf, perf events, userfaultfd, ptrace, the kernel keyring, modules and kexec, and
+`--disable-userns` forbids nested user namespaces.
+
+Run-wide limits (`ecotone.plugins.coding.cgroups`), for either kind: each run is started
+inside a fresh cgroup (v2 where its controllers are delegated, else the v1 memory, pids and
+cpu hierarchies) capping its memory (all its processes together: `memory_mb`), its
+processes and threads (`Limits.pids`, 64) and its CPU (`Limits.cpus`, one core); when the
+run ends, everything left in the group is killed (a `setsid` grandchild, a double fork) and
+the group removed. The limits a run ran into are the observation's `limits_hit`, and what
+guards runs is its `isolation` (`["bwrap", "no-user-namespaces", "seccomp", "cgroup-v1"]`);
+without cgroups it ends with `per-process-limits-only`.
 
 Without bubblewrap ("rlimits-only", reported in observation and state, with a warning logged
 once): still a separate process with the same limits, a scratch cwd, a minimal environment and
 its own session (`setsid`), killed with its process group; but it runs as the server's user
 and can read and write what that user can (the task file included), use the network, signal
-the server's processes, escape the group kill by calling setsid itself, and, where that user
-has CAP_SYS_RESOURCE (root), raise its own limits. Use it only for code you trust.
-`ECOTONE_CODING_SANDBOX=bwrap` makes bubblewrap required instead.
+the server's processes, and, where that user has CAP_SYS_RESOURCE (root), raise its own
+per-process limits (the cgroup's hold, and the cgroup outlives any setsid). Use it only for
+code you trust.
+`ECOTONE_CODING_SANDBOX=bwrap` makes bubblewrap required instead, and `=rlimits` opts in to
+the weaker sandbox; in the default `auto` mode, a server listening beyond loopback refuses to
+fall back to it (fail closed: see docs/sandbox.md).
 
 What the tests can trust: for shipped tasks the harness sends back values, and the server
 compares them with expected values that never enter the sandbox, so a pass needs the right
 values. Custom tests run their asserts inside the sandbox, next to the submission, and report
 pass or fail themselves. Tampering with the results channel (stray lines, a wrong nonce, a
 second record for a test) rejects the whole run; but code that deliberately inspects the
-harness's memory (frames, `gc`) can find the nonce and forge a custom test's pass. No limit on
-the number of processes or on the total size of the scratch directory: both are bounded only
-by the time limit (use a cgroup around the server for hard guarantees).
+harness's memory (frames, `gc`) can find the nonce and forge a custom test's pass. The threat
+model, and what is not guarded against, are in docs/sandbox.md.
 
 Steps block (two process runs each), so the env keeps `inline = False`: the kernel runs each
 call in a worker thread, which keeps other sessions responsive, and the thread limiter of the

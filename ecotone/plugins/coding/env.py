@@ -26,6 +26,7 @@ from ecotone.plugins.coding.sandbox import (
     Limits,
     Sandbox,
     SandboxMode,
+    SandboxUnavailable,
     remove_tree,
     sandbox_for,
 )
@@ -286,6 +287,12 @@ class CodingObservation(ecotone.Observation, kw_only=True):
     attempts_left: int = 0
     sandbox: str = ""
     """`bwrap` or `rlimits-only` (weaker isolation: see the env's docstring)."""
+    isolation: list[str] = []
+    """What guards each run: the sandbox kind, then `no-user-namespaces`, `seccomp` (or
+    `no-seccomp`), and `cgroup-v2` / `cgroup-v1` (limits for the whole run) or
+    `per-process-limits-only` (no cgroups here: memory and process limits per process)."""
+    limits_hit: list[str] = []
+    """Run-wide limits the step's runs ran into: `memory`, `pids` (a fork refused)."""
 
 
 class CodingState(ecotone.State, kw_only=True):
@@ -392,7 +399,15 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
         )
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
-        self._sandbox = sandbox_for(self._mode())
+        mode = self._mode()
+        sandbox = sandbox_for(mode)
+        if mode == "auto" and sandbox.kind != "bwrap" and ecotone.served_beyond_loopback():
+            raise SandboxUnavailable(
+                "refusing to run agent code with rlimits only on a server reachable beyond "
+                "loopback (bubblewrap cannot run here): install bubblewrap, or opt in to the "
+                "weaker sandbox with ECOTONE_CODING_SANDBOX=rlimits (see docs/sandbox.md)"
+            )
+        self._sandbox = sandbox
         if self._root is None:
             self._root = Path(tempfile.mkdtemp(prefix="ecotone-coding-"))
             self._cleanup = weakref.finalize(self, remove_tree, self._root)
@@ -414,6 +429,7 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
             total=len(chosen.check_names),
             attempts_left=max_attempts,
             sandbox=self._sandbox.kind,
+            isolation=self._sandbox.isolation,
         )
 
     def step(self, action: CodingAction) -> CodingObservation:
@@ -428,6 +444,7 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
         limits = self._limits
         program = sandbox.run(root, action.code, ["run"], limits)
         tests_timed_out = False
+        checked_hit: tuple[str, ...] = ()
         if program.timed_out:
             note = f"not run: the program ran out of time ({limits.timeout_s:g} s)"
             results = [CaseResult(name=n, passed=False, message=note) for n in task.check_names]
@@ -436,6 +453,7 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
             spec = json.dumps(task.harness_spec(nonce)).encode()
             checked = sandbox.run(root, action.code, ["test"], limits, stdin=spec, results=True)
             tests_timed_out = checked.timed_out
+            checked_hit = checked.limits_hit
             results = judge(task, checked, nonce, limits)
         passed = sum(r.passed for r in results)
         score = passed / len(results)
@@ -458,6 +476,8 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
             attempt=st.attempts,
             attempts_left=st.max_attempts - st.attempts,
             sandbox=sandbox.kind,
+            isolation=sandbox.isolation,
+            limits_hit=sorted(set(program.limits_hit) | set(checked_hit)),
             reward=score,
             done=st.solved,
             truncated=not st.solved and st.attempts >= st.max_attempts,

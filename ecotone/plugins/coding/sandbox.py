@@ -30,6 +30,8 @@ from typing import IO, Literal
 
 import attrs
 
+from ecotone.plugins.coding import cgroups, seccomp
+
 log = logging.getLogger("ecotone.plugins.coding")
 
 SandboxKind = Literal["bwrap", "rlimits-only"]
@@ -42,6 +44,8 @@ SANDBOX_UID = 65534
 """The uid and gid the code runs as inside bubblewrap's user namespace (`nobody`)."""
 TMP_BYTES = 64 * 1024 * 1024
 """Size of the private /tmp (a tmpfs, in memory) inside bubblewrap."""
+SCRATCH_BYTES = 32 * 1024 * 1024
+"""Size of the scratch directory (a tmpfs) inside bubblewrap: what the code may write there."""
 SHM_BYTES = 16 * 1024 * 1024
 """Size of /dev/shm inside bubblewrap; the rest of /dev and the root are read-only."""
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -69,6 +73,15 @@ class Limits:
     write fails with EFBIG ("File too large")."""
     open_files: int = 256
     """RLIMIT_NOFILE."""
+    pids: int = 64
+    """Processes and threads of the whole run at once (its cgroup's `pids.max`)."""
+    cpus: float = 1.0
+    """CPU of the whole run per wall second (its cgroup's quota; 1.0: one core)."""
+
+    def for_run(self) -> cgroups.RunLimits:
+        """The whole run's limits (its cgroup): memory is `memory_mb` for all its processes
+        together, as well as RLIMIT_AS for each."""
+        return cgroups.RunLimits(self.memory_mb * 1024 * 1024, self.pids, self.cpus)
 
     def for_child(self) -> dict[str, int]:
         return {
@@ -101,6 +114,8 @@ class Completed:
     duration_s: float
     results: bytes = b""
     """What the harness wrote to its results descriptor (test runs only)."""
+    limits_hit: tuple[str, ...] = ()
+    """Run-wide limits the run ran into (`memory`, `pids`), as its cgroup counted them."""
 
 
 @functools.cache
@@ -130,10 +145,12 @@ def _python_roots(python: str) -> list[str]:
     return roots
 
 
-def _bwrap_args(python: str, user_namespace: bool) -> list[str]:
+def _bwrap_args(python: str, user_namespace: bool, no_nesting: bool = True) -> list[str]:
     args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     if user_namespace:
         args += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+        if no_nesting:
+            args.append("--disable-userns")  # no user namespaces inside (bwrap >= 0.8)
     args += ["--hostname", "sandbox", "--clearenv"]
     for name, value in _child_env(SCRATCH_MOUNT, tmp="/tmp").items():
         args += ["--setenv", name, value]
@@ -150,11 +167,40 @@ def _bwrap_args(python: str, user_namespace: bool) -> list[str]:
     return args
 
 
-def _bwrap_command(base: Sequence[str], scratch: str, argv: Sequence[str]) -> list[str]:
-    """The full bwrap command line: `base`, the scratch directory read-write as the cwd, the
-    root (a tmpfs of mount points) made read-only last, then the command."""
-    cmd = [*base, "--bind", scratch, SCRATCH_MOUNT, "--remount-ro", "/"]
+def _bwrap_command(
+    base: Sequence[str],
+    scratch: str,
+    argv: Sequence[str],
+    *,
+    solution_fd: int | None = None,
+    seccomp_fd: int | None = None,
+) -> list[str]:
+    """The full bwrap command line: `base`; the scratch directory as the cwd, a size-capped
+    tmpfs holding `solution.py` copied from `solution_fd` (else the host directory
+    `scratch`, read-write); the seccomp filter from `seccomp_fd`; the root (a tmpfs of mount
+    points) made read-only last; then the command."""
+    cmd = list(base)
+    if solution_fd is not None:
+        cmd += ["--size", str(SCRATCH_BYTES), "--tmpfs", SCRATCH_MOUNT]
+        cmd += ["--file", str(solution_fd), f"{SCRATCH_MOUNT}/{SOLUTION}"]
+    else:
+        cmd += ["--bind", scratch, SCRATCH_MOUNT]
+    if seccomp_fd is not None:
+        cmd += ["--seccomp", str(seccomp_fd)]
+    cmd += ["--remount-ro", "/"]
     return [*cmd, "--chdir", SCRATCH_MOUNT, "--", *argv]
+
+
+def _memfd(name: str, data: bytes) -> int:
+    """A file in memory holding `data`, read from its start (for bwrap's `--file`, `--seccomp`)."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    try:
+        os.write(fd, data)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _child_env(home: str, tmp: str) -> dict[str, str]:
@@ -173,6 +219,24 @@ class Sandbox:
     python: str
     bwrap: tuple[str, ...] = ()
     """`bwrap` and its arguments (empty for rlimits-only)."""
+    seccomp: bytes | None = None
+    """The seccomp filter bwrap loads (`ecotone.plugins.coding.seccomp`), if any."""
+    cgroups: cgroups.Support = attrs.field(factory=lambda: cgroups.Support("none"))
+    """Where run-wide limits come from (cgroup v2, v1), or why there are none."""
+
+    @property
+    def isolation(self) -> list[str]:
+        """What guards a run, as observations say it: the sandbox kind, then its parts."""
+        parts: list[str] = [self.kind]
+        if self.kind == "bwrap":
+            if "--disable-userns" in self.bwrap:
+                parts.append("no-user-namespaces")
+            parts.append("seccomp" if self.seccomp is not None else "no-seccomp")
+        if self.cgroups.usable:
+            parts.append(f"cgroup-{self.cgroups.kind}")
+        else:
+            parts.append("per-process-limits-only")
+        return parts
 
     def run(
         self,
@@ -201,7 +265,7 @@ class Sandbox:
             ):
                 (private / "stdin").unlink()  # the open descriptor is all the child gets
                 argv = [*args, str(fres.fileno())] if results else list(args)
-                exit_code, timed_out, duration = self._spawn(
+                exit_code, timed_out, duration, hit = self._spawn(
                     scratch, argv, limits, fin, fout, ferr, (fres.fileno(),) if results else ()
                 )
             return Completed(
@@ -211,6 +275,7 @@ class Sandbox:
                 stderr=_read_output(private / "stderr", limits.output_bytes),
                 duration_s=duration,
                 results=(private / "results").read_bytes() if results else b"",
+                limits_hit=hit,
             )
         finally:
             remove_tree(rundir)
@@ -224,36 +289,63 @@ class Sandbox:
         fout: IO[bytes],
         ferr: IO[bytes],
         pass_fds: tuple[int, ...],
-    ) -> tuple[int, bool, float]:
+    ) -> tuple[int, bool, float, tuple[str, ...]]:
         child = _python_argv(self.python, [*args[:1], json.dumps(limits.for_child()), *args[1:]])
-        if self.kind == "bwrap":
-            cmd = _bwrap_command(self.bwrap, str(scratch), child)
-            env = _child_env("/", "/tmp")
-            cwd = "/"
-        else:
-            cmd, env, cwd = child, _child_env(str(scratch), str(scratch)), str(scratch)
-        started = time.monotonic()
-        proc = subprocess.Popen(
-            cmd,
-            stdin=fin,
-            stdout=fout,
-            stderr=ferr,
-            cwd=cwd,
-            env=env,
-            pass_fds=pass_fds,
-            start_new_session=True,  # its own process group, killed as a whole
-        )
+        extra: list[int] = []
         try:
-            exited = _wait_for_exit(proc, limits.timeout_s)
+            if self.kind == "bwrap":
+                solution = _memfd("solution", (scratch / SOLUTION).read_bytes())
+                extra.append(solution)
+                filter_fd = None
+                if self.seccomp is not None:
+                    filter_fd = _memfd("seccomp", self.seccomp)
+                    extra.append(filter_fd)
+                cmd = _bwrap_command(
+                    self.bwrap, str(scratch), child, solution_fd=solution, seccomp_fd=filter_fd
+                )
+                env = _child_env("/", "/tmp")
+                cwd = "/"
+            else:
+                cmd, env, cwd = child, _child_env(str(scratch), str(scratch)), str(scratch)
+            group = (
+                cgroups.RunGroup.make(self.cgroups, limits.for_run())
+                if self.cgroups.usable
+                else None
+            )
+            try:
+                if group is not None:
+                    cmd = group.command(cmd)
+                started = time.monotonic()
+                proc = subprocess.Popen(
+                    cmd,
+                    stdin=fin,
+                    stdout=fout,
+                    stderr=ferr,
+                    cwd=cwd,
+                    env=env,
+                    pass_fds=(*pass_fds, *extra),
+                    start_new_session=True,  # its own process group, killed as a whole
+                )
+                try:
+                    exited = _wait_for_exit(proc, limits.timeout_s)
+                finally:
+                    # Everything, even after a normal exit: nothing the code started outlives
+                    # the run (the cgroup holds what left the group: setsid, double forks).
+                    if group is not None:
+                        group.kill()
+                    _kill_group(proc)
+                hit = tuple(group.limits_hit()) if group is not None else ()
+            finally:
+                if group is not None:
+                    group.remove()
         finally:
-            # The whole group, even after a normal exit: nothing the code started outlives the
-            # run. Under bwrap the leader is bwrap itself; its death takes the pid namespace.
-            _kill_group(proc)
+            for fd in extra:
+                os.close(fd)
         duration = time.monotonic() - started
         code = proc.returncode
         if self.kind == "bwrap" and 128 < code < 128 + signal.NSIG:
             code = 128 - code
-        return code, not exited, duration
+        return code, not exited, duration, hit
 
 
 def _wait_for_exit(proc: subprocess.Popen[bytes], timeout: float) -> bool:
@@ -335,10 +427,11 @@ _warned = False
 
 
 def _probe(bwrap: str, python: str) -> tuple[tuple[str, ...] | None, str]:
-    """The first bwrap argument set that runs the interpreter here, or None and why not."""
+    """The first bwrap argument set that runs the interpreter here (the strongest first), or
+    None and why not."""
     why = ""
-    for user_namespace in (True, False):
-        cmd = (bwrap, *_bwrap_args(python, user_namespace))
+    for user_namespace, no_nesting in ((True, True), (True, False), (False, False)):
+        cmd = (bwrap, *_bwrap_args(python, user_namespace, no_nesting))
         with tempfile.TemporaryDirectory(prefix="ecotone-bwrap-probe-") as scratch:
             check = [python, "-I", "-c", "open('probe', 'w').write('ok')"]
             probe = _bwrap_command(cmd, scratch, check)
@@ -374,7 +467,14 @@ def sandbox_for(mode: SandboxMode) -> Sandbox:
             else:
                 args, why = _probe(found, python)
                 if args is not None:
-                    _chosen[mode] = Sandbox(kind="bwrap", python=python, bwrap=args)
+                    filter_ = _probe_seccomp(args, python)
+                    _chosen[mode] = Sandbox(
+                        kind="bwrap",
+                        python=python,
+                        bwrap=args,
+                        seccomp=filter_,
+                        cgroups=_cgroups(),
+                    )
                     return _chosen[mode]
                 why = f"bwrap cannot run here: {why}"
             if mode == "bwrap":
@@ -387,5 +487,44 @@ def sandbox_for(mode: SandboxMode) -> Sandbox:
                 "can, and reach the network; install bubblewrap for isolation",
                 why,
             )
-        _chosen[mode] = Sandbox(kind="rlimits-only", python=python)
+        _chosen[mode] = Sandbox(kind="rlimits-only", python=python, cgroups=_cgroups())
         return _chosen[mode]
+
+
+def _cgroups() -> cgroups.Support:
+    found = cgroups.support()
+    if not found.usable:
+        log.warning(
+            "coding env: no cgroups (%s): memory and process limits hold per process, not "
+            "for a whole run",
+            found.why,
+        )
+    return found
+
+
+def _probe_seccomp(args: tuple[str, ...], python: str) -> bytes | None:
+    """This machine's seccomp filter, if bwrap loads it and the interpreter runs under it."""
+    filter_ = seccomp.program()
+    if filter_ is None:
+        log.warning("coding env: no seccomp filter for this architecture")
+        return None
+    with tempfile.TemporaryDirectory(prefix="ecotone-bwrap-probe-") as scratch:
+        fd = _memfd("seccomp", filter_)
+        try:
+            check = [python, "-I", "-c", "open('probe', 'w').write('ok')"]
+            cmd = _bwrap_command(args, scratch, check, seccomp_fd=fd)
+            done = subprocess.run(
+                cmd, capture_output=True, timeout=30, env=_child_env("/", "/tmp"), pass_fds=(fd,)
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.warning("coding env: bwrap cannot load the seccomp filter: %s", exc)
+            return None
+        finally:
+            os.close(fd)
+        if done.returncode != 0 or Path(scratch, "probe").read_text() != "ok":
+            log.warning(
+                "coding env: bwrap cannot load the seccomp filter: %s",
+                done.stderr.decode("utf-8", "replace").strip(),
+            )
+            return None
+    return filter_

@@ -1,0 +1,232 @@
+"""The escape suite: what agent code tries against the coding sandbox, each failing with a
+typed reason in the observation while the server keeps serving. Runs against both sandbox
+kinds where they differ (bubblewrap, and rlimits-only, which is weaker and says so), with
+the seccomp filter and the cgroup-wide limits where this machine offers them (CI does: root,
+cgroup v1 controllers, bubblewrap 0.8).
+
+Complements tests/test_env_coding.py (host files, network, the server's process, writes
+outside the scratch dir, timeouts, output and memory bombs of one process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import ecotone
+from ecotone.plugins.coding import cgroups, seccomp
+from ecotone.plugins.coding.env import CodingAction, CodingObservation, CodingState
+from tests.conftest import run_server
+from tests.test_env_coding import BWRAP, NO_BWRAP, CodingTestEnvs, Served, custom
+
+CGROUPS = cgroups.support()
+NO_CGROUPS = f"no usable cgroups here ({CGROUPS.why}); CI runs these as root"
+
+
+@pytest.fixture(scope="module", params=["bwrap", "rlimits-only"])
+def served(request: pytest.FixtureRequest) -> Iterator[Served]:
+    if request.param == "bwrap" and BWRAP is None:
+        pytest.skip(NO_BWRAP)
+    env = "coding_bwrap" if request.param == "bwrap" else "coding_rlimits"
+    with run_server(env, plugins=[CodingTestEnvs()]) as server:
+        yield Served(server.url, request.param)
+
+
+def run(served: Served, code: str) -> CodingObservation:
+    with served.connect() as env:
+        env.reset(**custom())
+        observation = env.step(CodingAction(code=code)).observation
+        env.reset(**custom())  # the server goes on serving this session
+        assert env.step(CodingAction(code="print('still here')")).observation.stdout == (
+            "still here\n"
+        )
+    return observation
+
+
+SYSCALL = """
+import ctypes, errno, json
+libc = ctypes.CDLL(None, use_errno=True)
+def call(*args):
+    r = libc.syscall(*args)
+    return "ok" if r >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+"""
+
+
+def syscall_numbers() -> dict[str, int]:
+    _, table = seccomp.TABLES["x86_64" if os.uname().machine == "x86_64" else "aarch64"]
+    return table
+
+
+@pytest.mark.skipif(BWRAP is None, reason=NO_BWRAP)
+@pytest.mark.skipif(seccomp.program() is None, reason="no seccomp filter for this architecture")
+def test_seccomp_refuses_namespaces_io_uring_ptrace_keys_bpf_and_mounts(served: Served) -> None:
+    if not served.bwrap:
+        pytest.skip("rlimits-only has no seccomp filter (its observation says so)")
+    nr = syscall_numbers()
+    probes = {
+        "unshare(NEWUSER)": f"call({nr['unshare']}, 0x10000000)",
+        "unshare(NEWNET)": f"call({nr['unshare']}, 0x40000000)",
+        "clone(NEWUSER)": f"call({nr['clone']}, 0x10000000 | 17, 0, 0, 0, 0)",
+        "setns": f"call({nr['setns']}, 0, 0)",
+        "io_uring_setup": f"call({nr['io_uring_setup']}, 1, 0)",
+        "ptrace": f"call({nr['ptrace']}, 0, 0, 0, 0)",
+        "keyctl": f"call({nr['keyctl']}, 0, 0)",
+        "bpf": f"call({nr['bpf']}, 0, 0, 0)",
+        "mount": f"call({nr['mount']}, 0, 0, 0, 0, 0)",
+        "userfaultfd": f"call({nr['userfaultfd']}, 0)",
+    }
+    body = ", ".join(f"{name!r}: {expr}" for name, expr in probes.items())
+    code = SYSCALL + f"print(json.dumps({{{body}}}))\n"
+    obs = run(served, code)
+    assert json.loads(obs.stdout) == dict.fromkeys(probes, "EPERM")
+    assert obs.isolation[:3] == ["bwrap", "no-user-namespaces", "seccomp"]
+
+
+@pytest.mark.skipif(BWRAP is None, reason=NO_BWRAP)
+def test_ordinary_code_still_forks_threads_and_runs_subprocesses(served: Served) -> None:
+    code = (
+        "import subprocess, sys, threading\n"
+        "t = threading.Thread(target=print, args=('thread',)); t.start(); t.join()\n"
+        "print(subprocess.run([sys.executable, '-c', 'print(6 * 7)'], capture_output=True,"
+        " text=True).stdout.strip())\n"
+    )
+    assert run(served, code).stdout == "thread\n42\n"
+
+
+@pytest.mark.skipif(not CGROUPS.usable, reason=NO_CGROUPS)
+def test_a_fork_bomb_meets_the_run_wide_process_limit(served: Served) -> None:
+    code = (
+        "import os, time\n"
+        "for i in range(1000):\n"
+        "    try:\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(30); os._exit(0)\n"
+        "    except OSError as exc:\n"
+        "        print('refused', exc.errno); break\n"
+    )
+    obs = run(served, code)
+    assert obs.stdout.startswith("refused 11")  # EAGAIN: pids.max
+    assert "pids" in obs.limits_hit and f"cgroup-{CGROUPS.kind}" in obs.isolation
+    assert not obs.timed_out  # the sleepers did not hold the run open: they were killed
+
+
+@pytest.mark.skipif(not CGROUPS.usable, reason=NO_CGROUPS)
+def test_memory_spread_over_many_processes_meets_the_run_wide_limit(served: Served) -> None:
+    code = (
+        "import os\n"
+        "kids = []\n"
+        "for i in range(6):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        block = bytearray(120 * 2**20)  # under the 256 MiB each process may map\n"
+        "        for j in range(0, len(block), 4096): block[j] = 1\n"
+        "        os._exit(0)\n"
+        "    kids.append(pid)\n"
+        "print(sorted(os.WEXITSTATUS(s) if os.WIFEXITED(s) else -os.WTERMSIG(s)"
+        " for s in (os.waitpid(k, 0)[1] for k in kids)))\n"
+    )
+    obs = run(served, code)
+    statuses = json.loads(obs.stdout)
+    assert statuses.count(-9) >= 4  # 6 x 120 MiB cannot all fit in 256 MiB for the run
+    assert "memory" in obs.limits_hit
+
+
+@pytest.mark.skipif(BWRAP is None, reason=NO_BWRAP)
+def test_filling_the_scratch_disk_stops_at_its_size(served: Served) -> None:
+    if not served.bwrap:
+        pytest.skip("rlimits-only writes to a host directory, capped per file only")
+    code = (
+        "written = 0\n"
+        "try:\n"
+        "    for i in range(20):\n"
+        "        with open(f'fill{i}', 'wb') as f:\n"
+        "            f.write(b'x' * (4 * 2**20)); written += 4\n"
+        "except OSError as exc:\n"
+        "    print('stopped', exc.errno, written)\n"
+    )
+    obs = run(served, code)
+    found = re.match(r"stopped (\d+) (\d+)", obs.stdout)
+    assert found is not None, obs.stdout + obs.stderr
+    assert int(found[1]) == 28 and int(found[2]) <= 32  # ENOSPC, at most the 32 MiB tmpfs
+
+
+@pytest.mark.skipif(not CGROUPS.usable, reason=NO_CGROUPS)
+def test_nothing_outlives_a_run_not_even_a_setsid_double_fork(served: Served) -> None:
+    code = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "print('left behind')\n"
+    )
+
+    def runs_left() -> list[Path]:
+        return [p for base in CGROUPS.bases for p in base.iterdir() if p.is_dir()]
+
+    before = len(runs_left())
+    obs = run(served, code)
+    assert obs.stdout == "left behind\n"
+    assert len(runs_left()) == before  # every run's group is gone, so nothing is in one
+    with ecotone.connect(served.url, state_type=CodingState) as env:  # and the server serves
+        env.reset(**custom())
+
+
+def test_every_observation_says_what_guards_the_run(served: Served) -> None:
+    with served.connect() as env:
+        obs = env.reset(**custom()).observation
+    assert obs.isolation[0] == served.kind
+    assert obs.isolation[-1] == (
+        f"cgroup-{CGROUPS.kind}" if CGROUPS.usable else "per-process-limits-only"
+    )
+    if not served.bwrap:
+        assert "seccomp" not in obs.isolation
+
+
+def test_the_seccomp_tables_match_this_machines_kernel_headers() -> None:
+    headers = {
+        "x86_64": Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h"),
+        "aarch64": Path("/usr/include/asm-generic/unistd.h"),
+    }
+    checked = 0
+    for arch, path in headers.items():
+        if not path.exists():
+            continue
+        text = path.read_text()
+        for name, number in seccomp.TABLES[arch][1].items():
+            found = re.search(rf"#define __NR(?:3264)?_{name}\s+(\d+)\b", text)
+            assert found is not None, (arch, name)
+            assert int(found[1]) == number, (arch, name, found[1], number)
+            checked += 1
+    if not checked:
+        pytest.skip("no kernel headers here (linux-libc-dev)")
+
+
+def test_auto_fails_closed_without_bubblewrap_on_a_server_reachable_from_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ecotone.kernel import serving
+    from ecotone.plugins.coding import sandbox as chooser
+
+    monkeypatch.setattr(chooser.shutil, "which", lambda name: None)  # no bubblewrap here
+    monkeypatch.setattr(chooser, "_chosen", {})
+    monkeypatch.delenv("ECOTONE_CODING_SANDBOX", raising=False)
+    serving._reset_for_tests()  # other tests of this process may have served beyond loopback
+    with ecotone.connect("inproc://coding") as env:  # on loopback: the fallback, said so
+        assert env.reset(task="fizzbuzz").observation["sandbox"] == "rlimits-only"
+    try:
+        serving.mark_served(True)
+        assert ecotone.served_beyond_loopback()
+        with ecotone.connect("inproc://coding") as env:
+            with pytest.raises(ecotone.EnvError, match="refusing to run agent code with rlimits"):
+                env.reset(task="fizzbuzz")
+        monkeypatch.setenv("ECOTONE_CODING_SANDBOX", "rlimits")  # the explicit opt-in
+        with ecotone.connect("inproc://coding") as env:
+            assert env.reset(task="fizzbuzz").observation["sandbox"] == "rlimits-only"
+    finally:
+        serving._reset_for_tests()
