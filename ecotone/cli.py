@@ -1,4 +1,4 @@
-"""`ecotone ...`: serve, list, play, collect, validate. Nothing imports this module."""
+"""`ecotone ...`: serve, list, play, collect, validate, export. Nothing imports this module."""
 
 from __future__ import annotations
 
@@ -265,6 +265,20 @@ def _parser() -> argparse.ArgumentParser:
         help="another package for the image, a pip requirement (repeatable)",
     )
 
+    p = sub.add_parser("export", help="write what serves an env elsewhere (Kubernetes)")
+    export = p.add_subparsers(dest="what", required=True, metavar="WHAT")
+    k = export.add_parser(
+        "k8s", help="a Secret (the token), a hardened Pod and a Service serving ENV, as YAML"
+    )
+    k.add_argument("env", help="environment name")
+    k.add_argument("--image", required=True, help="the image `ecotone build` made")
+    k.add_argument("--name", help="the objects' name (default: ecotone-ENV)")
+    k.add_argument("--port", type=int, help="the server's port (8000)")
+    k.add_argument("--token", help="the server's token (default: a new random one)")
+    k.add_argument("--cpu", default="1", help="CPU request and limit (1)")
+    k.add_argument("--memory", default="512Mi", help="memory request and limit (512Mi)")
+    k.add_argument("--out", help="write to this file (default: stdout)")
+
     p = sub.add_parser("init", help="scaffold a pip-installable env plugin distribution")
     p.add_argument("name", help="env name: lower-case letters, digits, '-' or '_'")
     p.add_argument("--dir", help="where to write it (default: ./NAME)")
@@ -424,6 +438,13 @@ def _cmd_list(args: argparse.Namespace) -> int:
             doc = doc or (value.__doc__ or "")
             doc = doc.strip().splitlines()[0] if doc.strip() else ""
             print(f"  {name:<12} from {entry.distribution:<16} {doc}")
+            status = getattr(value, "status", None) if title == "environments" else None
+            if callable(status):  # an env's word on how it runs here (the coding sandbox)
+                try:
+                    said = str(status())
+                except Exception as exc:
+                    said = f"status unknown: {type(exc).__name__}: {exc}"
+                print(f"  {'':<12} {said}")
     return 0
 
 
@@ -643,6 +664,38 @@ def _cmd_gc(args: argparse.Namespace) -> int:
     return trio.run(main)
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    from ecotone.launcher.images import SERVE_PORT
+    from ecotone.launcher.k8s import manifests, render
+
+    objects = manifests(
+        args.env,
+        image=args.image,
+        name=args.name,
+        port=args.port or SERVE_PORT,
+        token=args.token,
+        cpu=args.cpu,
+        memory=args.memory,
+    )
+    text = render(objects)
+    secret, _, service = objects
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(
+            f"ecotone: wrote {args.out}: kubectl apply -f {shlex.quote(args.out)}", file=sys.stderr
+        )
+    else:
+        sys.stdout.write(text)
+    print(
+        f"ecotone: the server's token is in the Secret {secret['metadata']['name']!r}; clients "
+        f"reach the Service {service['metadata']['name']!r} on port "
+        f"{service['spec']['ports'][0]['port']} with it",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _cmd_build(args: argparse.Namespace) -> int:
     from ecotone.launcher.images import DEFAULT_BASE, build_image
 
@@ -728,6 +781,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "launch": _cmd_launch,
         "gc": _cmd_gc,
         "build": _cmd_build,
+        "export": _cmd_export,
     }
     try:
         return commands[args.command](args)

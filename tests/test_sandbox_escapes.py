@@ -230,3 +230,23 @@ def test_auto_fails_closed_without_bubblewrap_on_a_server_reachable_from_elsewhe
             assert env.reset(task="fizzbuzz").observation["sandbox"] == "rlimits-only"
     finally:
         serving._reset_for_tests()
+
+
+def test_ecotone_list_names_the_sandbox_a_mode_gives() -> None:
+    import subprocess
+    import sys
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("ECOTONE_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "ecotone", "list"],
+        env={**clean, "ECOTONE_CODING_SANDBOX": "rlimits"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    coding = next(i for i, line in enumerate(lines) if line.strip().startswith("coding "))
+    said = lines[coding + 1].strip()
+    assert said.startswith("sandbox (rlimits): rlimits-only")
+    assert said.endswith("(weaker: rlimits only; see docs/sandbox.md)")

@@ -155,6 +155,9 @@ class Environment(_EnvironmentClass, Generic[ActT, ObsT, StateT]):
 
     Optionally, tools (served as the native `list_tools` / `call_tool` frames and over MCP):
     `list_tools(self) -> list[ecotone.ToolInfo]` and `call_tool(self, name, arguments) -> Any`.
+
+    Optionally, a classmethod `status(cls) -> str`: one line on how the env runs on this
+    machine (`ecotone list` shows it: the coding env names its sandbox there).
     """
 
     def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> ObsT:

@@ -487,6 +487,17 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
     def state(self) -> CodingState:
         return self._state
 
+    @classmethod
+    def status(cls) -> str:
+        """How runs are guarded here (`ecotone list`): the sandbox this mode gives."""
+        mode = cls.sandbox_mode or os.environ.get(SANDBOX_ENV_VAR, "") or "auto"
+        try:
+            sandbox = sandbox_for(mode)  # type: ignore[arg-type]
+        except (SandboxUnavailable, ValueError) as exc:
+            return f"sandbox ({mode}): unavailable: {exc}"
+        weaker = " (weaker: rlimits only; see docs/sandbox.md)" if sandbox.kind != "bwrap" else ""
+        return f"sandbox ({mode}): {', '.join(sandbox.isolation)}{weaker}"
+
     def sample_action(self, rng: random.Random) -> CodingAction:
         """The task's stub (a valid program that fails the tests) or a trivial program."""
         options = ["print('hello')\n"]
