@@ -6,6 +6,7 @@ OPENENV_VENV := .venv-openenv
 MCP_VENV := .venv-mcp
 MCP_NODE := .mcp-node
 TRL_VENV := .venv-trl
+VF_VENV := .venv-vf
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck pytest bench docs base-image clean
@@ -64,11 +65,20 @@ $(TRL_VENV)/.installed: tests/trl/requirements.txt tests/trl/constraints.txt pyp
 	  -r tests/trl/requirements.txt -e .
 	touch $@
 
+# verifiers (a consumer of OpenEnv servers; pinned by tests/verifiers/) in its own venv: the
+# consumer test drives an ecotone server through its OpenEnv taskset in a subprocess.
+$(VF_VENV)/.installed: tests/verifiers/requirements.txt tests/verifiers/constraints.txt
+	test -x $(VF_VENV)/bin/python || $(PYTHON) -m venv $(VF_VENV)
+	$(VF_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VF_VENV)/bin/python -m pip install --quiet -c tests/verifiers/constraints.txt \
+	  -r tests/verifiers/requirements.txt
+	touch $@
+
 pytest: $(STAMP) $(OPENENV_VENV)/.installed $(MCP_VENV)/.installed $(MCP_NODE)/.installed \
-	  $(TRL_VENV)/.installed
+	  $(TRL_VENV)/.installed $(VF_VENV)/.installed
 	OPENENV_PYTHON=$(CURDIR)/$(OPENENV_VENV)/bin/python MCP_VENV=$(CURDIR)/$(MCP_VENV) \
 	  MCP_NODE=$(CURDIR)/$(MCP_NODE) TRL_PYTHON=$(CURDIR)/$(TRL_VENV)/bin/python \
-	  $(PY) -m pytest -q
+	  VERIFIERS_PYTHON=$(CURDIR)/$(VF_VENV)/bin/python $(PY) -m pytest -q
 
 ## make docs: regenerate docs/protocol.md from ecotone/wire
 docs: $(STAMP)
@@ -84,5 +94,6 @@ base-image:
 	scripts/base-image.sh
 
 clean:
-	rm -rf $(VENV) $(OPENENV_VENV) $(MCP_VENV) $(MCP_NODE) $(TRL_VENV) .mypy_cache .ruff_cache \
+	rm -rf $(VENV) $(OPENENV_VENV) $(MCP_VENV) $(MCP_NODE) $(TRL_VENV) $(VF_VENV) .mypy_cache \
+	  .ruff_cache \
 	  .pytest_cache
