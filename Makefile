@@ -7,6 +7,7 @@ MCP_VENV := .venv-mcp
 MCP_NODE := .mcp-node
 TRL_VENV := .venv-trl
 VF_VENV := .venv-vf
+NEMO_VENV := .venv-nemo
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck pytest bench docs base-image clean
@@ -74,11 +75,24 @@ $(VF_VENV)/.installed: tests/verifiers/requirements.txt tests/verifiers/constrai
 	  -r tests/verifiers/requirements.txt
 	touch $@
 
+# NeMo Gym (pinned by tests/nemo/) needs Python 3.12: on PATH, else pyenv's. Without one the
+# NeMo Gym test skips here (and fails on CI).
+$(NEMO_VENV)/.installed: tests/nemo/requirements.txt tests/nemo/constraints.txt
+	py=$$(ls -1d $$HOME/.pyenv/versions/3.12*/bin/python 2>/dev/null | tail -1); \
+	if [ -z "$$py" ] && python3.12 -c '' 2>/dev/null; then py=python3.12; fi; \
+	if [ -z "$$py" ]; then echo "make: no Python 3.12: the NeMo Gym test will skip" >&2; exit 0; fi; \
+	test -x $(NEMO_VENV)/bin/python || $$py -m venv $(NEMO_VENV) && \
+	$(NEMO_VENV)/bin/python -m pip install --quiet --upgrade pip && \
+	$(NEMO_VENV)/bin/python -m pip install --quiet -c tests/nemo/constraints.txt \
+	  -r tests/nemo/requirements.txt && touch $@
+
 pytest: $(STAMP) $(OPENENV_VENV)/.installed $(MCP_VENV)/.installed $(MCP_NODE)/.installed \
-	  $(TRL_VENV)/.installed $(VF_VENV)/.installed
+	  $(TRL_VENV)/.installed $(VF_VENV)/.installed $(NEMO_VENV)/.installed
 	OPENENV_PYTHON=$(CURDIR)/$(OPENENV_VENV)/bin/python MCP_VENV=$(CURDIR)/$(MCP_VENV) \
 	  MCP_NODE=$(CURDIR)/$(MCP_NODE) TRL_PYTHON=$(CURDIR)/$(TRL_VENV)/bin/python \
-	  VERIFIERS_PYTHON=$(CURDIR)/$(VF_VENV)/bin/python $(PY) -m pytest -q
+	  VERIFIERS_PYTHON=$(CURDIR)/$(VF_VENV)/bin/python \
+	  NEMO_PYTHON=$(if $(wildcard $(NEMO_VENV)/.installed),$(CURDIR)/$(NEMO_VENV)/bin/python,) \
+	  $(PY) -m pytest -q
 
 ## make docs: regenerate docs/protocol.md from ecotone/wire
 docs: $(STAMP)
@@ -94,6 +108,7 @@ base-image:
 	scripts/base-image.sh
 
 clean:
-	rm -rf $(VENV) $(OPENENV_VENV) $(MCP_VENV) $(MCP_NODE) $(TRL_VENV) $(VF_VENV) .mypy_cache \
+	rm -rf $(VENV) $(OPENENV_VENV) $(MCP_VENV) $(MCP_NODE) $(TRL_VENV) $(VF_VENV) $(NEMO_VENV) \
+	  .mypy_cache \
 	  .ruff_cache \
 	  .pytest_cache

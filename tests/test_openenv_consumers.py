@@ -60,3 +60,46 @@ def test_verifiers_openenv_taskset_plays_rollouts_against_ecotone(
     else:  # OpenEnv's VALIDATION_ERROR: openenv's client raises, verifiers fails the episode
         assert not invalid["episode_ok"]
         assert any("VALIDATION_ERROR" in e for e in invalid["episode_errors"])
+
+
+NEMO_DRIVER = Path(__file__).parent / "nemo" / "nemo_driver.py"
+
+
+@pytest.fixture(scope="session")
+def nemo_python() -> str:
+    path = os.environ.get("NEMO_PYTHON", "")
+    if not path:
+        reason = "NEMO_PYTHON is not set (`make pytest` sets it where Python 3.12 is found)"
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    return path
+
+
+@pytest.mark.parametrize("mode", ["observation", "error"])
+def test_nemo_gyms_openenv_resources_server_plays_against_ecotone(
+    nemo_python: str, mode: str, tmp_path: Path
+) -> None:
+    """NeMo Gym's own OpenEnv resources server and agent (0.4, unmodified) over a shim
+    `Environment` that forwards to the ecotone server with openenv's client (NeMo Gym's
+    adapter runs envs in process: it has no client for a server), with a scripted model
+    speaking OpenAI's Responses API. A refused word reaches the model either way: as an
+    observation, or as NeMo Gym's `{"error": ..., "result": null}` tool output."""
+    with run_server("wordle", openenv=OpenEnvConfig(invalid_action=mode)) as server:
+        base = "http://" + server.url.split("://", 1)[1]
+        done = subprocess.run(
+            [nemo_python, str(NEMO_DRIVER), base, "--invalid-action", mode],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env={**os.environ, "HOME": str(tmp_path)},
+        )
+    assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-2000:]
+    report = json.loads(done.stdout)
+    assert report["ok"] and report["nemo_gym"] == "0.4.0"
+    assert [t["called"] for t in report["turns"]] == [
+        {"guess": "zzzzz"},
+        {"guess": "slate"},
+        {"guess": "crane"},
+    ]
+    assert report["verify_reward"] == pytest.approx(1.7)
