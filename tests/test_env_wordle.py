@@ -133,7 +133,8 @@ def test_the_seed_picks_the_secret() -> None:
     secrets = []
     for seed in [*range(10), 3]:
         env.reset(seed=seed)
-        secrets.append(env.state().secret)
+        assert env.state().secret == ""  # not told before the episode ends
+        secrets.append(env._state.secret)
     assert secrets[3] == secrets[-1]
     assert len(set(secrets)) >= 5
     assert all(s in words() for s in secrets)
@@ -156,6 +157,8 @@ def test_the_same_seed_and_guesses_give_the_same_game_over_a_server() -> None:
             assert first == second
             assert len(first) > 1
             assert one.state()["secret"] == two.state()["secret"]
+            assert one.reset(seed=42).task == two.reset(seed=42).task  # the same word
+            assert one.state()["secret"] == ""  # which no state tells before the end
 
 
 def test_a_game_through_the_client_decodes_into_the_env_types() -> None:
@@ -165,8 +168,9 @@ def test_a_game_through_the_client_decodes_into_the_env_types() -> None:
             server.url, observation_type=WordleObservation, state_type=WordleState, codec="msgpack"
         ) as env,
     ):
-        env.reset(seed=7)
-        secret = env.state().secret
+        task = env.reset(seed=7).task
+        assert task is not None and env.state().secret == ""  # the state tells no one early
+        secret = task.id  # whoever reset knows the episode's task
         first = env.step({"guess": "slate"})
         assert isinstance(first.observation, WordleObservation)
         assert first.observation.feedback == feedback("slate", secret)

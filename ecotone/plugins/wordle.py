@@ -118,7 +118,9 @@ class WordleObservation(ecotone.Observation, kw_only=True):
 
 class WordleState(ecotone.State, kw_only=True):
     secret: str = ""
-    """The word to find (not in the observation until the episode ends)."""
+    """The word to find: empty until the episode ends, as in the observation (anyone shown
+    the state, a model or a web UI's player, does not learn it early; the reset's task names
+    it to whoever started the episode)."""
     guesses: list[str] = []
     max_guesses: int = 6
     allow_any_word: bool = False
@@ -234,7 +236,10 @@ class WordleEnv(ecotone.Environment[WordleAction, WordleObservation, WordleState
         return "\n".join(lines)
 
     def state(self) -> WordleState:
-        return self._state
+        st = self._state
+        if st.solved or len(st.guesses) >= st.max_guesses:
+            return st
+        return msgspec.structs.replace(st, secret="")
 
     def sample_action(self, rng: random.Random) -> WordleAction:
         """A random word of the list (always a valid guess)."""
