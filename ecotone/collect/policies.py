@@ -8,11 +8,9 @@ early by returning None.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import json
 import os
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +24,7 @@ from ecotone.client.llm import (
     observation_text,
     openai_tools,
 )
+from ecotone.kernel.registry import load_named
 from ecotone.wire import EnvInfo, TaskRef, ToolInfo
 
 
@@ -123,21 +122,7 @@ class CallablePolicy:
 def load_policy(spec: str) -> CallablePolicy:
     """The callable `MODULE:NAME` names (MODULE from the installed packages or the working
     directory); a class is instantiated once per episode and called."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"a policy is named MODULE:NAME, not {spec!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"policy {spec!r}: cannot import {module_name!r}: {exc}") from None
-    value: Any = module
-    for part in attr.split("."):
-        try:
-            value = getattr(value, part)
-        except AttributeError:
-            raise ValueError(f"policy {spec!r}: {module_name!r} has no {attr!r}") from None
+    value = load_named(spec, "policy")
     if isinstance(value, type):
         return CallablePolicy(value.__call__, spec, per_episode=value)
     if not callable(value):

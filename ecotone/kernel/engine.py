@@ -119,6 +119,18 @@ class Owner:
         """Which of the server's tokens it showed (its number; None: no tokens)."""
 
 
+def token_number(tokens: Sequence[str], given: str | None) -> int | None:
+    """Which of `tokens` `given` is (its number), or None; every token is compared, in
+    constant time, so the answer's timing tells nothing."""
+    if not given:
+        return None
+    found = None
+    for number, token in enumerate(tokens):
+        if hmac.compare_digest(given.encode(), token.encode()):
+            found = number
+    return found
+
+
 @final
 class Peer:
     """One place answers go: a connection, or a single HTTP request. Made by `Engine.peer`.
@@ -310,14 +322,8 @@ class Engine(Operations):
         return Owner(authenticated or self.token is None, principal)
 
     def principal_of(self, given: str | None) -> int | None:
-        """The number of the token `given` is, or None (compared in constant time)."""
-        if not given:
-            return None
-        found = None
-        for number, token in enumerate(self.tokens):
-            if hmac.compare_digest(given.encode(), token.encode()):
-                found = number
-        return found
+        """The number of the token `given` is, or None."""
+        return token_number(self.tokens, given)
 
     def peer(
         self,

@@ -513,25 +513,9 @@ def scored_factory(factory: Callable[[], Any], rubric: Rubric, mode: str) -> Cal
 def load_rubric(spec: str) -> Rubric:
     """The rubric `MODULE:NAME` names (a Rubric, or a function of no arguments making one);
     MODULE is imported from the installed packages or the working directory."""
-    import importlib
-    import os
-    import sys
+    from ecotone.kernel.registry import load_named
 
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"a rubric is named MODULE:NAME, not {spec!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"rubric {spec!r}: cannot import {module_name!r}: {exc}") from None
-    value = module
-    for part in attr.split("."):
-        try:
-            value = getattr(value, part)
-        except AttributeError:
-            raise ValueError(f"rubric {spec!r}: {module_name!r} has no {attr!r}") from None
+    value = load_named(spec, "rubric")
     if not isinstance(value, Rubric) and callable(value):
         value = value()
     return check_rubric(value, f"rubric {spec!r}")

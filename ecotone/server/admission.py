@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 import re
 import secrets
@@ -22,6 +21,7 @@ import attrs
 
 from ecotone.kernel import Limits
 from ecotone.kernel.config import ConfigError
+from ecotone.kernel.engine import token_number
 from ecotone.server.mcp import speaks_streamable_http
 from ecotone.wire import ErrorCode
 from ecotone.wire.http import cookie
@@ -174,14 +174,8 @@ class Admission:
         return self.number(given) is not None
 
     def number(self, given: str | None) -> int | None:
-        """Which token `given` is (its number), or None; compared in constant time."""
-        if not given:
-            return None
-        found = None
-        for number, token in enumerate(self.tokens):
-            if hmac.compare_digest(given.encode(), token.encode()):
-                found = number
-        return found
+        """Which token `given` is (its number), or None (`ecotone.kernel.token_number`)."""
+        return token_number(self.tokens, given)
 
     def principal(self, headers: Mapping[str, str], query: Mapping[str, str]) -> int | None:
         """The number of the token a request shows (None: none, or none needed)."""
