@@ -101,6 +101,7 @@ docs: $(STAMP)
 ## make bench: ecotone vs OpenEnv vs the raw transport floor, medians into docs/benchmarks.md
 bench: $(STAMP) $(OPENENV_VENV)/.installed
 	$(PY) bench/run.py --openenv-python $(OPENENV_VENV)/bin/python --reps 5 --out docs/benchmarks.md
+	$(PY) bench/sandbox.py --reps 5 --out docs/benchmarks.md
 
 ## make base-image: Debian bookworm + python3 from nothing (debootstrap; needs root), imported
 ## into podman and docker as localhost/ecotone-base:bookworm, the default base of `ecotone build`

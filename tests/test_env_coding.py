@@ -50,10 +50,21 @@ class RlimitsCodingEnv(CodingEnv):
     sandbox_mode = "rlimits"
 
 
+class BwrapFreshCodingEnv(CodingEnv):
+    """A fresh sandbox and interpreter per run, not a zygote's fork."""
+
+    sandbox_mode = "bwrap"
+    zygote = False
+
+
 class CodingTestEnvs:
     @ecotone.hookimpl
     def ecotone_environments(self) -> Mapping[str, Any]:
-        return {"coding_bwrap": BwrapCodingEnv, "coding_rlimits": RlimitsCodingEnv}
+        return {
+            "coding_bwrap": BwrapCodingEnv,
+            "coding_bwrap_fresh": BwrapFreshCodingEnv,
+            "coding_rlimits": RlimitsCodingEnv,
+        }
 
 
 @attrs.frozen
@@ -63,17 +74,29 @@ class Served:
 
     @property
     def bwrap(self) -> bool:
+        return self.kind.startswith("bwrap")
+
+    @property
+    def sandbox(self) -> str:
+        """What observations name as the sandbox kind."""
+        return "bwrap" if self.bwrap else self.kind
+
+    @property
+    def zygote(self) -> bool:
         return self.kind == "bwrap"
 
     def connect(self) -> ecotone.EnvClient[CodingObservation, CodingState]:
         return ecotone.connect(self.url, observation_type=CodingObservation, state_type=CodingState)
 
 
-@pytest.fixture(scope="module", params=["bwrap", "rlimits-only"])
+@pytest.fixture(scope="module", params=["bwrap", "bwrap-fresh", "rlimits-only"])
 def served(request: pytest.FixtureRequest) -> Iterator[Served]:
-    if request.param == "bwrap" and BWRAP is None:
+    """The coding env under bubblewrap (zygote forks, and fresh sandboxes), and rlimits-only."""
+    if request.param.startswith("bwrap") and BWRAP is None:
         pytest.skip(NO_BWRAP)
-    env = "coding_bwrap" if request.param == "bwrap" else "coding_rlimits"
+    env = {"bwrap": "coding_bwrap", "bwrap-fresh": "coding_bwrap_fresh"}.get(
+        request.param, "coding_rlimits"
+    )
     with run_server(env, plugins=[CodingTestEnvs()]) as server:
         yield Served(server.url, request.param)
 
@@ -112,7 +135,7 @@ def marked_lines(text: str, marker: str) -> list[str]:
 def test_a_correct_solution_scores_one_and_ends_the_episode(served: Served) -> None:
     with served.connect() as env:
         first = env.reset(task="fizzbuzz").observation
-        assert (first.task, first.total, first.sandbox) == ("fizzbuzz", 5, served.kind)
+        assert (first.task, first.total, first.sandbox) == ("fizzbuzz", 5, served.sandbox)
         assert "fizzbuzz(n: int)" in first.prompt
         result = env.step(CodingAction(code=tasks()["fizzbuzz"].reference))
         obs = result.observation
@@ -124,7 +147,7 @@ def test_a_correct_solution_scores_one_and_ends_the_episode(served: Served) -> N
             True,
             1.0,
             1,
-            served.kind,
+            served.sandbox,
         )
 
 

@@ -27,11 +27,14 @@ CGROUPS = cgroups.support()
 NO_CGROUPS = f"no usable cgroups here ({CGROUPS.why}); CI runs these as root"
 
 
-@pytest.fixture(scope="module", params=["bwrap", "rlimits-only"])
+@pytest.fixture(scope="module", params=["bwrap", "bwrap-fresh", "rlimits-only"])
 def served(request: pytest.FixtureRequest) -> Iterator[Served]:
-    if request.param == "bwrap" and BWRAP is None:
+    """The coding env under bubblewrap (zygote forks, and fresh sandboxes), and rlimits-only."""
+    if request.param.startswith("bwrap") and BWRAP is None:
         pytest.skip(NO_BWRAP)
-    env = "coding_bwrap" if request.param == "bwrap" else "coding_rlimits"
+    env = {"bwrap": "coding_bwrap", "bwrap-fresh": "coding_bwrap_fresh"}.get(
+        request.param, "coding_rlimits"
+    )
     with run_server(env, plugins=[CodingTestEnvs()]) as server:
         yield Served(server.url, request.param)
 
@@ -63,7 +66,9 @@ def syscall_numbers() -> dict[str, int]:
 
 @pytest.mark.skipif(BWRAP is None, reason=NO_BWRAP)
 @pytest.mark.skipif(seccomp.program() is None, reason="no seccomp filter for this architecture")
-def test_seccomp_refuses_namespaces_io_uring_ptrace_keys_bpf_and_mounts(served: Served) -> None:
+def test_seccomp_refuses_namespaces_io_uring_ptrace_keys_bpf_mounts_and_sysv_ipc(
+    served: Served,
+) -> None:
     if not served.bwrap:
         pytest.skip("rlimits-only has no seccomp filter (its observation says so)")
     nr = syscall_numbers()
@@ -78,6 +83,10 @@ def test_seccomp_refuses_namespaces_io_uring_ptrace_keys_bpf_and_mounts(served: 
         "bpf": f"call({nr['bpf']}, 0, 0, 0)",
         "mount": f"call({nr['mount']}, 0, 0, 0, 0, 0)",
         "userfaultfd": f"call({nr['userfaultfd']}, 0)",
+        "shmget": f"call({nr['shmget']}, 0, 4096, 0o1600)",  # IPC_PRIVATE, IPC_CREAT | 0600
+        "semget": f"call({nr['semget']}, 0, 1, 0o1600)",
+        "msgget": f"call({nr['msgget']}, 0, 0o1600)",
+        "mq_open": f"call({nr['mq_open']}, b'leak', 0o100 | 2, 0o600, 0)",  # O_CREAT | O_RDWR
     }
     body = ", ".join(f"{name!r}: {expr}" for name, expr in probes.items())
     code = SYSCALL + f"print(json.dumps({{{body}}}))\n"
@@ -154,6 +163,26 @@ def test_filling_the_scratch_disk_stops_at_its_size(served: Served) -> None:
     assert int(found[1]) == 28 and int(found[2]) <= 32  # ENOSPC, at most the 32 MiB tmpfs
 
 
+def leftovers(groups: list[Path]) -> list[str]:
+    """Processes in `groups` other than a sandbox's bwrap and its PID 1 (a zygote)."""
+    found = []
+    for group in groups:
+        try:
+            pids = (group / "cgroup.procs").read_text().split()
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+            if fields.get("Name") == "bwrap" or fields.get("NSpid", "").split()[-1:] == ["1"]:
+                continue
+            found.append(f"{pid} {fields.get('Name')} (NSpid {fields.get('NSpid')})")
+    return found
+
+
 @pytest.mark.skipif(not CGROUPS.usable, reason=NO_CGROUPS)
 def test_nothing_outlives_a_run_not_even_a_setsid_double_fork(served: Served) -> None:
     code = (
@@ -172,7 +201,10 @@ def test_nothing_outlives_a_run_not_even_a_setsid_double_fork(served: Served) ->
     before = len(runs_left())
     obs = run(served, code)
     assert obs.stdout == "left behind\n"
-    assert len(runs_left()) == before  # every run's group is gone, so nothing is in one
+    if served.zygote:  # the zygotes' groups stay, holding only bwrap and the zygote
+        assert leftovers(runs_left()) == []
+    else:
+        assert len(runs_left()) == before  # every run's group is gone, so nothing is in one
     with ecotone.connect(served.url, state_type=CodingState) as env:  # and the server serves
         env.reset(**custom())
 
@@ -180,10 +212,12 @@ def test_nothing_outlives_a_run_not_even_a_setsid_double_fork(served: Served) ->
 def test_every_observation_says_what_guards_the_run(served: Served) -> None:
     with served.connect() as env:
         obs = env.reset(**custom()).observation
-    assert obs.isolation[0] == served.kind
-    assert obs.isolation[-1] == (
-        f"cgroup-{CGROUPS.kind}" if CGROUPS.usable else "per-process-limits-only"
-    )
+    assert obs.isolation[0] == served.sandbox
+    tail = ["zygote"] if served.zygote else []
+    assert obs.isolation[-1 - len(tail) :] == [
+        f"cgroup-{CGROUPS.kind}" if CGROUPS.usable else "per-process-limits-only",
+        *tail,
+    ]
     if not served.bwrap:
         assert "seccomp" not in obs.isolation
 

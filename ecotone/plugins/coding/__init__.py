@@ -9,7 +9,9 @@ a reset may also bring a custom task inline. Details: `CodingEnv`.
 
 Each step is two runs, each a fresh interpreter (`python -I`, the base installation rather
 than the server's venv, a clean environment) in a fresh scratch directory holding only
-`solution.py`, removed after the run (a session's directories go on close):
+`solution.py`, removed after the run (a session's directories go on close); under bubblewrap,
+by default, each run is instead a fork of a zygote in a pre-started sandbox, which starts every
+run from the same state (`zygote.py`; docs/sandbox.md says how and what it shares):
 
 1. the submission as a script (`__main__`), for its output and exit code;
 2. the trusted harness (`harness.py`), which reads the test spec from stdin, imports the

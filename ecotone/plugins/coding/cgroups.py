@@ -127,14 +127,15 @@ class RunGroup:
                 path.mkdir()
                 paths.append(path)
             group = cls(support, tuple(paths))
-            group._limit(limits)
+            group.limit(limits)
         except BaseException:
             for path in reversed(paths):
                 _rmdir(path)
             raise
         return group
 
-    def _limit(self, limits: RunLimits) -> None:
+    def limit(self, limits: RunLimits) -> None:
+        """Set (or change) the group's limits."""
         quota = max(1000, int(limits.cpus * CPU_PERIOD_US))
         if self.support.kind == "v2":
             (path,) = self.paths
@@ -145,9 +146,14 @@ class RunGroup:
             _write(path / "cpu.max", f"{quota} {CPU_PERIOD_US}")
             return
         memory, pids, cpu = self.paths
-        _write(memory / "memory.limit_in_bytes", str(limits.memory_bytes))
+        files = ["memory.limit_in_bytes"]
         if (memory / "memory.memsw.limit_in_bytes").exists():
-            _write(memory / "memory.memsw.limit_in_bytes", str(limits.memory_bytes))
+            # memory + swap may never be below memory alone: raise it first, lower it last
+            current = int((memory / "memory.limit_in_bytes").read_text())
+            swap = "memory.memsw.limit_in_bytes"
+            files = [swap, *files] if limits.memory_bytes > current else [*files, swap]
+        for name in files:
+            _write(memory / name, str(limits.memory_bytes))
         _write(pids / "pids.max", str(limits.pids))
         _write(cpu / "cpu.cfs_period_us", str(CPU_PERIOD_US))
         _write(cpu / "cpu.cfs_quota_us", str(quota))
@@ -168,30 +174,29 @@ class RunGroup:
                 pass
         return sorted(found)
 
-    def limits_hit(self) -> list[str]:
-        """Which limits the run ran into: `memory` (the kernel killed for it or refused
-        pages), `pids` (a fork or thread refused)."""
-        hit = []
+    def counts(self) -> dict[str, int]:
+        """How often the group has met each limit so far: `memory` (the kernel killed for it
+        or refused pages), `pids` (a fork or thread refused)."""
         if self.support.kind == "v2":
             (path,) = self.paths
             events = _events(path / "memory.events")
-            if events.get("oom_kill", 0) or events.get("max", 0):
-                hit.append("memory")
-            if _events(path / "pids.events").get("max", 0):
-                hit.append("pids")
-            return hit
+            return {
+                "memory": events.get("oom_kill", 0) + events.get("max", 0),
+                "pids": _events(path / "pids.events").get("max", 0),
+            }
         memory, pids, _ = self.paths
-        failed = 0
+        failed = _events(memory / "memory.oom_control").get("oom_kill", 0)
         for name in ("memory.failcnt", "memory.memsw.failcnt"):
             try:
                 failed += int((memory / name).read_text())
             except (OSError, ValueError):
                 pass
-        if failed or _events(memory / "memory.oom_control").get("oom_kill", 0):
-            hit.append("memory")
-        if _events(pids / "pids.events").get("max", 0):
-            hit.append("pids")
-        return hit
+        return {"memory": failed, "pids": _events(pids / "pids.events").get("max", 0)}
+
+    def limits_hit(self, since: dict[str, int] | None = None) -> list[str]:
+        """Which limits the group ran into (since the `counts()` snapshot `since`)."""
+        before = since or {}
+        return [name for name, n in self.counts().items() if n > before.get(name, 0)]
 
     def kill(self, timeout: float = 5.0) -> None:
         """Kill everything in the group, until it is empty (or `timeout` passes)."""

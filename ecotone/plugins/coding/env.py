@@ -30,8 +30,10 @@ from ecotone.plugins.coding.sandbox import (
     remove_tree,
     sandbox_for,
 )
+from ecotone.plugins.coding.zygote import pool_for
 
 SANDBOX_ENV_VAR: Final = "ECOTONE_CODING_SANDBOX"
+ZYGOTE_ENV_VAR: Final = "ECOTONE_CODING_ZYGOTE"
 WHOLE_MODULE_TEST: Final = "tests"
 """The name of the single test when custom `tests` define no `test*` functions."""
 _SHOWN_VALUE_CHARS: Final = 200
@@ -337,6 +339,9 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
     tasks = task_set
 
     sandbox_mode: ClassVar[str] = ""
+    zygote: ClassVar[bool | None] = None
+    """Runs under bubblewrap fork from a pre-started sandbox's zygote (`zygote.py`) instead of
+    starting a sandbox and interpreter each; None: unless `$ECOTONE_CODING_ZYGOTE` is `0`."""
     max_timeout_s: ClassVar[float] = 60.0
     max_memory_mb: ClassVar[int] = 4096
     min_memory_mb: ClassVar[int] = 64
@@ -358,6 +363,18 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
             if mode == known:
                 return known
         raise ValueError(f"{SANDBOX_ENV_VAR}/sandbox_mode must be one of {SANDBOX_MODES}")
+
+    @classmethod
+    def _zygotes(cls, sandbox: Sandbox) -> bool:
+        if sandbox.kind != "bwrap":
+            return False
+        if cls.zygote is not None:
+            return cls.zygote
+        return os.environ.get(ZYGOTE_ENV_VAR, "1").strip().lower() not in ("0", "false", "no")
+
+    @classmethod
+    def _isolation(cls, sandbox: Sandbox) -> list[str]:
+        return [*sandbox.isolation, "zygote"] if cls._zygotes(sandbox) else sandbox.isolation
 
     def reset(
         self,
@@ -429,7 +446,7 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
             total=len(chosen.check_names),
             attempts_left=max_attempts,
             sandbox=self._sandbox.kind,
-            isolation=self._sandbox.isolation,
+            isolation=self._isolation(self._sandbox),
         )
 
     def step(self, action: CodingAction) -> CodingObservation:
@@ -442,7 +459,8 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
                 field="code",
             )
         limits = self._limits
-        program = sandbox.run(root, action.code, ["run"], limits)
+        runner = pool_for(sandbox) if self._zygotes(sandbox) else sandbox
+        program = runner.run(root, action.code, ["run"], limits)
         tests_timed_out = False
         checked_hit: tuple[str, ...] = ()
         if program.timed_out:
@@ -451,7 +469,7 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
         else:
             nonce = secrets.token_hex(16)
             spec = json.dumps(task.harness_spec(nonce)).encode()
-            checked = sandbox.run(root, action.code, ["test"], limits, stdin=spec, results=True)
+            checked = runner.run(root, action.code, ["test"], limits, stdin=spec, results=True)
             tests_timed_out = checked.timed_out
             checked_hit = checked.limits_hit
             results = judge(task, checked, nonce, limits)
@@ -476,7 +494,7 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
             attempt=st.attempts,
             attempts_left=st.max_attempts - st.attempts,
             sandbox=sandbox.kind,
-            isolation=sandbox.isolation,
+            isolation=self._isolation(sandbox),
             limits_hit=sorted(set(program.limits_hit) | set(checked_hit)),
             reward=score,
             done=st.solved,
@@ -496,7 +514,7 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
         except (SandboxUnavailable, ValueError) as exc:
             return f"sandbox ({mode}): unavailable: {exc}"
         weaker = " (weaker: rlimits only; see docs/sandbox.md)" if sandbox.kind != "bwrap" else ""
-        return f"sandbox ({mode}): {', '.join(sandbox.isolation)}{weaker}"
+        return f"sandbox ({mode}): {', '.join(cls._isolation(sandbox))}{weaker}"
 
     def sample_action(self, rng: random.Random) -> CodingAction:
         """The task's stub (a valid program that fails the tests) or a trivial program."""

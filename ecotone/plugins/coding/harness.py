@@ -29,6 +29,7 @@ import json
 import os
 import resource
 import sys
+import time
 import traceback
 import types
 from collections.abc import Callable
@@ -187,6 +188,9 @@ def run_tests(path: str, fd: int) -> None:
 
 def main(argv: list[str]) -> None:
     mode, limits = argv[1], json.loads(argv[2])
+    if mode == "zygote":
+        zygote(limits)
+        return
     set_limits(limits)
     path = os.path.join(os.getcwd(), SOLUTION)
     if mode == "run":
@@ -198,6 +202,283 @@ def main(argv: list[str]) -> None:
         traceback.print_exc()
         status = 1
     os._exit(status)  # stdout and stderr are unbuffered (-u): nothing to flush
+
+
+# --- the zygote -----------------------------------------------------------------------------
+#
+# `zygote CONFIG`: this interpreter is PID 1 of the sandbox's pid namespace (bwrap --as-pid-1)
+# and serves runs one at a time, each in a forked child, over frames on its stdin and stdout
+# (a 4-byte big-endian length, then JSON, then the blobs the JSON sizes). Between runs it kills
+# every other process in the namespace (`kill(-1)`: all but PID 1), reaps them, and empties the
+# writable directories, so a run starts from the state the zygote had before the first one.
+#
+# Its own state is out of a run's reach: as PID 1 it receives only the signals it has handlers
+# for (none: SIGKILL and SIGSTOP from inside the namespace are dropped by the kernel), it is not
+# dumpable (so /proc/1/mem, /proc/1/fd are closed to the run, and the seccomp filter refuses
+# ptrace), and the run's memory is a copy of its own.
+
+PRELOADED = (
+    "bisect", "collections", "copy", "dataclasses", "datetime", "decimal", "enum",
+    "fractions", "functools", "heapq", "itertools", "math", "operator", "random", "re",
+    "statistics", "string", "textwrap", "typing", "unittest",
+)  # fmt: skip
+"""Imported once by the zygote, so that runs importing them pay nothing."""
+
+_PR_SET_DUMPABLE = 4
+_HEADER = 4
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = os.read(fd, min(n, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _send(fd: int, header: dict[str, Any], *blobs: bytes) -> None:
+    body = json.dumps(header).encode()
+    data = b"".join([len(body).to_bytes(_HEADER, "big"), body, *blobs])
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _memfd(name: str, data: bytes = b"") -> int:
+    fd = os.memfd_create(name, 0)
+    if data:
+        os.write(fd, data)
+        os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _pread_all(fd: int, cap: int) -> tuple[bytes, int]:
+    """The first `cap` bytes of a memfd and its size."""
+    size = os.fstat(fd).st_size
+    return os.pread(fd, min(size, cap), 0), size
+
+
+def _exit_status(exc: SystemExit) -> int:
+    """What the interpreter makes of `sys.exit(value)`."""
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code & 0xFF
+    try:
+        sys.stderr.write(f"{code}\n")
+    except BaseException:
+        pass
+    return 1
+
+
+def _child(request: dict[str, Any], fds: tuple[int, int, int], results: int, libc: Any) -> None:
+    """In the forked child: become a fresh run (its own session, the run's descriptors only,
+    default signals, dumpable, first in line for the OOM killer), then run the harness."""
+    import atexit
+    import signal
+
+    status = 1
+    try:
+        os.setsid()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        keep = sorted({results} if results >= 0 else set())
+        low = 3
+        for fd in keep:
+            os.closerange(low, fd)
+            low = fd + 1
+        os.closerange(low, 1 << 16)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
+        try:
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write("1000")
+        except OSError:
+            pass
+        os.chdir(request["cwd"])
+        atexit._clear()
+        argv = ["harness", request["mode"], json.dumps(request["limits"])]
+        if results >= 0:
+            argv.append(str(results))
+        try:
+            main(argv)
+            status = 0
+        except SystemExit as exc:
+            status = _exit_status(exc)
+        except BaseException:
+            traceback.print_exc()
+        atexit._run_exitfuncs()
+        threading = sys.modules.get("threading")
+        if threading is not None:
+            threading._shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+    finally:
+        os._exit(status)
+
+
+def _kill_all_but_me() -> None:
+    """Kill every other process of the namespace and reap them all (orphans come to PID 1)."""
+    import signal
+
+    while True:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def _rmtree(path: str) -> None:
+    """Remove a tree a run may have made awkward (directories of mode 000)."""
+    import shutil
+
+    def unlock(fn: object, failed: str, exc: object) -> None:
+        try:
+            os.chmod(os.path.dirname(failed), 0o700)
+            if os.path.isdir(failed) and not os.path.islink(failed):
+                os.chmod(failed, 0o700)
+                _rmtree(failed)
+            else:
+                os.unlink(failed)
+        except OSError:
+            pass  # what stays is found by the caller
+
+    shutil.rmtree(path, onerror=unlock)
+
+
+def _empty(root: str, mode: int) -> str:
+    """Remove everything under `root` and restore its mode; "" if done, else what is left."""
+    try:
+        os.chmod(root, 0o700)
+        with os.scandir(root) as entries:
+            for entry in list(entries):
+                if entry.is_dir(follow_symlinks=False):
+                    _rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+        for name in os.listxattr(root):
+            os.removexattr(root, name)
+        os.chmod(root, mode)
+        left = os.listdir(root)
+    except OSError as exc:
+        return f"cannot empty {root}: {exc}"
+    return f"cannot empty {root}: {left[0]!r} stays" if left else ""
+
+
+def _serve_one(
+    fd_in: int, fd_out: int, request: dict[str, Any], wipe: list[tuple[str, int]], libc: Any
+) -> None:
+    import select
+
+    solution = _read_exact(fd_in, request["solution_bytes"])
+    stdin = _read_exact(fd_in, request["stdin_bytes"])
+    cwd = request["cwd"]
+    with open(os.path.join(cwd, SOLUTION), "wb") as f:
+        f.write(solution)
+    fds = (_memfd("stdin", stdin), _memfd("stdout"), _memfd("stderr"))
+    results = _memfd("results") if request["results"] else -1
+    started = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        _child(request, fds, results, libc)
+    pidfd = os.pidfd_open(pid)
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    poller.register(fd_in, select.POLLIN)  # the server hanging up ends everything
+    deadline = started + request["timeout"]
+    exited = hung_up = False
+    while not (exited or hung_up):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        for fd, _ in poller.poll(left * 1000):
+            exited = exited or fd == pidfd
+            hung_up = hung_up or fd == fd_in
+    duration = time.monotonic() - started
+    os.close(pidfd)
+    status: int | None = None
+    if exited:
+        _, raw = os.waitpid(pid, 0)
+        status = os.waitstatus_to_exitcode(raw)
+    _kill_all_but_me()
+    if status is None:
+        status = -9
+    if hung_up:
+        raise EOFError
+    cap = request["output_bytes"]
+    out, out_size = _pread_all(fds[1], cap)
+    err, err_size = _pread_all(fds[2], cap)
+    res, res_size = _pread_all(results, request["results_cap"]) if results >= 0 else (b"", 0)
+    for fd in (*fds, results):
+        if fd >= 0:
+            os.close(fd)
+    retire = ""
+    for root, mode in wipe:
+        retire = retire or _empty(root, mode)
+    reply = {
+        "status": status,
+        "timed_out": not exited,
+        "duration": duration,
+        "stdout_size": out_size,
+        "stderr_size": err_size,
+        "results_size": res_size,
+        "sent": [len(out), len(err), len(res)],
+    }
+    if retire:  # a state we cannot undo: this sandbox ends, the next run gets a new one
+        reply["retire"] = retire
+    _send(fd_out, reply, out, err, res)
+    if retire:
+        os._exit(0)
+
+
+def zygote(config: dict[str, Any]) -> None:
+    import ctypes
+    import importlib
+    import signal
+
+    if os.getpid() != 1:  # kill(-1) beyond a pid namespace of our own would be a disaster
+        sys.stderr.write("the zygote must be PID 1 of its own pid namespace\n")
+        os._exit(2)
+    fd_in, fd_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # as PID 1: ignored, not KeyboardInterrupt
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        sys.stderr.write("the zygote cannot make itself undumpable\n")
+        os._exit(2)
+    for name in config.get("preload", PRELOADED):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    wipe = [(root, os.stat(root).st_mode & 0o7777) for root in config["wipe"]]
+    _send(fd_out, {"ready": True, "python": sys.version.split()[0]})
+    while True:
+        try:
+            size = int.from_bytes(_read_exact(fd_in, _HEADER), "big")
+            request = json.loads(_read_exact(fd_in, size))
+            _serve_one(fd_in, fd_out, request, wipe, libc)
+        except (EOFError, BrokenPipeError):
+            _kill_all_but_me()
+            os._exit(0)
+        except BaseException:
+            traceback.print_exc()  # the server reads it once this sandbox has exited
+            _kill_all_but_me()
+            os._exit(3)
 
 
 if __name__ == "__main__":

@@ -169,20 +169,21 @@ def _bwrap_args(python: str, user_namespace: bool, no_nesting: bool = True) -> l
 
 def _bwrap_command(
     base: Sequence[str],
-    scratch: str,
+    scratch: str | None,
     argv: Sequence[str],
     *,
     solution_fd: int | None = None,
     seccomp_fd: int | None = None,
 ) -> list[str]:
-    """The full bwrap command line: `base`; the scratch directory as the cwd, a size-capped
-    tmpfs holding `solution.py` copied from `solution_fd` (else the host directory
-    `scratch`, read-write); the seccomp filter from `seccomp_fd`; the root (a tmpfs of mount
-    points) made read-only last; then the command."""
+    """The full bwrap command line: `base`; the scratch directory as the cwd: the host
+    directory `scratch`, read-write, or (None) a size-capped tmpfs, holding `solution.py`
+    copied from `solution_fd` if given; the seccomp filter from `seccomp_fd`; the root (a
+    tmpfs of mount points) made read-only last; then the command."""
     cmd = list(base)
-    if solution_fd is not None:
+    if scratch is None:
         cmd += ["--size", str(SCRATCH_BYTES), "--tmpfs", SCRATCH_MOUNT]
-        cmd += ["--file", str(solution_fd), f"{SCRATCH_MOUNT}/{SOLUTION}"]
+        if solution_fd is not None:
+            cmd += ["--file", str(solution_fd), f"{SCRATCH_MOUNT}/{SOLUTION}"]
     else:
         cmd += ["--bind", scratch, SCRATCH_MOUNT]
     if seccomp_fd is not None:
@@ -301,7 +302,7 @@ class Sandbox:
                     filter_fd = _memfd("seccomp", self.seccomp)
                     extra.append(filter_fd)
                 cmd = _bwrap_command(
-                    self.bwrap, str(scratch), child, solution_fd=solution, seccomp_fd=filter_fd
+                    self.bwrap, None, child, solution_fd=solution, seccomp_fd=filter_fd
                 )
                 env = _child_env("/", "/tmp")
                 cwd = "/"
@@ -385,8 +386,12 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 def _read_output(path: Path, cap: int) -> Output:
     size = path.stat().st_size
     with open(path, "rb") as f:
-        data = f.read(cap)
-    text = data.decode("utf-8", errors="replace")
+        return output_of(f.read(cap), size, cap)
+
+
+def output_of(data: bytes, size: int, cap: int) -> Output:
+    """What a run wrote (its first `cap` bytes, of `size` in all), as observations show it."""
+    text = data[:cap].decode("utf-8", errors="replace")
     truncated = size > cap
     if truncated:
         text += f"\n[output truncated: {size} bytes written, the first {cap} shown]"

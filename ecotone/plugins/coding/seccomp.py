@@ -13,6 +13,10 @@ It refuses with EPERM:
 * the kernel keyring (`add_key`, `request_key`, `keyctl`), kernel modules and `kexec`,
   `reboot`, `swapon`/`swapoff`, `acct`, `quotactl`, `syslog`, `vhangup`,
   `name_to_handle_at`/`open_by_handle_at`, `lookup_dcookie`;
+* System V IPC and POSIX message queues (`shmget`, `semget`, `msgget`, `mq_open`): their
+  objects outlive the processes that made them, in the sandbox's IPC namespace, which a
+  zygote's runs share (POSIX semaphores and shared memory live in /dev/shm, emptied after
+  each run, and stay allowed);
 * on x86_64, every x32-ABI call; a call of another architecture (i386's `int 0x80`) kills the
   process.
 
@@ -59,7 +63,7 @@ DENIED: Final = (
     "process_vm_readv", "process_vm_writev", "add_key", "request_key", "keyctl",
     "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
     "swapon", "swapoff", "acct", "quotactl", "syslog", "vhangup", "name_to_handle_at",
-    "open_by_handle_at", "lookup_dcookie",
+    "open_by_handle_at", "lookup_dcookie", "shmget", "semget", "msgget", "mq_open",
 )  # fmt: skip
 """Refused with EPERM (where the architecture has them)."""
 
@@ -78,7 +82,8 @@ TABLES: Final[dict[str, tuple[int, dict[str, int]]]] = {
             "kexec_file_load": 320, "bpf": 321, "userfaultfd": 323, "io_uring_setup": 425,
             "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
             "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
-            "clone3": 435, "mount_setattr": 442,
+            "clone3": 435, "mount_setattr": 442, "shmget": 29, "semget": 64, "msgget": 68,
+            "mq_open": 240,
         },
     ),
     "aarch64": (
@@ -93,7 +98,8 @@ TABLES: Final[dict[str, tuple[int, dict[str, int]]]] = {
             "finit_module": 273, "bpf": 280, "userfaultfd": 282, "kexec_file_load": 294,
             "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
             "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
-            "fspick": 433, "clone3": 435, "mount_setattr": 442,
+            "fspick": 433, "clone3": 435, "mount_setattr": 442, "mq_open": 180, "msgget": 186,
+            "semget": 190, "shmget": 194,
         },
     ),
 }  # fmt: skip
