@@ -8,6 +8,7 @@ MCP_NODE := .mcp-node
 TRL_VENV := .venv-trl
 VF_VENV := .venv-vf
 NEMO_VENV := .venv-nemo
+RAY_VENV := .venv-ray
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck pytest bench docs base-image clean
@@ -86,11 +87,19 @@ $(NEMO_VENV)/.installed: tests/nemo/requirements.txt tests/nemo/constraints.txt
 	$(NEMO_VENV)/bin/python -m pip install --quiet -c tests/nemo/constraints.txt \
 	  -r tests/nemo/requirements.txt && touch $@
 
+# Ray (pinned by tests/ray/) with ecotone beside it: the ray provider's test starts a real
+# multi-node cluster in network namespaces and drives it with this venv's python.
+$(RAY_VENV)/.installed: tests/ray/requirements.txt pyproject.toml
+	test -x $(RAY_VENV)/bin/python || $(PYTHON) -m venv $(RAY_VENV)
+	$(RAY_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(RAY_VENV)/bin/python -m pip install --quiet -r tests/ray/requirements.txt -e .
+	touch $@
+
 pytest: $(STAMP) $(OPENENV_VENV)/.installed $(MCP_VENV)/.installed $(MCP_NODE)/.installed \
-	  $(TRL_VENV)/.installed $(VF_VENV)/.installed $(NEMO_VENV)/.installed
+	  $(TRL_VENV)/.installed $(VF_VENV)/.installed $(NEMO_VENV)/.installed $(RAY_VENV)/.installed
 	OPENENV_PYTHON=$(CURDIR)/$(OPENENV_VENV)/bin/python MCP_VENV=$(CURDIR)/$(MCP_VENV) \
 	  MCP_NODE=$(CURDIR)/$(MCP_NODE) TRL_PYTHON=$(CURDIR)/$(TRL_VENV)/bin/python \
-	  VERIFIERS_PYTHON=$(CURDIR)/$(VF_VENV)/bin/python \
+	  VERIFIERS_PYTHON=$(CURDIR)/$(VF_VENV)/bin/python RAY_PYTHON=$(CURDIR)/$(RAY_VENV)/bin/python \
 	  NEMO_PYTHON=$(if $(wildcard $(NEMO_VENV)/.installed),$(CURDIR)/$(NEMO_VENV)/bin/python,) \
 	  $(PY) -m pytest -q
 
@@ -99,9 +108,12 @@ docs: $(STAMP)
 	$(PY) -m ecotone.wire.docgen > docs/protocol.md
 
 ## make bench: ecotone vs OpenEnv vs the raw transport floor, medians into docs/benchmarks.md
-bench: $(STAMP) $(OPENENV_VENV)/.installed
+bench: $(STAMP) $(OPENENV_VENV)/.installed $(RAY_VENV)/.installed
+	$(PY) -m compileall -q ecotone  # as a pip install leaves it (servers start from bytecode)
 	$(PY) bench/run.py --openenv-python $(OPENENV_VENV)/bin/python --reps 5 --out docs/benchmarks.md
 	$(PY) bench/sandbox.py --reps 5 --out docs/benchmarks.md
+	$(PY) bench/pools.py --episodes 256 --servers 64 --handouts 40 --out docs/benchmarks.md
+	$(PY) bench/ray_cluster.py --ray-python $(RAY_VENV)/bin/python --out docs/benchmarks.md
 
 ## make base-image: Debian bookworm + python3 from nothing (debootstrap; needs root), imported
 ## into podman and docker as localhost/ecotone-base:bookworm, the default base of `ecotone build`
@@ -109,7 +121,7 @@ base-image:
 	scripts/base-image.sh
 
 clean:
-	rm -rf $(VENV) $(OPENENV_VENV) $(MCP_VENV) $(MCP_NODE) $(TRL_VENV) $(VF_VENV) $(NEMO_VENV) \
+	rm -rf $(VENV) $(OPENENV_VENV) $(MCP_VENV) $(MCP_NODE) $(TRL_VENV) $(VF_VENV) $(NEMO_VENV) $(RAY_VENV) \
 	  .mypy_cache \
 	  .ruff_cache \
 	  .pytest_cache

@@ -27,6 +27,8 @@ import threading
 import time
 from pathlib import Path
 
+from sections import replace_section
+
 import ecotone
 from ecotone.plugins.coding.env import CodingAction, CodingObservation
 
@@ -110,17 +112,6 @@ def measure(url: str, sessions: int, seconds: float) -> tuple[float, float]:
     return 2 * sum(steps) / elapsed, statistics.median(flat)
 
 
-def replace_section(path: Path, section: str) -> None:
-    text = path.read_text() if path.exists() else ""
-    start = text.find(HEADING)
-    if start < 0:
-        text = text.rstrip() + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + len(HEADING))
-        text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
-    path.write_text(text.rstrip() + "\n")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5)
@@ -133,7 +124,7 @@ def main() -> int:
         note = f"{HEADING}\n\nNot measured: bubblewrap is not installed here.\n"
         print(note)
         if args.out is not None:
-            replace_section(args.out, note)
+            replace_section(args.out, HEADING, note)
         return 0
     rates: dict[tuple[str, int], list[float]] = {}
     lat: dict[str, list[float]] = {"fresh": [], "zygote": []}
@@ -184,7 +175,7 @@ def main() -> int:
     )
     print(section)
     if args.out is not None:
-        replace_section(args.out, section)
+        replace_section(args.out, HEADING, section)
     return 0
 
 

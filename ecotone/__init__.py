@@ -6,18 +6,6 @@ The public surface, re-exported explicitly. Env authors need `Environment`, `Act
 
 from typing import TYPE_CHECKING, Any
 
-from ecotone.client.aio import AsyncConnection, AsyncEnvClient, aconnect
-from ecotone.client.errors import (
-    AccessDenied,
-    CapacityError,
-    ConnectionLost,
-    EcotoneError,
-    EnvError,
-    InvalidActionError,
-    ServerError,
-)
-from ecotone.client.results import StepResult, Task, Tasks
-from ecotone.client.sync import Connection, EnvClient, connect
 from ecotone.kernel.contract import (
     Action,
     AsyncEnvironment,
@@ -29,33 +17,83 @@ from ecotone.kernel.contract import (
 from ecotone.kernel.hookspecs import hookimpl
 from ecotone.kernel.serving import served_beyond_loopback
 from ecotone.kernel.tasks import TaskError, TaskSet
-from ecotone.launcher.compose import LaunchedServer, alaunch, astart_server, launch, start_server
-from ecotone.launcher.contract import (
-    EngineUnavailable,
-    ImageNotFound,
-    LaunchSpec,
-    ProviderError,
-    ReadinessTimeout,
-    Resources,
-    StartFailed,
-)
 from ecotone.wire import ErrorCode, TaskRef, ToolInfo
 
 if TYPE_CHECKING:
+    from ecotone.client.aio import AsyncConnection, AsyncEnvClient, aconnect
+    from ecotone.client.errors import (
+        AccessDenied,
+        CapacityError,
+        ConnectionLost,
+        EcotoneError,
+        EnvError,
+        InvalidActionError,
+        ServerError,
+    )
+    from ecotone.client.results import StepResult, Task, Tasks
+    from ecotone.client.sync import Connection, EnvClient, connect
     from ecotone.client.vector import AsyncVectorEnv, EpisodeLost, StepBatch, SubEnvError, VectorEnv
+    from ecotone.launcher.compose import (
+        LaunchedServer,
+        alaunch,
+        astart_server,
+        launch,
+        start_server,
+    )
+    from ecotone.launcher.contract import (
+        EngineUnavailable,
+        ImageNotFound,
+        LaunchSpec,
+        ProviderError,
+        ReadinessTimeout,
+        Resources,
+        StartFailed,
+    )
+    from ecotone.launcher.pool import AsyncServerPool, ServerPool, server_pool
     from ecotone.launcher.vector import alaunch_vector, launch_vector
 
 __version__ = "0.2.0"
 
-# The vector envs need numpy, an optional dependency: imported on first use.
+# Imported on first use: an env server (`ecotone serve`) starts without the client and the
+# launcher, and the vector envs need numpy, an optional dependency.
 _LAZY = {
-    "AsyncVectorEnv": "ecotone.client.vector",
-    "EpisodeLost": "ecotone.client.vector",
-    "StepBatch": "ecotone.client.vector",
-    "SubEnvError": "ecotone.client.vector",
-    "VectorEnv": "ecotone.client.vector",
-    "alaunch_vector": "ecotone.launcher.vector",
-    "launch_vector": "ecotone.launcher.vector",
+    **dict.fromkeys(("AsyncConnection", "AsyncEnvClient", "aconnect"), "ecotone.client.aio"),
+    **dict.fromkeys(
+        (
+            "AccessDenied",
+            "CapacityError",
+            "ConnectionLost",
+            "EcotoneError",
+            "EnvError",
+            "InvalidActionError",
+            "ServerError",
+        ),
+        "ecotone.client.errors",
+    ),
+    **dict.fromkeys(("StepResult", "Task", "Tasks"), "ecotone.client.results"),
+    **dict.fromkeys(("Connection", "EnvClient", "connect"), "ecotone.client.sync"),
+    **dict.fromkeys(
+        ("AsyncVectorEnv", "EpisodeLost", "StepBatch", "SubEnvError", "VectorEnv"),
+        "ecotone.client.vector",
+    ),
+    **dict.fromkeys(
+        ("LaunchedServer", "alaunch", "astart_server", "launch", "start_server"),
+        "ecotone.launcher.compose",
+    ),
+    **dict.fromkeys(
+        (
+            "EngineUnavailable",
+            "ImageNotFound",
+            "LaunchSpec",
+            "ProviderError",
+            "ReadinessTimeout",
+            "Resources",
+            "StartFailed",
+        ),
+        "ecotone.launcher.contract",
+    ),
+    **dict.fromkeys(("AsyncServerPool", "ServerPool", "server_pool"), "ecotone.launcher.pool"),
+    **dict.fromkeys(("alaunch_vector", "launch_vector"), "ecotone.launcher.vector"),
 }
 
 
@@ -81,6 +119,7 @@ __all__ = [
     "AsyncConnection",
     "AsyncEnvClient",
     "AsyncEnvironment",
+    "AsyncServerPool",
     "AsyncVectorEnv",
     "CapacityError",
     "Connection",
@@ -102,6 +141,7 @@ __all__ = [
     "ReadinessTimeout",
     "Resources",
     "ServerError",
+    "ServerPool",
     "StartFailed",
     "State",
     "StepBatch",
@@ -124,5 +164,6 @@ __all__ = [
     "launch",
     "launch_vector",
     "served_beyond_loopback",
+    "server_pool",
     "start_server",
 ]

@@ -17,8 +17,6 @@ from typing import Any
 import trio
 
 import ecotone
-from ecotone.conformance import CHECKS, PROTOCOL_CHECKS, TargetError
-from ecotone.conformance import run as run_conformance
 from ecotone.kernel import Registry, RegistryError
 from ecotone.kernel.config import ConfigError, ServerConfig, load
 from ecotone.kernel.envspec import EnvDefinitionError
@@ -206,7 +204,7 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME",
-        help=f"run only this check; repeat for several ({', '.join([*CHECKS, *PROTOCOL_CHECKS])})",
+        help="run only this check; repeat for several (a wrong name is answered with the list)",
     )
     p.add_argument(
         "--protocol",
@@ -238,6 +236,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY=JSON",
         help="provider option, e.g. sandbox=true (repeatable)",
     )
+    p.add_argument(
+        "--address",
+        help="the cluster to start on (the ray provider: ray://HOST:PORT, or HOST:PORT); "
+        "the same as --option address=...",
+    )
 
     p = sub.add_parser(
         "gc", help="remove servers, containers and folders that crashed orchestrators left"
@@ -265,8 +268,18 @@ def _parser() -> argparse.ArgumentParser:
         help="another package for the image, a pip requirement (repeatable)",
     )
 
-    p = sub.add_parser("export", help="write what serves an env elsewhere (Kubernetes)")
+    p = sub.add_parser(
+        "export", help="write what serves an env elsewhere (Kubernetes, a Hugging Face Space)"
+    )
     export = p.add_subparsers(dest="what", required=True, metavar="WHAT")
+    sp = export.add_parser(
+        "space", help="a Hugging Face Space folder (Docker SDK) serving ENV with its web UI"
+    )
+    sp.add_argument("env", help="environment name")
+    sp.add_argument("dir", help="the folder to write (new, or empty)")
+    sp.add_argument("--base", help="the image to build on (python:3.11-slim)")
+    sp.add_argument("--python", help="the base image's Python as X.Y (3.11)")
+    sp.add_argument("--title", help="the Space's title (ecotone ENV)")
     k = export.add_parser(
         "k8s", help="a Secret (the token), a hardened Pod and a Service serving ENV, as YAML"
     )
@@ -577,6 +590,8 @@ def _cmd_launch(args: argparse.Namespace) -> int:
     provider = provider_for(args.provider or settings.provider)
     options = dict(settings.options)
     options.update(_option(text) for text in args.option)
+    if args.address:
+        options["address"] = args.address
     spec = make_spec(
         config.env,
         transport=args.transport or settings.transport,
@@ -665,6 +680,8 @@ def _cmd_gc(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    if args.what == "space":
+        return _export_space(args)
     from ecotone.launcher.images import SERVE_PORT
     from ecotone.launcher.k8s import manifests, render
 
@@ -691,6 +708,25 @@ def _cmd_export(args: argparse.Namespace) -> int:
         f"ecotone: the server's token is in the Secret {secret['metadata']['name']!r}; clients "
         f"reach the Service {service['metadata']['name']!r} on port "
         f"{service['spec']['ports'][0]['port']} with it",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _export_space(args: argparse.Namespace) -> int:
+    from ecotone.launcher.space import DEFAULT_SPACE_BASE, SPACE_PORT, export_space
+
+    folder = export_space(
+        args.env,
+        args.dir,
+        base=args.base or DEFAULT_SPACE_BASE,
+        python_version=args.python or "3.11",
+        title=args.title,
+        progress=lambda message: print(f"ecotone: {message}", file=sys.stderr),
+    )
+    print(
+        f"ecotone: wrote the Space {folder}: push it to a Space of the Docker SDK (its page "
+        f"serves the web UI on port {SPACE_PORT}); set the secret ECOTONE_AUTH_TOKEN there",
         file=sys.stderr,
     )
     return 0
@@ -737,6 +773,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
         raise ValueError(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
+    from ecotone.conformance import CHECKS, PROTOCOL_CHECKS, TargetError
+    from ecotone.conformance import run as run_conformance
+
     known = [*CHECKS, *PROTOCOL_CHECKS]
     unknown = [name for name in args.check if name not in known]
     if unknown:

@@ -125,14 +125,17 @@ def test_a_fork_bomb_meets_the_run_wide_process_limit(served: Served) -> None:
 
 @pytest.mark.skipif(not CGROUPS.usable, reason=NO_CGROUPS)
 def test_memory_spread_over_many_processes_meets_the_run_wide_limit(served: Served) -> None:
+    # Each child holds its memory a while (allocating takes a fraction of that), so the six
+    # compete at once: had one exited before the next allocated, both would fit.
     code = (
-        "import os\n"
+        "import os, time\n"
         "kids = []\n"
         "for i in range(6):\n"
         "    pid = os.fork()\n"
         "    if pid == 0:\n"
         "        block = bytearray(120 * 2**20)  # under the 256 MiB each process may map\n"
         "        for j in range(0, len(block), 4096): block[j] = 1\n"
+        "        time.sleep(1.5)\n"
         "        os._exit(0)\n"
         "    kids.append(pid)\n"
         "print(sorted(os.WEXITSTATUS(s) if os.WIFEXITED(s) else -os.WTERMSIG(s)"

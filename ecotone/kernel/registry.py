@@ -41,6 +41,7 @@ class Registry:
         self.pm = pm or pluggy.PluginManager("ecotone")
         self.pm.add_hookspecs(hookspecs)
         self._specs: dict[str, EnvSpec] = {}
+        self._origin_cache: dict[int, tuple[str, str]] | None = None
 
     @classmethod
     def discover(cls) -> Registry:
@@ -53,11 +54,22 @@ class Registry:
         """Add a plugin by hand (embedding, tests)."""
         self.pm.register(plugin, name)
         self._specs.clear()
+        self._origin_cache = None
 
     def _origins(self) -> dict[int, tuple[str, str]]:
+        """Each plugin's name and distribution; the distribution's name read once per
+        distribution (reading it parses its whole metadata file)."""
+        if self._origin_cache is not None:
+            return self._origin_cache
+        names: dict[object, str] = {}
         origins: dict[int, tuple[str, str]] = {}
         for plugin, dist in self.pm.list_plugin_distinfo():
-            origins[id(plugin)] = (self.pm.get_name(plugin) or "?", f"{dist.project_name}")
+            inner = getattr(dist, "_dist", dist)
+            key = getattr(inner, "_path", None) or id(inner)
+            if key not in names:
+                names[key] = f"{dist.project_name}"
+            origins[id(plugin)] = (self.pm.get_name(plugin) or "?", names[key])
+        self._origin_cache = origins
         return origins
 
     def _collect(self, kind: str) -> dict[str, Entry]:

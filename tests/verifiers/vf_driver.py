@@ -44,7 +44,7 @@ import math
 import sys
 import time
 import types
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import verifiers
@@ -138,7 +138,7 @@ class ScriptedModel:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]
+        port = cast(Any, site)._server.sockets[0].getsockname()[1]
         self.base_url = f"http://127.0.0.1:{port}/v1"
         return self
 

@@ -54,8 +54,9 @@ The rules it keeps, beyond the provider contract (`ecotone.launcher.contract`):
   `--share-net`, since a port in an unshared namespace cannot be reached from here, and then
   the server has the host's network. Everything the server starts dies with it (the pid
   namespace ends with its first process). No bubblewrap: `EngineUnavailable`.
-- Options: `sandbox` (bool, default False). Any other option, or an `image`, is a ValueError
-  that names it, as is what `check_spec` refuses.
+- Options: `sandbox` (bool, default False); `host` (the address a TCP transport binds,
+  default 127.0.0.1: the ray provider binds a node's address). Any other option, or an
+  `image`, is a ValueError that names it, as is what `check_spec` refuses.
 - Resources are not enforced: `memory_mb`, `cpus` and `pids` need cgroups, which only the
   container providers set up. The rlimits at hand do not fit: RLIMIT_AS counts address space
   that Python, numpy and thread stacks reserve but never use, so a 1 GiB cap breaks healthy
@@ -111,7 +112,7 @@ log = logging.getLogger("ecotone.launcher.providers.process")
 FOLDER_PREFIX = "ecotone-process-"
 LOG_NAME = "server.log"
 SOCKET_NAME = "server.sock"
-OPTIONS = ("sandbox",)
+OPTIONS = ("sandbox", "host")
 KILL_WAIT = 5.0
 """Seconds to wait for the server to go after SIGKILL (it cannot refuse; this bounds a
 process stuck in the kernel)."""
@@ -141,6 +142,13 @@ def _options(spec: LaunchSpec) -> bool:
         raise ValueError(
             f"the process provider runs no image (image={spec.image!r}): "
             "use the podman or docker provider"
+        )
+    host = spec.options.get("host", "127.0.0.1")
+    on_unix = spec.transport == "unix" and "host" in spec.options
+    if not isinstance(host, str) or not host or on_unix:
+        raise ValueError(
+            f"option 'host' must be the address a TCP transport binds, got {host!r}"
+            + (" (the unix transport binds no address)" if spec.transport == "unix" else "")
         )
     return sandbox
 
@@ -316,8 +324,9 @@ class ProcessServer:
         self.url = _authenticated_url(url, spec)
 
     async def _announced_url(self, spec: LaunchSpec, deadline: float) -> str:
-        """The URL from the server's `ecotone: serving ...` line, read off its log."""
-        delay = 0.01
+        """The URL from the server's `ecotone: serving ...` line, read off its log (every
+        5-20 ms: a read of a small file, and each later look costs the caller's start)."""
+        delay = 0.005
         while True:
             url = self._scan_log()
             if url is not None:
@@ -328,7 +337,7 @@ class ProcessServer:
             if remaining <= 0:
                 raise await self._timeout(spec, "it did not announce its address")
             await anyio.sleep(min(delay, remaining))
-            delay = min(delay * 1.5, 0.1)
+            delay = min(delay * 1.5, 0.02)
 
     def _scan_log(self) -> str | None:
         try:
@@ -496,7 +505,8 @@ class ProcessProvider:
         socket_dir = folder / "sock"
         if spec.transport == "unix":
             socket_dir.mkdir(mode=0o700)
-        host = str(socket_dir / SOCKET_NAME) if spec.transport == "unix" else "127.0.0.1"
+        tcp_host = str(spec.options.get("host", "127.0.0.1"))
+        host = str(socket_dir / SOCKET_NAME) if spec.transport == "unix" else tcp_host
 
         token = secrets_module.token_hex(16)
         lifeline_read, lifeline_write = os.pipe()

@@ -1,0 +1,357 @@
+"""The `ray` provider: env servers on a Ray cluster, each owned by a Ray actor.
+
+    with ecotone.launch("counter", provider="ray", address="ray://head:10001") as env:
+        env.reset(seed=0)
+
+    envs = ecotone.launch_vector("counter", 64, servers=8, provider="ray",
+                                 spec={"strategy": "SPREAD"})
+
+Needs the `ray` package (`pip install ecotone[ray]`), the same Ray and Python on the cluster,
+and ecotone installed on its nodes. The rules it keeps, beyond the provider contract:
+
+- Each server is a Ray actor (`ServerHost`, in the namespace `ecotone`) that Ray places on a
+  node by the spec's resources: `cpus` becomes the actor's `num_cpus` and `memory_mb` its
+  `memory` (Ray's logical resources: what the scheduler counts, not a cgroup); the options
+  add `custom_resources` ({name: amount}), a `strategy` (`DEFAULT`, or `SPREAD` to spread
+  servers over the nodes), or a `placement_group` (with `bundle_index`) for `PACK` / `SPREAD`
+  / `STRICT_*` groups made with `ray.util.placement_group`. `pids` has no Ray equivalent.
+- The actor starts `ecotone serve` on its node with the process provider, bound to the
+  node's address (`ray.util.get_node_ip_address()`), with a token (the server is reachable
+  from the cluster's network), and holds its lifeline: if the actor dies (its node lost, or
+  `ray.kill`), the server ends. The handle's `url` is that address; the provider then probes
+  it from here, so a handle means the server answers *from the launcher's side*.
+- `alive()` asks the actor (a lost node: False); `stop()` stops the server and kills the
+  actor; `restart(ids)` of `launch_vector` starts a new actor, on whichever node Ray picks.
+- Cleanup: the actors are not detached, so Ray ends them when the driver (this process, or
+  its Ray Client session) ends, and their servers follow. Each actor's name carries an id,
+  and it keeps the owner label; `gc()` (with `RAY_ADDRESS` set) kills the actors in the
+  `ecotone` namespace whose owner is gone.
+- Options: `address` (else `$RAY_ADDRESS`, else `auto`; `ray://host:port` for Ray Client),
+  `strategy`, `custom_resources`, `placement_group`, `bundle_index`, `sandbox` (passed to
+  the process provider on the node). Anything else is a ValueError naming it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import secrets
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any, Final
+
+import anyio
+import anyio.to_thread
+import attrs
+
+import ecotone
+from ecotone.launcher.contract import (
+    EngineUnavailable,
+    LaunchSpec,
+    ReadinessTimeout,
+    StartFailed,
+    check_spec,
+)
+from ecotone.launcher.providers.owner import LABEL_OWNER, labels_for, owner_alive
+from ecotone.launcher.providers.ready import wait_ready
+
+log = logging.getLogger("ecotone.launcher")
+
+NAMESPACE: Final = "ecotone"
+NAME_PREFIX: Final = "ecotone-server-"
+OPTIONS: Final = (
+    "address",
+    "strategy",
+    "custom_resources",
+    "placement_group",
+    "bundle_index",
+    "sandbox",
+)
+STRATEGIES: Final = ("DEFAULT", "SPREAD")
+ADDRESS_VARIABLE: Final = "RAY_ADDRESS"
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise EngineUnavailable(
+            "the ray provider needs the `ray` package (pip install 'ecotone[ray]')"
+        ) from exc
+    return ray
+
+
+_init_lock = threading.Lock()
+
+
+def connect(address: str | None) -> Any:
+    """Ray, connected to the cluster at `address` (else $RAY_ADDRESS, else `auto`), once per
+    process; EngineUnavailable if it cannot be reached."""
+    ray = _ray()
+    with _init_lock:
+        if not ray.is_initialized():
+            target = address or os.environ.get(ADDRESS_VARIABLE) or "auto"
+            for attempt in range(3):
+                try:
+                    ray.init(
+                        address=target,
+                        namespace=NAMESPACE,
+                        log_to_driver=False,
+                        logging_level=logging.WARNING,
+                    )
+                    break
+                except Exception as exc:
+                    # Ray Client's proxy starts a server per client, which can fail on a busy
+                    # head ("Starting Ray client server failed"): tried again, twice.
+                    if attempt == 2 or not target.startswith("ray://"):
+                        raise EngineUnavailable(
+                            f"cannot reach the Ray cluster at {target}: {exc}"
+                        ) from exc
+                    time.sleep(1.0)
+    return ray
+
+
+@functools.cache
+def _remote_class(ray: Any) -> Any:
+    return ray.remote(ServerHost)
+
+
+def _options(spec: LaunchSpec) -> dict[str, Any]:
+    unknown = sorted(set(spec.options) - set(OPTIONS))
+    if unknown:
+        raise ValueError(
+            f"the ray provider has no option {unknown[0]!r} (options: {', '.join(OPTIONS)})"
+        )
+    if spec.image is not None:
+        raise ValueError("the ray provider runs ecotone as installed on the nodes: no `image`")
+    strategy = spec.options.get("strategy", "DEFAULT")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    custom = spec.options.get("custom_resources", {})
+    if not isinstance(custom, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, int | float) and v >= 0 for k, v in custom.items()
+    ):
+        raise ValueError(f"custom_resources must map names to amounts >= 0, got {custom!r}")
+    return dict(spec.options)
+
+
+def actor_options(spec: LaunchSpec, options: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """What `ServerHost.options(...)` gets for `spec`: resources, placement, name."""
+    out: dict[str, Any] = {"name": name, "namespace": NAMESPACE, "max_restarts": 0}
+    out["num_cpus"] = spec.resources.cpus if spec.resources.cpus is not None else 0
+    if spec.resources.memory_mb:
+        out["memory"] = spec.resources.memory_mb * 1024 * 1024
+    if options.get("custom_resources"):
+        out["resources"] = dict(options["custom_resources"])
+    group = options.get("placement_group")
+    if group is not None:
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        out["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+            placement_group=group,
+            placement_group_bundle_index=int(options.get("bundle_index", -1)),
+        )
+    elif options.get("strategy", "DEFAULT") != "DEFAULT":
+        out["scheduling_strategy"] = options["strategy"]
+    return out
+
+
+class ServerHost:
+    """The actor's body: one `ecotone serve` on its node, through the process provider."""
+
+    def __init__(self, labels: dict[str, str]) -> None:
+        self.labels = labels
+        self.server: Any = None
+
+    def start(self, spec: LaunchSpec) -> dict[str, str]:
+        import ray
+
+        node_ip = ray.util.get_node_ip_address()
+        options = {"host": node_ip}
+        if spec.options.get("sandbox"):
+            options["sandbox"] = True
+        local = attrs.evolve(spec, options=options)
+        from ecotone.launcher.compose import start_server
+
+        self.server = start_server(local, provider="process")
+        context = ray.get_runtime_context()
+        return {"url": self.server.url, "node_ip": node_ip, "node_id": context.get_node_id()}
+
+    def alive(self) -> bool:
+        return self.server is not None and bool(self.server.alive())
+
+    def logs(self, tail: int | None) -> str:
+        return "" if self.server is None else str(self.server.logs(tail))
+
+    def owner(self) -> str:
+        return self.labels.get(LABEL_OWNER, "")
+
+    def stop(self, timeout: float) -> None:
+        if self.server is not None:
+            self.server.stop(timeout)
+
+
+@attrs.define(eq=False)
+class RayServer:
+    """A server on the cluster (its actor's handle), as the provider contract wants it."""
+
+    url: str
+    id: str
+    actor: Any
+    node_ip: str
+    node_id: str
+    provider: str = "ray"
+    _stopped: bool = False
+    _last_logs: str = ""
+
+    async def alive(self) -> bool:
+        if self._stopped:
+            return False
+        ray = _ray()
+
+        def ask() -> bool:
+            try:
+                return bool(ray.get(self.actor.alive.remote(), timeout=10))
+            except Exception:
+                return False  # the actor or its node is gone
+
+        return await anyio.to_thread.run_sync(ask)
+
+    async def logs(self, tail: int | None = 200) -> str:
+        if self._stopped:
+            return self._last_logs
+        ray = _ray()
+
+        def ask() -> str:
+            try:
+                return str(ray.get(self.actor.logs.remote(tail), timeout=10))
+            except Exception as exc:
+                return f"(no logs: the server's actor is gone: {type(exc).__name__})"
+
+        return await anyio.to_thread.run_sync(ask)
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        if self._stopped:
+            return
+        ray = _ray()
+
+        def end() -> None:
+            try:
+                self._last_logs = str(ray.get(self.actor.logs.remote(200), timeout=5))
+                ray.get(self.actor.stop.remote(timeout), timeout=timeout + 5)
+            except Exception:
+                pass  # gone already: killing it below is all there is to do
+            try:
+                ray.kill(self.actor, no_restart=True)
+            except Exception:
+                pass
+
+        self._stopped = True
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(end)
+
+
+class RayProvider:
+    name = "ray"
+    description = "env servers as Ray actors' processes, placed across a Ray cluster"
+
+    async def start(self, spec: LaunchSpec) -> RayServer:
+        check_spec(spec)
+        options = _options(spec)
+        ray = await anyio.to_thread.run_sync(connect, options.get("address"))
+        if spec.resources.pids not in (None, 256):
+            log.warning("ray provider: `pids` has no Ray resource; it is not enforced")
+        name = NAME_PREFIX + secrets.token_hex(8)
+        labels = labels_for(spec.env, dict(spec.labels))
+        remote = _remote_class(ray).options(**actor_options(spec, options, name))
+        node_spec = attrs.evolve(spec, options={"sandbox": options.get("sandbox", False)})
+        deadline = anyio.current_time() + spec.ready_timeout
+
+        def create() -> tuple[Any, dict[str, str]]:
+            actor = remote.remote(labels)
+            try:
+                placed = ray.get(actor.start.remote(node_spec), timeout=spec.ready_timeout)
+            except BaseException:
+                ray.kill(actor, no_restart=True)
+                raise
+            return actor, placed
+
+        try:
+            actor, placed = await anyio.to_thread.run_sync(create)
+        except Exception as exc:
+            if type(exc).__name__ == "GetTimeoutError":
+                raise ReadinessTimeout(
+                    f"the Ray cluster did not start a {spec.env} server in "
+                    f"{spec.ready_timeout:g} s (resources it cannot place stay pending)"
+                ) from exc
+            raise StartFailed(
+                f"a {spec.env} server did not start on the Ray cluster: {exc}"
+            ) from exc
+        server = RayServer(
+            url=placed["url"],
+            id=name,
+            actor=actor,
+            node_ip=placed["node_ip"],
+            node_id=placed["node_id"],
+        )
+        try:
+            reached = await wait_ready(server.url, deadline, alive=server.alive)
+        except TimeoutError as exc:
+            await server.stop()
+            raise ReadinessTimeout(
+                f"a {spec.env} server started on {server.node_ip} but does not answer from "
+                f"here ({exc}): is the node's address reachable from this host?"
+            ) from exc
+        except BaseException:
+            await server.stop()
+            raise
+        if not reached:
+            logs = await server.logs(40)
+            await server.stop()
+            raise StartFailed(f"the {spec.env} server on {server.node_ip} exited:\n{logs}")
+        return server
+
+    async def gc(self) -> list[str]:
+        """Kill `ecotone` actors whose owner is gone (only with $RAY_ADDRESS set and ray
+        installed: gc does not go looking for clusters)."""
+        if not os.environ.get(ADDRESS_VARIABLE):
+            return []
+        try:
+            ray = await anyio.to_thread.run_sync(connect, None)
+        except EngineUnavailable:
+            return []
+        return await anyio.to_thread.run_sync(_gc, ray)
+
+
+def _gc(ray: Any) -> list[str]:
+    removed = []
+    for entry in ray.util.list_named_actors(all_namespaces=True):
+        name, namespace = entry["name"], entry["namespace"]
+        if namespace != NAMESPACE or not name.startswith(NAME_PREFIX):
+            continue
+        try:
+            actor = ray.get_actor(name, namespace=namespace)
+            owner = ray.get(actor.owner.remote(), timeout=10)
+        except Exception:
+            continue
+        if owner and not owner_alive(owner):
+            try:
+                ray.get(actor.stop.remote(5.0), timeout=15)
+            except Exception:
+                pass
+            ray.kill(actor, no_restart=True)
+            removed.append(f"ray actor {name} (owner {owner} is gone)")
+    return removed
+
+
+PROVIDER = RayProvider()
+
+
+@ecotone.hookimpl
+def ecotone_providers() -> Mapping[str, Any]:
+    return {"ray": PROVIDER}
+
+
+__all__ = ["PROVIDER", "RayProvider", "RayServer", "ServerHost", "actor_options", "connect"]

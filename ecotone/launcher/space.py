@@ -1,0 +1,144 @@
+"""`ecotone export space ENV DIR`: a Hugging Face Space (Docker SDK) that serves one env with
+its web UI.
+
+    export_space("wordle", "spaces/wordle")          # then: git push it to a Space
+
+The folder holds:
+
+- `README.md`: the Space's front matter (`sdk: docker`, `app_port: 7860`, title, tags) and
+  what the env is and how to connect to it;
+- `Dockerfile`: the base image, one `COPY` of `site/`, `USER 1000` (Spaces run containers as
+  uid 1000), and `ecotone serve ENV --host 0.0.0.0 --port 7860 --web`, so the Space's page is
+  the web UI and its URL takes WebSocket and HTTP clients. No RUN step: it builds without
+  network, on a Space and here alike.
+- `site/`: ecotone, the env's distribution and their dependencies, installed for the base's
+  Python on glibc Linux, exactly as `ecotone build` installs them (`images.py`, its cache too).
+
+The server wants a token beyond loopback: set the Space secret `ECOTONE_AUTH_TOKEN` (else the
+server makes one and prints it in the Space's log). Uploading is left to git or
+`huggingface_hub`: nothing here talks to the Hub.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Final
+
+from ecotone.kernel.registry import Registry
+from ecotone.launcher.images import (
+    SITE,
+    Progress,
+    cache_root,
+    find_env_source,
+    install_site,
+    local_wheel,
+)
+
+SPACE_PORT: Final = 7860
+"""What Spaces route to by default (`app_port`)."""
+SPACE_USER: Final = "1000"
+DEFAULT_SPACE_BASE: Final = "python:3.11-slim"
+
+
+def dockerfile(env: str, base: str) -> str:
+    command = ["python3", "-m", "ecotone", "serve", env, "--host", "0.0.0.0"]
+    command += ["--port", str(SPACE_PORT), "--web"]
+    return (
+        f"FROM {base}\n"
+        f"COPY site {SITE}\n"
+        f"ENV PYTHONPATH={SITE} PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HOME=/tmp\n"
+        f"USER {SPACE_USER}\n"
+        f"EXPOSE {SPACE_PORT}\n"
+        f"CMD {json.dumps(command)}\n"
+    )
+
+
+def readme(env: str, description: str, title: str | None = None) -> str:
+    title = title or f"ecotone {env}"
+    front = {
+        "title": title,
+        "emoji": "🌿",
+        "colorFrom": "green",
+        "colorTo": "blue",
+        "sdk": "docker",
+        "app_port": SPACE_PORT,
+        "pinned": False,
+        "tags": ["ecotone", "reinforcement-learning", "rl-environment", env.split(":")[0]],
+        "short_description": description[:60],
+    }
+    lines = ["---"]
+    for key, value in front.items():
+        lines.append(f"{key}: {json.dumps(value, ensure_ascii=False)}")
+    lines.append("---")
+    body = f"""
+# {title}
+
+{description}
+
+This Space serves the ecotone environment `{env}`: its page is the environment's web UI, and
+its URL takes ecotone clients over WebSocket and HTTP, and OpenEnv clients.
+
+```python
+import ecotone
+
+with ecotone.connect("wss://OWNER-SPACE.hf.space", token="...") as env:
+    result = env.reset(seed=0)
+```
+
+The server requires a token: set the Space secret `ECOTONE_AUTH_TOKEN` (otherwise the server
+makes one and prints it in the Space's log). Open the Space once as `/?token=...`: the browser keeps
+the token in a cookie from then on.
+"""
+    return "\n".join(lines) + "\n" + body
+
+
+def export_space(
+    env: str,
+    out: Path | str,
+    *,
+    base: str = DEFAULT_SPACE_BASE,
+    python_version: str = "3.11",
+    title: str | None = None,
+    progress: Progress | None = None,
+    registry: Registry | None = None,
+) -> Path:
+    """Write the Space folder for `env` into `out` (created; must be empty if it exists)."""
+    folder = Path(out)
+    if folder.exists() and any(folder.iterdir()):
+        raise ValueError(f"{folder} is not empty: export a Space into a new folder")
+    source = find_env_source(env, registry)
+    registry = registry or Registry.discover()
+    entry = registry.environments().get(env.split(":")[0]) if ":" not in env else None
+    description = ""
+    if entry is not None:
+        description = str(getattr(entry.value, "description", "") or "")
+    description = description or f"The `{env}` environment, served by ecotone."
+    cache = cache_root()
+    names = ["ecotone"] if source.distribution == "ecotone" else ["ecotone", source.distribution]
+    wheels = [
+        (
+            name,
+            local_wheel(name, cache, progress),
+            source.extras if name == source.distribution else (),
+        )
+        for name in names
+    ]
+    site = install_site(wheels, [], python_version=python_version, cache=cache, progress=progress)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        shutil.copytree(site, folder / "site", symlinks=True)
+        (folder / "Dockerfile").write_text(dockerfile(env, base), encoding="utf-8")
+        (folder / "README.md").write_text(readme(env, description, title), encoding="utf-8")
+        # Binary extension modules go to the Hub through Git LFS, as it wants for binaries.
+        (folder / ".gitattributes").write_text(
+            "*.so filter=lfs diff=lfs merge=lfs -text\n", encoding="utf-8"
+        )
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return folder
+
+
+__all__ = ["DEFAULT_SPACE_BASE", "SPACE_PORT", "dockerfile", "export_space", "readme"]

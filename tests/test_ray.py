@@ -1,0 +1,198 @@
+"""The `ray` provider. On a real multi-node Ray cluster made here (a head and two workers, each
+in a network namespace of its own, joined by a veth network: tests/ray/netns_cluster.py),
+driven from this host over Ray Client with the python of .venv-ray (RAY_PYTHON, built by
+`make test`): servers spread over the nodes, a node killed mid-run, its sub-envs' episodes
+lost and their servers replaced while the others' go on; `ecotone gc` after a killed owner.
+Without ray (this venv): the spec checks, the actor options, and the error that names the
+missing package."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import pytest
+
+import ecotone
+from ecotone.launcher.compose import make_spec, provider_for
+from ecotone.launcher.providers import ray_cluster
+from ecotone.launcher.providers.ray_cluster import RayProvider, actor_options
+from tests.ray.netns_cluster import NetnsCluster
+
+HERE = Path(__file__).parent
+RAY_PYTHON_VAR = "RAY_PYTHON"
+
+
+def ray_python() -> str:
+    path = os.environ.get(RAY_PYTHON_VAR, "")
+    if not path:
+        pytest.skip(f"{RAY_PYTHON_VAR} is not set: the python of a venv with ray (make test)")
+    return path
+
+
+def ray_bin() -> str:
+    return str(Path(ray_python()).parent / "ray")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[NetnsCluster]:
+    ray = ray_bin()
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip(
+            "the multi-node cluster needs root and iproute2 (network namespaces); CI has both"
+        )
+    with NetnsCluster(ray, workers=2) as made:
+        yield made
+
+
+def reachable(url: str) -> bool:
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname, parts.port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def test_servers_spread_over_nodes_and_a_lost_node_costs_only_its_own_episodes(
+    cluster: NetnsCluster,
+) -> None:
+    driver = subprocess.Popen(
+        [ray_python(), str(HERE / "ray" / "driver.py"), cluster.address, "3", "6"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert driver.stdin is not None and driver.stdout is not None
+    try:
+        line = driver.stdout.readline()
+        assert line, driver.communicate(timeout=30)[1][-3000:]
+        first = json.loads(line)
+        nodes = {p["node_ip"] for p in first["placed"]}
+        assert nodes == set(cluster.addrs.values())  # SPREAD: one server on each node
+        for placed in first["placed"]:  # reached over the veth network, on the nodes' addresses
+            assert urlsplit(placed["url"]).hostname == placed["node_ip"]
+        victim = next(n for n in cluster.nodes if n != "head")
+        on_victim = [p["url"] for p in first["placed"] if p["node_ip"] == cluster.addrs[victim]]
+        lost_envs = [i for i, u in enumerate(first["env_urls"]) if u in on_victim]
+        cluster.kill_node(victim)
+        driver.stdin.write("killed\n")
+        driver.stdin.flush()
+        line = driver.stdout.readline()
+        assert line, driver.communicate(timeout=30)[1][-3000:]
+        after = json.loads(line)
+    finally:
+        if driver.poll() is None:
+            driver.stdin.close()
+            try:
+                driver.wait(60)
+            except subprocess.TimeoutExpired:
+                driver.kill()
+    assert after["lost"] == lost_envs and lost_envs
+    # The others kept their episodes: 3 steps, the step during the loss, one after.
+    assert after["survivors_after_loss"] == [4] * (6 - len(lost_envs))
+    counts = after["counts"]
+    assert [counts[i] for i in lost_envs] == [1] * len(lost_envs)  # restarted: a new episode
+    assert [c for i, c in enumerate(counts) if i not in lost_envs] == [5] * (6 - len(lost_envs))
+    (replaced,) = after["replaced"]
+    assert replaced["node_ip"] != cluster.addrs[victim]
+    assert driver.returncode == 0
+    for placed in first["placed"]:  # the vector env's close stopped every server
+        assert not reachable(placed["url"])
+
+
+OWNER = """
+import json, sys, time
+import ecotone
+servers = [ecotone.start_server("counter", provider="ray", address=sys.argv[1],
+                                resources={"cpus": 0.5, "memory_mb": None}) for _ in range(2)]
+print(json.dumps([s.url for s in servers]), flush=True)
+time.sleep(600)
+"""
+
+
+def test_gc_removes_the_servers_of_an_owner_that_was_killed(cluster: NetnsCluster) -> None:
+    owner = subprocess.Popen(
+        [ray_python(), "-c", OWNER, cluster.address], stdout=subprocess.PIPE, text=True
+    )
+    assert owner.stdout is not None
+    urls = json.loads(owner.stdout.readline())
+    assert all(reachable(u) for u in urls)
+    owner.kill()
+    owner.wait()
+    env = dict(os.environ, RAY_ADDRESS=cluster.address)
+    done = subprocess.run(
+        [ray_python(), "-m", "ecotone", "gc"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    deadline = time.monotonic() + 30
+    while any(reachable(u) for u in urls) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not any(reachable(u) for u in urls), done.stdout
+    assert done.stdout.count("ray actor ecotone-server-") == 2, done.stdout
+
+
+# --- without a cluster ------------------------------------------------------------------------
+
+
+def test_ray_options_become_actor_resources_and_placement() -> None:
+    spec = make_spec(
+        "counter",
+        resources={"cpus": 2, "memory_mb": 512},
+        strategy="SPREAD",
+        custom_resources={"gpu_slot": 1},
+    )
+    options = actor_options(spec, ray_cluster._options(spec), "ecotone-server-x")
+    assert options == {
+        "name": "ecotone-server-x",
+        "namespace": "ecotone",
+        "max_restarts": 0,
+        "num_cpus": 2,
+        "memory": 512 * 1024 * 1024,
+        "resources": {"gpu_slot": 1},
+        "scheduling_strategy": "SPREAD",
+    }
+    plain = actor_options(make_spec("counter"), {}, "n")
+    assert "scheduling_strategy" not in plain and plain["num_cpus"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"nodes": 3}, "no option 'nodes'"),
+        ({"strategy": "PACK"}, "strategy must be one of DEFAULT, SPREAD"),
+        ({"custom_resources": {"x": -1}}, "custom_resources must map"),
+        ({"custom_resources": ["x"]}, "custom_resources must map"),
+    ],
+)
+def test_bad_ray_options_are_refused_by_name(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ray_cluster._options(make_spec("counter", **options))
+    with pytest.raises(ValueError, match="no `image`"):
+        ray_cluster._options(make_spec("counter", image="x"))
+
+
+def test_without_ray_the_provider_says_which_package_it_needs() -> None:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("ray is installed in this venv")
+
+    async def start() -> None:
+        await RayProvider().start(make_spec("counter"))
+
+    with pytest.raises(ecotone.EngineUnavailable, match=r"pip install 'ecotone\[ray\]'"):
+        anyio.run(start)
+    assert provider_for("ray") is ray_cluster.PROVIDER  # registered all the same
