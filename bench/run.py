@@ -69,6 +69,10 @@ SERVERS: tuple[Server, ...] = (
     ),
     Server("ecotone", "{py} -m ecotone serve counter --host 127.0.0.1 --port {port}"),
     Server(
+        "ecotone-cartpole",
+        "{py} -m ecotone serve gymnasium:CartPole-v1 --host 127.0.0.1 --port {port}",
+    ),
+    Server(
         "ecotone-tcp",
         "{py} -m ecotone serve counter --transport tcp --host 127.0.0.1 --port {port}",
     ),
@@ -127,6 +131,11 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("ecotone", "gym-inproc", "K", _VECTOR + " --mode gym-inproc"),
     Scenario("ecotone", "vector-batched-256", "256", _VECTOR_256 + " --mode batched"),
     Scenario("ecotone", "gym-inproc-256", "256", _VECTOR_256 + " --mode gym-inproc"),
+    # CartPole-v1 through the Gymnasium bridge, against Gymnasium's own vector envs in process
+    # (issue 17's baseline): 300 vector steps of K sub-envs, always pushing right.
+    Scenario("ecotone-cartpole", "make-vec", "K", _VECTOR + " --mode cartpole-remote"),
+    Scenario("ecotone-cartpole", "gym-sync", "K", _VECTOR + " --mode cartpole-sync"),
+    Scenario("ecotone-cartpole", "gym-async", "K", _VECTOR + " --mode cartpole-async"),
 )
 
 RATIOS: tuple[tuple[str, str], ...] = (
@@ -151,6 +160,8 @@ RATIOS: tuple[tuple[str, str], ...] = (
     ("ecotone/vector-batched", "ecotone/gym-inproc"),
     ("ecotone/vector-batched", "ecotone/vector-per-socket"),
     ("ecotone/vector-batched-256", "ecotone/gym-inproc-256"),
+    ("ecotone-cartpole/make-vec", "ecotone-cartpole/gym-sync"),
+    ("ecotone-cartpole/make-vec", "ecotone-cartpole/gym-async"),
 )
 """(numerator, denominator) scenario keys for the ratio table."""
 TIME_HEADING = "## Where the time goes"

@@ -140,11 +140,54 @@ def run_gym_inproc(steps: int, sessions: int) -> None:
     _report(steps * sessions, sessions, elapsed)
 
 
+CARTPOLE = "CartPole-v1"
+
+
+def _cartpole_loop(venv: Any, steps: int, sessions: int) -> None:
+    """`steps` vector steps of CartPole, always pushing right (episodes end in about ten
+    steps, so autoreset is part of what is timed)."""
+    venv.reset(seed=0)
+    actions = np.ones(sessions, dtype=np.int64)
+    for _ in range(WARMUP):
+        venv.step(actions)
+    start = time.perf_counter()
+    for _ in range(steps):
+        observations, rewards, *_ = venv.step(actions)
+    elapsed = time.perf_counter() - start
+    assert observations.shape == (sessions, 4) and rewards.shape == (sessions,)
+    venv.close()
+    _report(steps * sessions, sessions, elapsed)
+
+
+def run_cartpole(mode: str, url: str, steps: int, sessions: int) -> None:
+    """CartPole-v1 three ways: `ecotone.gym.make_vec` over the server at `url`, and
+    Gymnasium's own SyncVectorEnv (in this process) and AsyncVectorEnv (a subprocess each)."""
+    if mode == "cartpole-remote":
+        import ecotone.gym
+
+        venv: Any = ecotone.gym.make_vec(url, sessions)
+    elif mode == "cartpole-sync":
+        venv = gymnasium.make_vec(CARTPOLE, sessions, vectorization_mode="sync")
+    else:
+        venv = gymnasium.make_vec(CARTPOLE, sessions, vectorization_mode="async")
+    _cartpole_loop(venv, steps, sessions)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--url", default="")
     parser.add_argument(
-        "--mode", choices=["batched", "batched-async", "per-socket", "gym-inproc"], required=True
+        "--mode",
+        choices=[
+            "batched",
+            "batched-async",
+            "per-socket",
+            "gym-inproc",
+            "cartpole-remote",
+            "cartpole-sync",
+            "cartpole-async",
+        ],
+        required=True,
     )
     parser.add_argument("--steps", type=int, default=1000, help="vector steps (per sub-env)")
     parser.add_argument("--sessions", type=int, default=64, help="sub-envs")
@@ -153,9 +196,14 @@ def main() -> None:
     if args.mode == "gym-inproc":
         run_gym_inproc(args.steps, args.sessions)
         return
+    if args.mode in ("cartpole-sync", "cartpole-async"):
+        run_cartpole(args.mode, "", args.steps, args.sessions)
+        return
     if not args.url:
         parser.error(f"--mode {args.mode} needs --url")
-    if args.mode == "batched":
+    if args.mode == "cartpole-remote":
+        run_cartpole(args.mode, args.url, args.steps, args.sessions)
+    elif args.mode == "batched":
         run_batched(args.url, args.steps, args.sessions, args.codec)
     elif args.mode == "batched-async":
         trio.run(run_batched_async, args.url, args.steps, args.sessions, args.codec)

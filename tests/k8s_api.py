@@ -21,6 +21,7 @@ from ecotone.launcher.providers.owner import owner_label
 
 NOW = "2026-12-01T12:00:00Z"
 NAMESPACED = re.compile(r"^/api/v1/namespaces/([^/]+)/(pods|services|secrets)(?:/([^/]+))?(/log)?$")
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 KINDS = {"pods": "Pod", "services": "Service", "secrets": "Secret"}
 
 
@@ -271,6 +272,13 @@ class FakeApi:
                     s = self.scenario
                     return s["code"], status(s["code"], s["reason"], s["message"], kind="pods")
                 name = body["metadata"]["name"]
+                if not DNS_LABEL.fullmatch(name):
+                    message = (
+                        f'{KINDS[resource]} "{name}" is invalid: metadata.name: Invalid value: '
+                        f'"{name}": a lowercase RFC 1123 label must consist of lower case '
+                        "alphanumeric characters or '-'"
+                    )
+                    return 422, status(422, "Invalid", message, name=name, kind=resource)
                 if (namespace, resource, name) in self.objects:
                     message = f'{resource} "{name}" already exists'
                     return 409, status(409, "AlreadyExists", message, name=name, kind=resource)

@@ -79,6 +79,19 @@ def test_a_pod_service_and_secret_are_made_hardened_and_an_episode_plays(
     assert deletes == [("pods", name), ("secrets", f"{name}-token"), ("services", name)]
 
 
+def test_names_are_dns_labels_whatever_the_env_is_called(cluster: FakeApi) -> None:
+    long_name = "gymnasium:ALE/Very_Long.Game-Name-v5" + "x" * 80
+    with run_server("counter") as server:
+        cluster.pod_runs_at(server.url)
+        port = urlsplit(server.url).port
+        with ecotone.start_server(long_name, provider="kubernetes", **spec(cluster, port=port)):
+            (secret, pod, service) = cluster.created()
+    name = pod["metadata"]["name"]
+    assert len(name) <= 57 and name == service["metadata"]["name"]
+    assert secret["metadata"]["name"] == f"{name}-token"
+    assert cluster.live_objects() == []  # and all three were deleted by those names
+
+
 @pytest.mark.parametrize(
     ("reason", "error", "message"),
     [

@@ -92,6 +92,14 @@ def test_starts_that_keep_failing_are_an_error_not_a_hang() -> None:
         pool.take()
 
 
+def test_a_pool_smaller_than_its_failure_budget_retries_then_gives_up() -> None:
+    with ecotone.server_pool("no-such-env", 1, provider="process", max_failures=3) as pool:
+        with pytest.raises(ecotone.ProviderError, match="no-such-env"):
+            pool.take()  # three starts in a row failed (not one, then a wait forever)
+        with pytest.raises(ecotone.ProviderError):
+            pool.wait_ready(timeout=30)
+
+
 def test_bad_sizes_are_refused() -> None:
     for size in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="whole number"):

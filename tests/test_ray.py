@@ -121,16 +121,23 @@ time.sleep(600)
 """
 
 
-def test_gc_removes_the_servers_of_an_owner_that_was_killed(cluster: NetnsCluster) -> None:
+def test_the_servers_of_an_owner_that_was_killed_are_gone_after_gc(
+    cluster: NetnsCluster,
+) -> None:
     owner = subprocess.Popen(
         [ray_python(), "-c", OWNER, cluster.address], stdout=subprocess.PIPE, text=True
     )
     assert owner.stdout is not None
     urls = json.loads(owner.stdout.readline())
     assert all(reachable(u) for u in urls)
+    env = dict(os.environ, RAY_ADDRESS=cluster.address)
+    spared = subprocess.run(
+        [ray_python(), "-m", "ecotone", "gc"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert spared.returncode == 0 and "ray actor" not in spared.stdout, spared.stdout
+    assert all(reachable(u) for u in urls)  # a living owner's servers are left alone
     owner.kill()
     owner.wait()
-    env = dict(os.environ, RAY_ADDRESS=cluster.address)
     done = subprocess.run(
         [ray_python(), "-m", "ecotone", "gc"], capture_output=True, text=True, env=env, timeout=120
     )
@@ -139,7 +146,9 @@ def test_gc_removes_the_servers_of_an_owner_that_was_killed(cluster: NetnsCluste
     while any(reachable(u) for u in urls) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not any(reachable(u) for u in urls), done.stdout
-    assert done.stdout.count("ray actor ecotone-server-") == 2, done.stdout
+    # Ray ends a dead driver's actors itself (their servers follow on their lifelines), often
+    # before gc runs; gc removes those still there: all of them, or none left to remove.
+    assert done.stdout.count("ray actor ecotone-server-") in (0, 2), done.stdout
 
 
 # --- without a cluster ------------------------------------------------------------------------

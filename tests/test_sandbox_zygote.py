@@ -140,6 +140,47 @@ atexit.register(lambda: print("an atexit handler of the run"))
     assert "leak" not in after["modules"] and "/leak" not in after["path"]
 
 
+SCAN = """
+import json, sys
+found = {}
+for name, (head, tail) in json.loads(sys.argv_canaries).items():
+    head, tail = head.encode(), tail.encode()
+    hits = 0
+    with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
+        for line in maps:
+            span, perms = line.split()[:2]
+            if "r" not in perms:
+                continue
+            start, end = (int(x, 16) for x in span.split("-"))
+            try:
+                mem.seek(start)
+                chunk = mem.read(end - start)
+            except (OSError, OverflowError, ValueError):
+                continue
+            at = chunk.find(head)
+            while at >= 0:  # the two halves, contiguous: never this run's own two objects
+                hits += chunk[at + len(head) : at + len(head) + len(tail)] == tail
+                at = chunk.find(head, at + 1)
+    found[name] = hits
+print(json.dumps(found))
+"""
+
+
+def test_a_runs_code_input_and_output_never_reach_the_next_runs_memory(pool: Pool) -> None:
+    # Every run is a fork of the zygote's memory: had the zygote ever held a run's bytes (its
+    # code, the hidden tests on its stdin, its output), a later run could read them there.
+    # (Large, so that freed copies are not soon reused: a 100 kB submission stayed, found
+    # twice, in the next run's memory when the zygote read it into a bytes object.)
+    canaries = {kind: os.urandom(16).hex() for kind in ("code", "stdin", "stdout")}
+    code = f"X = {'z' * 100_000 + canaries['code']!r}\nprint({canaries['stdout']!r} * 400)\n"
+    stdin = (canaries["stdin"] * 1000).encode()
+    done = pool.run(None, code, ["run"], LIMITS, stdin=stdin)
+    assert done.stdout.text == canaries["stdout"] * 400 + "\n"
+    halves = {k: (v[:16], v[16:]) for k, v in canaries.items()}
+    scan = "import sys\nsys.argv_canaries = " + repr(json.dumps(halves)) + "\n" + SCAN
+    assert json.loads(run(pool, scan).stdout.text) == dict.fromkeys(canaries, 0)
+
+
 def test_no_process_of_a_run_is_left_for_the_next(pool: Pool) -> None:
     spawner = """
 import os, subprocess, threading, time

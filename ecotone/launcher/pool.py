@@ -132,15 +132,20 @@ class AsyncServerPool:
             log.warning("pool: a %s server did not start: %s", self.spec.env, exc)
             if self._failures >= self.max_failures:
                 self._error = exc
-            return
+            failed = True
+        else:
+            failed = False
         finally:
             self._starting -= 1
             self._notify()
+        if failed:  # try again (after a pause that grows), until max_failures in a row
+            await anyio.sleep(min(0.1 * 2**self._failures, 5.0))
+            self._fill()
+            return
         self.started += 1
         self._failures = 0
         if self._closed:
-            with anyio.CancelScope(shield=True):
-                await handle.stop()
+            await self._stop(handle)
             return
         self._ready.append(handle)
         self._notify()
@@ -151,13 +156,15 @@ class AsyncServerPool:
         want = self.size if n is None else min(n, self.size)
         with anyio.fail_after(timeout):
             while len(self._ready) < want:
-                self._raise_if_broken()
+                self._raise_if_broken(want)
                 await self._changed.wait()
 
-    def _raise_if_broken(self) -> None:
+    def _raise_if_broken(self, want: int = 1) -> None:
+        """PoolClosed, or the last start's error once starts gave up and fewer than `want`
+        servers are ready."""
         if self._closed or self._tg is None:
             raise PoolClosed("the pool is closed" if self._closed else "the pool is not open")
-        if self._error is not None and not self._ready and not self._starting:
+        if self._error is not None and len(self._ready) < want and not self._starting:
             raise self._error
 
     async def take(self) -> ServerHandle:
@@ -167,10 +174,19 @@ class AsyncServerPool:
             self._raise_if_broken()
             if self._ready:
                 handle = self._ready.pop(0)  # the oldest: longest warm
+                self._out.add(handle)  # counted as handed out while it is checked: never lost
                 self._fill()
-                if await handle.alive():
-                    self._out.add(handle)
+                try:
+                    alive = await handle.alive()
+                except BaseException:
+                    self._out.discard(handle)
+                    self._stop_soon(handle)
+                    raise
+                if self._closed:  # closed meanwhile: `aclose` stopped it with the others
+                    raise PoolClosed("the pool is closed")
+                if alive:
                     return handle
+                self._out.discard(handle)
                 log.warning("pool: a ready %s server had died; starting another", self.spec.env)
                 self._stop_soon(handle)
                 continue

@@ -108,6 +108,7 @@ def export_space(
     folder = Path(out)
     if folder.exists() and any(folder.iterdir()):
         raise ValueError(f"{folder} is not empty: export a Space into a new folder")
+    made = not folder.exists()
     source = find_env_source(env, registry)
     registry = registry or Registry.discover()
     entry = registry.environments().get(env.split(":")[0]) if ":" not in env else None
@@ -132,11 +133,20 @@ def export_space(
         (folder / "Dockerfile").write_text(dockerfile(env, base), encoding="utf-8")
         (folder / "README.md").write_text(readme(env, description, title), encoding="utf-8")
         # Binary extension modules go to the Hub through Git LFS, as it wants for binaries.
+        patterns = ("*.so", "*.so.*", "*.a", "*.whl", "*.bin", "*.zip", "*.gz")
         (folder / ".gitattributes").write_text(
-            "*.so filter=lfs diff=lfs merge=lfs -text\n", encoding="utf-8"
+            "".join(f"{p} filter=lfs diff=lfs merge=lfs -text\n" for p in patterns),
+            encoding="utf-8",
         )
     except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
+        if made:
+            shutil.rmtree(folder, ignore_errors=True)
+        else:  # the caller's empty folder stays, emptied again
+            for child in folder.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink(missing_ok=True)
         raise
     return folder
 

@@ -51,6 +51,7 @@ from ecotone.launcher.contract import (
     check_spec,
     default_image,
 )
+from ecotone.launcher.k8s import dns_name
 from ecotone.launcher.providers.owner import LABEL_MANAGED, owner_alive, owner_label
 from ecotone.launcher.providers.ready import wait_ready
 
@@ -208,9 +209,9 @@ class KubernetesServer:
     async def stop(self, timeout: float = 10.0) -> None:
         if self._stopped:
             return
-        self._last_logs = await self.logs(200)
-        self._stopped = True
-        with anyio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True):  # a cancelled caller still removes everything
+            self._last_logs = await self.logs(200)
+            self._stopped = True
             await anyio.to_thread.run_sync(
                 _delete, self.api, self.namespace, self.id, self.secret, timeout
             )
@@ -245,12 +246,16 @@ class KubernetesProvider:
         core = await anyio.to_thread.run_sync(
             api, options.get("kubeconfig"), options.get("context")
         )
-        name = f"ecotone-{spec.env.split(':')[0]}-{secrets.token_hex(4)}"
+        # A DNS-1123 label of at most 63 characters whose random end survives: the Secret is
+        # named NAME-token, so NAME keeps to 57.
+        name = f"{dns_name(f'ecotone-{spec.env}', 48)}-{secrets.token_hex(4)}"
         token = secrets.token_urlsafe(24)
         secret, pod, service = objects(spec, name, token)
+        name = pod["metadata"]["name"]
+        secret_name = secret["metadata"]["name"]
         deadline = time.monotonic() + spec.ready_timeout
 
-        def create_and_wait() -> Any:
+        def create() -> None:
             kubernetes = _client()
             try:
                 core.create_namespaced_secret(namespace, secret)
@@ -260,47 +265,46 @@ class KubernetesProvider:
                 raise StartFailed(
                     f"the API refused the {spec.env} server: {exc.status} {exc.reason}: {exc.body}"
                 ) from exc
-            while True:
-                got = core.read_namespaced_pod(pod["metadata"]["name"], namespace)
-                if _ready(got):
-                    return got
-                reason, message = _waiting_reason(got)
-                phase = got.status.phase if got.status else "?"
-                if reason in IMAGE_MISSING:
-                    image = pod["spec"]["containers"][0]["image"]
-                    raise ImageNotFound(
-                        f"the cluster cannot get the image {image!r} ({reason}: {message}): "
-                        "push it to a registry the cluster pulls from"
-                    )
-                if reason in CRASHING or (
-                    got.status and got.status.phase in ("Failed", "Succeeded")
-                ):
-                    logs = ""
-                    try:
-                        logs = str(
-                            core.read_namespaced_pod_log(
-                                pod["metadata"]["name"], namespace, tail_lines=40
-                            )
-                        )
-                    except Exception:
-                        pass
-                    raise StartFailed(
-                        f"the {spec.env} server's Pod {reason or phase}: {message}\n{logs}"
-                    )
-                if time.monotonic() > deadline:
-                    raise ReadinessTimeout(
-                        f"the {spec.env} server's Pod was not ready in {spec.ready_timeout:g} s "
-                        f"(phase {phase}, {reason or 'no reason given'})"
-                    )
-                time.sleep(POLL_S)
+
+        def check() -> Any:
+            """The Pod once ready, None while it is on its way; an error once it cannot be."""
+            got = core.read_namespaced_pod(name, namespace)
+            if _ready(got):
+                return got
+            reason, message = _waiting_reason(got)
+            phase = got.status.phase if got.status else "?"
+            if reason in IMAGE_MISSING:
+                image = pod["spec"]["containers"][0]["image"]
+                raise ImageNotFound(
+                    f"the cluster cannot get the image {image!r} ({reason}: {message}): "
+                    "push it to a registry the cluster pulls from"
+                )
+            if reason in CRASHING or phase in ("Failed", "Succeeded"):
+                logs = ""
+                try:
+                    logs = str(core.read_namespaced_pod_log(name, namespace, tail_lines=40))
+                except Exception:
+                    pass
+                raise StartFailed(
+                    f"the {spec.env} server's Pod {reason or phase}: {message}\n{logs}"
+                )
+            if time.monotonic() > deadline:
+                raise ReadinessTimeout(
+                    f"the {spec.env} server's Pod was not ready in {spec.ready_timeout:g} s "
+                    f"(phase {phase}, {reason or 'no reason given'})"
+                )
+            return None
 
         try:
-            ready = await anyio.to_thread.run_sync(create_and_wait)
+            await anyio.to_thread.run_sync(create)
+            while True:  # polling the API: nothing here to wait on instead
+                ready = await anyio.to_thread.run_sync(check)
+                if ready is not None:
+                    break
+                await anyio.sleep(POLL_S)  # a cancellation lands here, or after one read
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(
-                    _delete, core, namespace, name, secret["metadata"]["name"], 0.0
-                )
+                await anyio.to_thread.run_sync(_delete, core, namespace, name, secret_name, 0.0)
             raise
         port = service["spec"]["ports"][0]["port"]
         if options.get("reach", "service") == "pod":
@@ -309,7 +313,7 @@ class KubernetesProvider:
             host = f"{name}.{namespace}.svc.cluster.local"
         scheme = "http" if spec.transport == "http" else "tcp" if spec.transport == "tcp" else "ws"
         url = f"{scheme}://{host}:{port}?token={token}"
-        server = KubernetesServer(url, name, namespace, core, secret["metadata"]["name"])
+        server = KubernetesServer(url, name, namespace, core, secret_name)
         remaining = anyio.current_time() + max(deadline - time.monotonic(), 1.0)
         try:
             answered = await wait_ready(url, remaining, alive=server.alive)

@@ -84,14 +84,23 @@ def _ray() -> Any:
 
 
 _init_lock = threading.Lock()
+_connected = ""
+"""The address this process's Ray driver joined."""
 
 
 def connect(address: str | None) -> Any:
     """Ray, connected to the cluster at `address` (else $RAY_ADDRESS, else `auto`), once per
     process; EngineUnavailable if it cannot be reached."""
+    global _connected
     ray = _ray()
     with _init_lock:
-        if not ray.is_initialized():
+        if ray.is_initialized():
+            if address and _connected and address != _connected:
+                raise ValueError(
+                    f"this process is connected to the Ray cluster at {_connected}; a Ray "
+                    f"driver joins one cluster, so {address} cannot be used too"
+                )
+        else:
             target = address or os.environ.get(ADDRESS_VARIABLE) or "auto"
             for attempt in range(3):
                 try:
@@ -101,6 +110,7 @@ def connect(address: str | None) -> Any:
                         log_to_driver=False,
                         logging_level=logging.WARNING,
                     )
+                    _connected = target
                     break
                 except Exception as exc:
                     # Ray Client's proxy starts a server per client, which can fail on a busy
@@ -269,26 +279,32 @@ class RayProvider:
         node_spec = attrs.evolve(spec, options={"sandbox": options.get("sandbox", False)})
         deadline = anyio.current_time() + spec.ready_timeout
 
-        def create() -> tuple[Any, dict[str, str]]:
+        def create() -> tuple[Any, Any]:
             actor = remote.remote(labels)
-            try:
-                placed = ray.get(actor.start.remote(node_spec), timeout=spec.ready_timeout)
-            except BaseException:
-                ray.kill(actor, no_restart=True)
-                raise
-            return actor, placed
+            return actor, actor.start.remote(node_spec)
 
+        def done(ref: Any) -> bool:
+            ready, _ = ray.wait([ref], timeout=0.5)
+            return bool(ready)
+
+        actor, ref = await anyio.to_thread.run_sync(create)
         try:
-            actor, placed = await anyio.to_thread.run_sync(create)
-        except Exception as exc:
-            if type(exc).__name__ == "GetTimeoutError":
-                raise ReadinessTimeout(
-                    f"the Ray cluster did not start a {spec.env} server in "
-                    f"{spec.ready_timeout:g} s (resources it cannot place stay pending)"
+            # Short waits, each in a thread of its own: a cancellation lands between them.
+            while not await anyio.to_thread.run_sync(done, ref):
+                if anyio.current_time() > deadline:
+                    raise ReadinessTimeout(
+                        f"the Ray cluster did not start a {spec.env} server in "
+                        f"{spec.ready_timeout:g} s (resources it cannot place stay pending)"
+                    )
+            placed = await anyio.to_thread.run_sync(ray.get, ref)
+        except BaseException as exc:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(_kill, ray, actor)
+            if isinstance(exc, Exception) and not isinstance(exc, ReadinessTimeout):
+                raise StartFailed(
+                    f"a {spec.env} server did not start on the Ray cluster: {exc}"
                 ) from exc
-            raise StartFailed(
-                f"a {spec.env} server did not start on the Ray cluster: {exc}"
-            ) from exc
+            raise
         server = RayServer(
             url=placed["url"],
             id=name,
@@ -323,6 +339,13 @@ class RayProvider:
         except EngineUnavailable:
             return []
         return await anyio.to_thread.run_sync(_gc, ray)
+
+
+def _kill(ray: Any, actor: Any) -> None:
+    try:
+        ray.kill(actor, no_restart=True)
+    except Exception:
+        pass
 
 
 def _gc(ray: Any) -> list[str]:

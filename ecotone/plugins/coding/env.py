@@ -366,7 +366,9 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
 
     @classmethod
     def _zygotes(cls, sandbox: Sandbox) -> bool:
-        if sandbox.kind != "bwrap":
+        # Without the seccomp filter, System V IPC objects made by one run would outlive it in
+        # the IPC namespace a zygote's runs share: a fresh sandbox per run, then.
+        if sandbox.kind != "bwrap" or sandbox.seccomp is None:
             return False
         if cls.zygote is not None:
             return cls.zygote

@@ -247,18 +247,27 @@ def _send(fd: int, header: dict[str, Any], *blobs: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _memfd(name: str, data: bytes = b"") -> int:
-    fd = os.memfd_create(name, 0)
-    if data:
-        os.write(fd, data)
-        os.lseek(fd, 0, os.SEEK_SET)
-    return fd
+def _memfd(name: str) -> int:
+    return os.memfd_create(name, 0)
 
 
-def _pread_all(fd: int, cap: int) -> tuple[bytes, int]:
-    """The first `cap` bytes of a memfd and its size."""
-    size = os.fstat(fd).st_size
-    return os.pread(fd, min(size, cap), 0), size
+def _splice_exact(fd_in: int, fd_out: int, n: int) -> None:
+    """Move `n` bytes from the pipe `fd_in` into the file `fd_out`, in the kernel."""
+    while n:
+        moved = os.splice(fd_in, fd_out, min(n, 1 << 20))
+        if not moved:
+            raise EOFError
+        n -= moved
+
+
+def _sendfile_exact(fd_out: int, fd_in: int, n: int) -> None:
+    """Send the first `n` bytes of the file `fd_in` down the pipe `fd_out`, in the kernel."""
+    offset = 0
+    while offset < n:
+        sent = os.sendfile(fd_out, fd_in, offset, n - offset)
+        if not sent:
+            raise EOFError
+        offset += sent
 
 
 def _exit_status(exc: SystemExit) -> int:
@@ -371,8 +380,8 @@ def _empty(root: str, mode: int) -> str:
             os.removexattr(root, name)
         os.chmod(root, mode)
         left = os.listdir(root)
-    except OSError as exc:
-        return f"cannot empty {root}: {exc}"
+    except Exception as exc:  # OSError; RecursionError for a tree deeper than the stack
+        return f"cannot empty {root}: {type(exc).__name__}: {exc}"
     return f"cannot empty {root}: {left[0]!r} stays" if left else ""
 
 
@@ -381,12 +390,18 @@ def _serve_one(
 ) -> None:
     import select
 
-    solution = _read_exact(fd_in, request["solution_bytes"])
-    stdin = _read_exact(fd_in, request["stdin_bytes"])
+    # A run's data (its code, the hidden tests on its stdin, its output) goes between the pipe
+    # and files in the kernel, never through this process's memory: every later run is a
+    # fork of that memory, and freed bytes stay in it.
     cwd = request["cwd"]
-    with open(os.path.join(cwd, SOLUTION), "wb") as f:
-        f.write(solution)
-    fds = (_memfd("stdin", stdin), _memfd("stdout"), _memfd("stderr"))
+    code = os.open(os.path.join(cwd, SOLUTION), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _splice_exact(fd_in, code, request["solution_bytes"])
+    finally:
+        os.close(code)
+    fds = (_memfd("stdin"), _memfd("stdout"), _memfd("stderr"))
+    _splice_exact(fd_in, fds[0], request["stdin_bytes"])
+    os.lseek(fds[0], 0, os.SEEK_SET)
     results = _memfd("results") if request["results"] else -1
     started = time.monotonic()
     pid = os.fork()
@@ -417,12 +432,10 @@ def _serve_one(
     if hung_up:
         raise EOFError
     cap = request["output_bytes"]
-    out, out_size = _pread_all(fds[1], cap)
-    err, err_size = _pread_all(fds[2], cap)
-    res, res_size = _pread_all(results, request["results_cap"]) if results >= 0 else (b"", 0)
-    for fd in (*fds, results):
-        if fd >= 0:
-            os.close(fd)
+    sizes = [os.fstat(fds[1]).st_size, os.fstat(fds[2]).st_size]
+    sizes.append(os.fstat(results).st_size if results >= 0 else 0)
+    caps = [cap, cap, request["results_cap"]]
+    sent = [min(size, limit) for size, limit in zip(sizes, caps, strict=True)]
     retire = ""
     for root, mode in wipe:
         retire = retire or _empty(root, mode)
@@ -430,14 +443,20 @@ def _serve_one(
         "status": status,
         "timed_out": not exited,
         "duration": duration,
-        "stdout_size": out_size,
-        "stderr_size": err_size,
-        "results_size": res_size,
-        "sent": [len(out), len(err), len(res)],
+        "stdout_size": sizes[0],
+        "stderr_size": sizes[1],
+        "results_size": sizes[2],
+        "sent": sent,
     }
     if retire:  # a state we cannot undo: this sandbox ends, the next run gets a new one
         reply["retire"] = retire
-    _send(fd_out, reply, out, err, res)
+    _send(fd_out, reply)
+    for fd, count in zip((fds[1], fds[2], results), sent, strict=True):
+        if count:
+            _sendfile_exact(fd_out, fd, count)
+    for fd in (*fds, results):
+        if fd >= 0:
+            os.close(fd)
     if retire:
         os._exit(0)
 

@@ -102,8 +102,10 @@ class Zygote:
         group = None
         if sandbox.cgroups.usable:
             group = cgroups.RunGroup.make(sandbox.cgroups, _run_limits(Limits()))
-        filter_fd = _memfd("seccomp", sandbox.seccomp) if sandbox.seccomp is not None else None
+        filter_fd = None
         try:
+            if sandbox.seccomp is not None:
+                filter_fd = _memfd("seccomp", sandbox.seccomp)
             cmd = _zygote_command(sandbox, filter_fd)
             if group is not None:
                 cmd = group.command(cmd)
@@ -212,6 +214,7 @@ class Zygote:
         return header, blobs
 
     def _stderr(self) -> str:
+        """What the zygote wrote to stderr, once it has exited (else "")."""
         stream: IO[bytes] | None = self.proc.stderr
         if stream is None or self.alive:
             return ""
@@ -219,6 +222,12 @@ class Zygote:
             return stream.read(4096).decode("utf-8", "replace").strip()
         except (OSError, ValueError):
             return ""
+
+    def kill(self) -> None:
+        """End the sandbox now (bwrap; --die-with-parent takes the zygote) and reap it."""
+        if self.alive:
+            self.proc.kill()
+        self.proc.wait()
 
     def close(self) -> None:
         """Stop the sandbox: its zygote, and (its cgroup) anything left in it."""
@@ -318,14 +327,16 @@ class Pool:
         del parent  # runs see only their sandbox's own scratch directory
         for attempt in (1, 2):
             zygote = self._acquire()
-            before = zygote.counts()
+            before: dict[str, int] = {}
             try:
+                before = zygote.counts()
                 done = zygote.run(code, args[0], limits, stdin=stdin, results=results)
             except ZygoteDied as exc:
                 hit = zygote.limits_hit(before)
+                zygote.kill()
+                why = zygote._stderr()  # its traceback, if it left one, before the pipes go
                 zygote.close()
                 self._forget()
-                why = zygote._stderr()
                 if why:
                     exc = ZygoteDied(f"{exc}: {why}", during_run=exc.during_run)
                 if attempt == 1 and not exc.during_run:
