@@ -384,19 +384,53 @@ def install_site(
     return folder / "site"
 
 
+def env_site(
+    source: EnvSource,
+    *,
+    python_version: str,
+    cache: Path,
+    extra_requirements: Sequence[str] = (),
+    progress: Progress | None = None,
+) -> Path:
+    """The installed folder serving the env of `source`: ecotone and the env's distribution
+    (with its extras) as local wheels, their dependencies, `extra_requirements`."""
+    wheels: list[tuple[str, Path, Sequence[str]]] = []
+    names = ["ecotone"] if source.distribution == "ecotone" else ["ecotone", source.distribution]
+    for name in names:
+        extras = source.extras if name == source.distribution else ()
+        wheels.append((name, local_wheel(name, cache, progress), extras))
+    return install_site(
+        wheels,
+        list(extra_requirements),
+        python_version=python_version,
+        cache=cache,
+        progress=progress,
+    )
+
+
 # --- the image ------------------------------------------------------------------------------
 
 
-def containerfile(env: str, base: str) -> str:
-    """The Containerfile: the base, one COPY, settings, the default command. No RUN step."""
+def containerfile(
+    env: str,
+    base: str,
+    *,
+    port: int = SERVE_PORT,
+    user: str = USER,
+    serve_args: Sequence[str] = (),
+    environment: str = "",
+) -> str:
+    """The Containerfile: the base, one COPY, settings, the default command. No RUN step.
+    `serve_args`: more `ecotone serve` arguments; `environment`: more `ENV` settings."""
     command = ["python3", "-m", "ecotone", "serve", env, "--host", "0.0.0.0"]
-    command += ["--port", str(SERVE_PORT)]
+    command += ["--port", str(port), *serve_args]
+    settings = f"PYTHONPATH={SITE} PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1"
     return (
         f"FROM {base}\n"
         f"COPY site {SITE}\n"
-        f"ENV PYTHONPATH={SITE} PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1\n"
-        f"USER {USER}\n"
-        f"EXPOSE {SERVE_PORT}\n"
+        f"ENV {settings}{' ' + environment if environment else ''}\n"
+        f"USER {user}\n"
+        f"EXPOSE {port}\n"
         f"CMD {json.dumps(command)}\n"
     )
 
@@ -543,16 +577,11 @@ def build_image(
     python_version = python_version or _python_of(base_image.attrs) or DEFAULT_PYTHON
 
     cache = cache_root(cache_dir)
-    wheels: list[tuple[str, Path, Sequence[str]]] = []
-    names = ["ecotone"] if source.distribution == "ecotone" else ["ecotone", source.distribution]
-    for name in names:
-        extras = source.extras if name == source.distribution else ()
-        wheels.append((name, local_wheel(name, cache, progress), extras))
-    site = install_site(
-        wheels,
-        list(extra_requirements),
+    site = env_site(
+        source,
         python_version=python_version,
         cache=cache,
+        extra_requirements=extra_requirements,
         progress=progress,
     )
 

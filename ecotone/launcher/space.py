@@ -27,14 +27,7 @@ from pathlib import Path
 from typing import Final
 
 from ecotone.kernel.registry import Registry
-from ecotone.launcher.images import (
-    SITE,
-    Progress,
-    cache_root,
-    find_env_source,
-    install_site,
-    local_wheel,
-)
+from ecotone.launcher.images import Progress, cache_root, containerfile, env_site, find_env_source
 
 SPACE_PORT: Final = 7860
 """What Spaces route to by default (`app_port`)."""
@@ -43,15 +36,9 @@ DEFAULT_SPACE_BASE: Final = "python:3.11-slim"
 
 
 def dockerfile(env: str, base: str) -> str:
-    command = ["python3", "-m", "ecotone", "serve", env, "--host", "0.0.0.0"]
-    command += ["--port", str(SPACE_PORT), "--web"]
-    return (
-        f"FROM {base}\n"
-        f"COPY site {SITE}\n"
-        f"ENV PYTHONPATH={SITE} PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HOME=/tmp\n"
-        f"USER {SPACE_USER}\n"
-        f"EXPOSE {SPACE_PORT}\n"
-        f"CMD {json.dumps(command)}\n"
+    """`ecotone build`'s Containerfile, as a Space runs it: port 7860, uid 1000, the web UI."""
+    return containerfile(
+        env, base, port=SPACE_PORT, user=SPACE_USER, serve_args=["--web"], environment="HOME=/tmp"
     )
 
 
@@ -116,17 +103,7 @@ def export_space(
     if entry is not None:
         description = str(getattr(entry.value, "description", "") or "")
     description = description or f"The `{env}` environment, served by ecotone."
-    cache = cache_root()
-    names = ["ecotone"] if source.distribution == "ecotone" else ["ecotone", source.distribution]
-    wheels = [
-        (
-            name,
-            local_wheel(name, cache, progress),
-            source.extras if name == source.distribution else (),
-        )
-        for name in names
-    ]
-    site = install_site(wheels, [], python_version=python_version, cache=cache, progress=progress)
+    site = env_site(source, python_version=python_version, cache=cache_root(), progress=progress)
     folder.mkdir(parents=True, exist_ok=True)
     try:
         shutil.copytree(site, folder / "site", symlinks=True)
