@@ -8,14 +8,24 @@ Modes:
               concurrently (--url)
   gym-inproc  Gymnasium's SyncVectorEnv of the same counter logic written as a Gymnasium env,
               in this process: the no-network ceiling (no --url)
+  cartpole-remote / cartpole-sync / cartpole-async
+              CartPole-v1 through `ecotone.gym.make_vec`, Gymnasium's SyncVectorEnv and its
+              AsyncVectorEnv (subprocesses, shared memory)
+
+`--url` may list several servers (comma-separated); `--servers N` starts N of its own
+(process provider) instead. `--pool` (batched, cartpole-remote) runs EnvPool's loop: `send` a
+batch per server, `recv` whichever answers first and send it back at once
+(ECOTONE_BENCH_DEPTH batches in flight per server, 2 by default).
 
     python bench/vector_driver.py --url ws://127.0.0.1:8765 --mode batched --sessions 64
+    python bench/vector_driver.py --servers 2 --mode cartpole-remote --pool
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from typing import Any
 
@@ -28,6 +38,10 @@ import ecotone
 from ecotone.plugins.counter import CounterObservation
 
 WARMUP = 50
+DEPTH = int(os.environ.get("ECOTONE_BENCH_DEPTH", "2"))
+CODEC = os.environ.get("ECOTONE_BENCH_CODEC", "json")
+"""`send`/`recv` loops: batches in flight on each server (2: one steps while the other's
+answer is being read)."""
 
 
 def _report(steps: int, sessions: int, elapsed: float) -> None:
@@ -43,8 +57,13 @@ def _report(steps: int, sessions: int, elapsed: float) -> None:
     )
 
 
-def run_batched(url: str, steps: int, sessions: int, codec: str) -> None:
-    with ecotone.VectorEnv(url, sessions, observation_type=CounterObservation, codec=codec) as venv:
+def run_batched(urls: list[str], steps: int, sessions: int, codec: str, pool: bool) -> None:
+    with ecotone.VectorEnv(
+        urls, sessions, observation_type=CounterObservation, codec=codec
+    ) as venv:
+        if pool:
+            _counter_pool(venv, steps, sessions, len(urls))
+            return
         venv.reset(seed=0)
         actions = [{"delta": 1}] * sessions
         for _ in range(WARMUP):
@@ -57,6 +76,28 @@ def run_batched(url: str, steps: int, sessions: int, codec: str) -> None:
         assert counts == [WARMUP + steps] * sessions, counts[:4]
         assert rewards.sum() == sessions and not (terminated | truncated).any()
     _report(steps * sessions, sessions, elapsed)
+
+
+def _counter_pool(venv: Any, steps: int, sessions: int, servers: int) -> None:
+    """EnvPool's loop on `VectorEnv.send(batched=True)` / `recv`, counting every sub-env's
+    steps: each server's batch goes back as soon as it answers."""
+    batch = sessions // (servers * DEPTH)
+    venv.reset(seed=0)
+    for first in range(0, sessions, batch):
+        venv.send([{"delta": 1}] * batch, np.arange(first, first + batch), batched=True)
+    for warm in (True, False):
+        if not warm:
+            start = time.perf_counter()
+        total = (WARMUP if warm else steps) * sessions
+        done = 0
+        while done < total:
+            got = venv.recv(min_ready=batch, max_ready=batch)
+            venv.send([{"delta": 1}] * len(got.env_ids), got.env_ids, batched=True)
+            done += len(got.env_ids)
+    elapsed = time.perf_counter() - start
+    last = venv.recv()
+    assert all(o.count > steps for o in last.observations)
+    _report(done, sessions, elapsed)
 
 
 async def run_batched_async(url: str, steps: int, sessions: int, codec: str) -> None:
@@ -159,13 +200,43 @@ def _cartpole_loop(venv: Any, steps: int, sessions: int) -> None:
     _report(steps * sessions, sessions, elapsed)
 
 
+def _pool_loop(venv: Any, steps: int, sessions: int, servers: int, sample: Any) -> None:
+    """EnvPool's loop over `venv.send` / `venv.recv`: each server's batch is sent back as
+    soon as it answers, while the others step theirs. `steps` per sub-env, as in the
+    synchronous loops; `sample(n)` makes n actions."""
+    batch = sessions // (servers * DEPTH)
+    venv.reset(seed=0)
+    for first in range(0, sessions, batch):  # DEPTH batches in flight on each server
+        ids = np.arange(first, min(first + batch, sessions))
+        venv.send(sample(len(ids)), ids)
+    done = 0
+    for warm in (True, False):
+        if not warm:
+            start = time.perf_counter()
+        total = (WARMUP if warm else steps) * sessions
+        done = 0
+        while done < total:
+            *_, infos = venv.recv(min_ready=batch, max_ready=batch)
+            ids = infos["env_id"]
+            venv.send(sample(len(ids)), ids)
+            done += len(ids)
+    elapsed = time.perf_counter() - start
+    venv.recv()  # what is still in flight
+    venv.close()
+    _report(done, sessions, elapsed)
+
+
 def run_cartpole(mode: str, url: str, steps: int, sessions: int) -> None:
     """CartPole-v1 three ways: `ecotone.gym.make_vec` over the server at `url`, and
     Gymnasium's own SyncVectorEnv (in this process) and AsyncVectorEnv (a subprocess each)."""
-    if mode == "cartpole-remote":
+    if mode in ("cartpole-remote", "cartpole-remote-pool"):
         import ecotone.gym
 
-        venv: Any = ecotone.gym.make_vec(url, sessions)
+        urls = url.split(",")
+        venv: Any = ecotone.gym.make_vec(urls, sessions, codec=CODEC)
+        if mode == "cartpole-remote-pool":
+            _pool_loop(venv, steps, sessions, len(urls), lambda n: np.ones(n, dtype=np.int64))
+            return
     elif mode == "cartpole-sync":
         venv = gymnasium.make_vec(CARTPOLE, sessions, vectorization_mode="sync")
     else:
@@ -192,7 +263,33 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000, help="vector steps (per sub-env)")
     parser.add_argument("--sessions", type=int, default=64, help="sub-envs")
     parser.add_argument("--codec", choices=["json", "msgpack"], default="json")
+    parser.add_argument(
+        "--servers",
+        type=int,
+        default=0,
+        help="start this many servers of the env (process provider) and spread the sub-envs "
+        "over them, instead of using --url",
+    )
+    parser.add_argument(
+        "--pool", action="store_true", help="EnvPool's send/recv loop instead of step"
+    )
     args = parser.parse_args()
+    if args.servers:
+        from ecotone.launcher.vector import start_servers
+
+        env = "gymnasium:CartPole-v1" if args.mode.startswith("cartpole") else "counter"
+        started = start_servers(env, args.servers)
+        try:
+            args.url = ",".join(server.url for server in started)
+            _run(parser, args)
+        finally:
+            for server in started:
+                server.stop()
+        return
+    _run(parser, args)
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.mode == "gym-inproc":
         run_gym_inproc(args.steps, args.sessions)
         return
@@ -202,9 +299,10 @@ def main() -> None:
     if not args.url:
         parser.error(f"--mode {args.mode} needs --url")
     if args.mode == "cartpole-remote":
-        run_cartpole(args.mode, args.url, args.steps, args.sessions)
+        run_cartpole("cartpole-remote-pool" if args.pool else args.mode, args.url, args.steps,
+                     args.sessions)  # fmt: skip
     elif args.mode == "batched":
-        run_batched(args.url, args.steps, args.sessions, args.codec)
+        run_batched(args.url.split(","), args.steps, args.sessions, args.codec, args.pool)
     elif args.mode == "batched-async":
         trio.run(run_batched_async, args.url, args.steps, args.sessions, args.codec)
     else:

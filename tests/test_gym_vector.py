@@ -73,3 +73,69 @@ def test_with_errors_info_a_rejected_action_changes_nothing_in_its_sub_env() -> 
             assert infos["error_code"][0] == "invalid_action" and not infos["episode_lost"][0]
         finally:
             envs.close()
+
+
+@pytest.mark.parametrize("folds", [True, False])
+def test_autoresets_folded_into_step_many_or_not_match_gymnasium(
+    cartpole: RunningServer, folds: bool
+) -> None:
+    """Servers that take resets inside `step_many` (ecotone's) get a finished sub-env's
+    autoreset there; others (`folds_resets` off) as a `reset` frame. Both are Gymnasium's
+    NEXT_STEP autoreset, step for step."""
+    local = gymnasium.make_vec(ENV_ID, num_envs=N, vectorization_mode="sync")
+    remote = ecotone.gym.make_vec(cartpole.url, N)
+    try:
+        local.reset(seed=3)
+        remote.reset(seed=3)
+        (link,) = remote.vector._core.links
+        assert link.folds_resets  # the server's welcome listed the feature
+        link.folds_resets = folds
+        ended = 0
+        for _ in range(60):
+            actions = np.ones(N, dtype=np.int64)  # always right: episodes end fast
+            obs_l, rew_l, term_l, trunc_l, _ = local.step(actions)
+            obs_r, rew_r, term_r, trunc_r, _ = remote.step(actions)
+            np.testing.assert_allclose(obs_r, obs_l, rtol=1e-5, atol=1e-6)
+            np.testing.assert_array_equal(rew_r, rew_l)
+            np.testing.assert_array_equal(term_r | trunc_r, term_l | trunc_l)
+            ended += int(np.sum(term_l | trunc_l))
+        assert ended >= N
+    finally:
+        local.close()
+        remote.close()
+
+
+def test_send_and_recv_over_two_servers_match_gymnasium(cartpole: RunningServer) -> None:
+    """EnvPool's loop: each server's batch is sent back as soon as it answers. Every sub-env
+    takes the same steps as in Gymnasium's SyncVectorEnv, whatever order they answer in."""
+    n = 6
+    rng = np.random.default_rng(9)
+    plan = rng.integers(0, 2, size=(40, n))  # the action of each sub-env at each of its steps
+    local = gymnasium.make_vec(ENV_ID, num_envs=n, vectorization_mode="sync")
+    local.reset(seed=21)
+    expected = [local.step(plan[t]) for t in range(len(plan))]
+    local.close()
+    with run_server(f"gymnasium:{ENV_ID}") as other:
+        remote = ecotone.gym.make_vec([cartpole.url, other.url], n)
+        try:
+            remote.reset(seed=21)
+            taken = np.zeros(n, dtype=np.int64)  # steps each sub-env took so far
+            half = [np.arange(0, n, 2), np.arange(1, n, 2)]  # sub-env i is on server i % 2
+            for ids in half:
+                remote.send(plan[0, ids], ids)
+            while taken.min() < len(plan):
+                obs, rewards, terminated, truncated, infos = remote.recv(min_ready=n // 2)
+                ids = infos["env_id"]
+                assert obs.shape == (len(ids), 4) and rewards.shape == (len(ids),)
+                for j, i in enumerate(ids):
+                    t = taken[i]
+                    obs_l, rew_l, term_l, trunc_l, _ = expected[t]
+                    np.testing.assert_allclose(obs[j], obs_l[i], rtol=1e-5, atol=1e-6)
+                    assert rewards[j] == rew_l[i] and terminated[j] == term_l[i]
+                    assert truncated[j] == trunc_l[i]
+                    taken[i] += 1
+                again = ids[taken[ids] < len(plan)]
+                if len(again):
+                    remote.send(plan[taken[again], again], again)
+        finally:
+            remote.close()

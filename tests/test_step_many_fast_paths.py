@@ -28,12 +28,15 @@ from ecotone.kernel.sessions import Phase
 from ecotone.plugins.counter import CounterAction, CounterObservation
 from ecotone.wire import (
     Error,
+    Hello,
     Open,
     Opened,
     Reset,
+    ResetArgs,
     StepItem,
     StepMany,
     StepManyResult,
+    Welcome,
     codec_for,
 )
 from tests.engine_driver import Driver
@@ -184,6 +187,153 @@ async def test_a_batch_with_a_threaded_env_is_left_to_the_driver() -> None:
     assert msgspec.json.decode(answer)["op"] == "step_many_result"
 
 
+# --- server: reset items (`step_many.reset`) -----------------------------------------------------
+
+RESET_ITEMS: list[tuple[str, Any]] = [  # (which session, the item: an action, or reset args)
+    ("ok", {"do": "ok"}),
+    ("fresh", ResetArgs()),  # a session never reset: the reset starts its first episode
+    ("ended", ResetArgs(seed=3, episode_id="e-3")),  # a new episode after the last one ended
+    ("unknown", ResetArgs()),
+    ("end", "both"),  # an action and a reset: invalid_argument
+    ("truncate", "neither"),  # no action, no reset: invalid_argument
+    ("invalid", ResetArgs(options={"nope": 1})),  # the env takes no such reset option
+    ("ok2", {"do": "end"}),
+]
+
+
+def _reset_frame(ids: dict[str, str], enc: Any) -> StepMany:
+    items = []
+    for name, what in RESET_ITEMS:
+        session = ids[name]
+        if isinstance(what, ResetArgs):
+            items.append(StepItem(session=session, reset=what))
+        elif what == "both":
+            items.append(StepItem(session=session, action=enc.raw({"do": "ok"}), reset=ResetArgs()))
+        elif what == "neither":
+            items.append(StepItem(session=session))
+        else:
+            items.append(StepItem(session=session, action=enc.raw(what)))
+    return StepMany(id=7, steps=items)
+
+
+@pytest.mark.parametrize("codec", ["json", "msgpack"])
+async def test_reset_items_answer_byte_for_byte_as_the_general_path(codec: str) -> None:
+    batch_engine, batch_owner, batch_ids = await _probe_engine(codec)
+    item_engine, item_owner, item_ids = await _probe_engine(codec)
+    enc = codec_for(codec)
+    fast = batch_engine.peer(enc, batch_owner)
+    assert not fast.submit(_reset_frame(batch_ids, enc))
+    (batched,) = fast.take()
+    general = item_engine.peer(enc, item_owner, frames=True)
+    assert not general.submit(_reset_frame(item_ids, enc))
+    (answer,) = general.take()
+    assert isinstance(answer, StepManyResult)
+    renamed = batched
+    for name, session in batch_ids.items():
+        renamed = renamed.replace(session.encode(), item_ids[name].encode())
+    assert renamed == enc.encode(answer)
+    kinds = [r.code if isinstance(r, Error) else "observation" for r in answer.results]
+    assert kinds == [
+        "observation", "observation", "observation", "unknown_session", "invalid_argument",
+        "invalid_argument", "invalid_argument", "observation",
+    ]  # fmt: skip
+    both, neither, option = answer.results[4], answer.results[5], answer.results[6]
+    assert isinstance(both, Error) and "not both" in both.message
+    assert isinstance(neither, Error) and "needs `action`" in neither.message
+    assert isinstance(option, Error) and option.details["unknown"] == ["nope"]
+    for name, phase in [("fresh", Phase.RUNNING), ("ended", Phase.RUNNING), ("ok2", Phase.ENDED)]:
+        after = batch_engine.sessions.get(batch_ids[name], batch_owner)
+        assert after is not None and after.phase is phase, name
+        assert not after.busy
+    ended = batch_engine.sessions.get(batch_ids["ended"], batch_owner)
+    assert ended is not None and ended.env.state().episode_id == "e-3"  # the item's reset args
+
+
+async def test_a_reset_item_answers_what_a_reset_frame_answers() -> None:
+    engine, owner, ids = await _probe_engine("json")
+    peer = engine.peer(codec_for("json"), owner, frames=True)
+    args = ResetArgs(seed=5, episode_id="x")
+    assert not peer.submit(StepMany(id=9, steps=[StepItem(session=ids["ok"], reset=args)]))
+    (many,) = peer.take()
+    assert not peer.submit(Reset(id=9, session=ids["ok2"], seed=5, episode_id="x"))
+    (single,) = peer.take()
+    (item,) = many.results
+    assert type(item) is type(single)
+    assert bytes(item.observation) == bytes(single.observation)
+    assert item.id == single.id == 9
+
+
+async def test_reset_items_of_a_threaded_env_run_on_the_driver() -> None:
+    from tests.envs import SlowEnv
+
+    driver = Driver(Engine({"slow": EnvSpec.from_class(SlowEnv, "slow")}))
+    peer = driver.peer(frames=False)
+    opened = [
+        msgspec.json.decode(await driver.ask(peer, {"op": "open", "id": i}))["session"]
+        for i in (1, 2)
+    ]
+    await driver.ask(peer, {"op": "reset", "id": 3, "session": opened[0]})
+    items = [
+        {"session": opened[0], "action": {}},
+        {"session": opened[1], "reset": {"options": {"sleep": 0.0}}},
+    ]
+    calls = peer.receive(msgspec.json.encode({"op": "step_many", "id": 4, "steps": items}))
+    assert sorted(call.mode.value for call in calls) == [Mode.THREAD.value] * 2
+    assert peer.take() == []
+    await driver.run(calls)
+    (answer,) = peer.take()
+    results = msgspec.json.decode(answer)["results"]
+    assert [r["op"] for r in results] == ["observation", "observation"]
+    assert results[0]["observation"]["steps"] == 1 and results[1]["observation"]["steps"] == 0
+
+
+async def test_a_reset_item_of_a_session_set_aside_after_a_timeout_makes_a_fresh_env() -> None:
+    from tests.envs import SlowEnv
+
+    engine = Engine({"slow": EnvSpec.from_class(SlowEnv, "slow")})
+    driver = Driver(engine)
+    peer = driver.peer(frames=False)
+    session = msgspec.json.decode(await driver.ask(peer, {"op": "open", "id": 1}))["session"]
+    await driver.ask(peer, {"op": "reset", "id": 2, "session": session})
+    (hung,) = peer.receive(
+        msgspec.json.encode({"op": "step", "id": 3, "session": session, "action": {}})
+    )
+    await driver.run(engine.timed_out(hung))  # the step passed its deadline: set aside
+    (late,) = peer.take()
+    assert msgspec.json.decode(late)["code"] == "timeout"
+    state = engine.sessions.get(session, peer.owner)
+    assert state is not None and state.env is None and state.phase is Phase.BROKEN
+    items = [{"session": session, "reset": {}}]
+    calls = peer.receive(msgspec.json.encode({"op": "step_many", "id": 4, "steps": items}))
+    assert await driver.run(calls) == 2  # a fresh instance, then its reset
+    (answer,) = peer.take()
+    (result,) = msgspec.json.decode(answer)["results"]
+    assert result["op"] == "observation" and result["id"] == 4
+    assert state.env is not None and state.phase is Phase.RUNNING and not state.busy
+
+
+async def test_a_guest_may_not_reset_a_shared_session_inside_step_many() -> None:
+    engine, owner, ids = await _probe_engine("json")
+    host = engine.peer(codec_for("json"), owner, frames=True)
+    assert not host.submit(ecotone.wire.Share(id=1, session=ids["ok"]))
+    (shared,) = host.take()
+    guest = engine.peer(codec_for("json"), frames=True)
+    assert engine.attach(guest.owner, shared.key) == ids["ok"]
+    item = StepItem(session=ids["ok"], reset=ResetArgs())
+    assert not guest.submit(StepMany(id=2, steps=[item]))
+    (answer,) = guest.take()
+    (result,) = answer.results
+    assert isinstance(result, Error) and result.code == "forbidden"
+
+
+async def test_welcome_lists_the_reset_items_feature() -> None:
+    engine, owner, _ = await _probe_engine("json")
+    peer = engine.peer(codec_for("json"), owner, frames=True)
+    assert not peer.submit(Hello(id=1))
+    (welcome,) = peer.take()
+    assert isinstance(welcome, Welcome) and "step_many.reset" in welcome.features
+
+
 # --- client, sending: WireStepMany against StepMany --------------------------------------------
 
 
@@ -203,9 +353,10 @@ def _core(
     observation_type: Any = CounterObservation,
     autoreset_mode: str = "next_step",
     codec: str = "json",
+    features: tuple[str, ...] = (),
 ) -> tuple[VectorCore, list[FakeConn]]:
-    """A vector core of `n` sub-envs over `urls` fake connections, every session open and its
-    episode running."""
+    """A vector core of `n` sub-envs over `urls` fake connections to servers that list
+    `features` in their welcome, every session open and its episode running."""
     core = VectorCore(
         [f"ws://host{i}:1" for i in range(urls)],
         n,
@@ -219,6 +370,13 @@ def _core(
     conns = [FakeConn(codec) for _ in core.links]
     for link, conn in zip(core.links, conns, strict=True):
         core.attach(link, conn)
+        (hello,) = core.take_outbox(link)  # what the server can do, asked first
+        assert isinstance(hello, Hello)
+        welcome = Welcome(
+            id=hello.id, version=1, server="test", envs=["counter"], features=list(features)
+        )
+        core.on_response(link, welcome)
+        assert link.folds_resets is ("step_many.reset" in features)
     for sub in core.subs:
         sub.session = f"{sub.index:016x}"
         sub.conn = sub.link.conn
@@ -283,16 +441,30 @@ def _observation(count: int, *, done: bool, truncated: bool, meta: bool) -> dict
     return obs
 
 
-def _answer(core: VectorCore, conns: list[FakeConn], ends: set[int], meta: bool) -> None:
+FRESH = {"count": 0, "metadata": {"fresh": True}}
+
+
+def _answer(
+    core: VectorCore, conns: list[FakeConn], ends: set[int], meta: bool, frames: list[str]
+) -> None:
     """Answer every frame the core queued, as a counter server would: a step_many's items get
-    observations (ending the episodes of `ends`), resets a fresh one."""
+    observations (ending the episodes of `ends`), resets (frames or items) a fresh one. The
+    ops of the frames go to `frames`."""
     while any(link.outbox for link in core.links):
         for link, conn in zip(core.links, conns, strict=True):
             for frame in core.take_outbox(link):
+                frames.append(type(frame).__name__)
                 if isinstance(frame, WireStepMany):
                     steps = msgspec.json.decode(frame.steps)
                     results = []
                     for step in steps:
+                        if "reset" in step:
+                            assert step["reset"] == {} and "action" not in step, step
+                            results.append(
+                                {"op": "observation", "id": frame.id, "session": step["session"],
+                                 "observation": FRESH}
+                            )  # fmt: skip
+                            continue
                         index = int(step["session"], 16)
                         obs = _observation(
                             10 + index,
@@ -311,23 +483,34 @@ def _answer(core: VectorCore, conns: list[FakeConn], ends: set[int], meta: bool)
                     }
                 else:
                     assert isinstance(frame, Reset), frame
-                    obs = {"count": 0, "metadata": {"fresh": True}}
                     data = {
                         "op": "observation",
                         "id": frame.id,
                         "session": frame.session,
-                        "observation": obs,
+                        "observation": FRESH,
                     }
                 core.on_response(link, conn.decode(msgspec.json.encode(data)))
 
 
 def _step(
-    bulk: bool, mode: str, observation_type: Any, urls: int, ends: set[int], meta: bool
+    bulk: bool,
+    mode: str,
+    observation_type: Any,
+    urls: int,
+    ends: set[int],
+    meta: bool,
+    folds: bool = False,
+    frames: list[str] | None = None,
 ) -> Any:
     """Three steps of 8 sub-envs (the episodes of `ends` end at the first; under `disabled`,
     which would refuse to step them again, only that one), every result and the sub-envs'
-    state after; `bulk=False` forces the per-sub-env path."""
-    core, conns = _core(8, urls=urls, observation_type=observation_type, autoreset_mode=mode)
+    state after; `bulk=False` forces the per-sub-env path, `folds` has the servers take
+    resets inside step_many (the frames sent go to `frames`)."""
+    features = ("step_many.reset",) if folds else ()
+    core, conns = _core(
+        8, urls=urls, observation_type=observation_type, autoreset_mode=mode, features=features
+    )
+    sent = [] if frames is None else frames
     if not bulk:
         core._take_in_bulk = lambda request, response: False  # type: ignore[method-assign]
     results = []
@@ -335,7 +518,7 @@ def _step(
         call = Call()
         core.check_steppable(core.subs)
         core.plan_step([{"delta": 1}] * 8, core.subs, call)
-        _answer(core, conns, ends if step == 0 else set(), meta)
+        _answer(core, conns, ends if step == 0 else set(), meta, sent)
         assert call.complete
         if step == 0 and not ends:  # every answer was ordinary: no sub-env needed an outcome
             assert bool(call.rows) is bulk and bool(call.outcomes) is not bulk
@@ -365,3 +548,21 @@ def test_an_answer_taken_in_bulk_gives_what_the_per_sub_env_path_gives(
     bulk = _step(True, mode, observation_type, urls, ends, meta)
     per_sub = _step(False, mode, observation_type, urls, ends, meta)
     assert _comparable(bulk) == _comparable(per_sub)
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+@pytest.mark.parametrize("urls", [1, 3])
+@pytest.mark.parametrize("bulk", [True, False])
+def test_autoresets_inside_step_many_give_what_reset_frames_give(
+    mode: str, urls: int, bulk: bool
+) -> None:
+    ends = {1, 2, 5}
+    folded_frames: list[str] = []
+    folded = _step(bulk, mode, CounterObservation, urls, ends, True, True, folded_frames)
+    separate_frames: list[str] = []
+    separate = _step(bulk, mode, CounterObservation, urls, ends, True, False, separate_frames)
+    assert _comparable(folded) == _comparable(separate)
+    assert "Reset" in separate_frames
+    if mode == "next_step":  # the resets ride in the next step's step_many: no frame of their own
+        assert "Reset" not in folded_frames
+        assert folded_frames.count("WireStepMany") == 3 * urls  # one per link and step

@@ -180,8 +180,8 @@ class Blocking:
     async def step(self, actions: Any) -> Any:
         return self.venv.step(actions)
 
-    async def send(self, actions: Any, env_ids: Any = None) -> None:
-        self.venv.send(actions, env_ids)
+    async def send(self, actions: Any, env_ids: Any = None, *, batched: bool = False) -> None:
+        self.venv.send(actions, env_ids, batched=batched)
 
     async def recv(self, min_ready: int | None = None) -> ecotone.StepBatch:
         return self.venv.recv(min_ready)
@@ -358,6 +358,59 @@ def test_recv_returns_the_fast_sub_envs_while_a_slow_one_is_still_stepping(
         assert last.observations[0].steps == 1
 
     run_with(kind, backend, scenario, urls, 4, observation_type=GateObservation)
+
+
+@pytest.mark.parametrize(("kind", "backend"), KINDS)
+def test_batched_send_and_recv_match_gymnasiums_sync_vector_env(
+    walk_server: RunningServer, kind: str, backend: str
+) -> None:
+    """`send(batched=True)`: one step_many per server, autoresets inside it; the sub-envs
+    step as Gymnasium's do, answered a server at a time."""
+    n, steps = 4, 40
+    reference = gymnasium.make_vec(WALK_ID, num_envs=n, vectorization_mode="sync")
+    rng = np.random.default_rng(4)
+    plan = [rng.integers(0, 3, size=n) for _ in range(steps)]
+
+    async def scenario(venv: Any) -> None:
+        reference.reset(seed=2)
+        await venv.reset(seed=2)
+        ended = 0
+        for t, actions in enumerate(plan):
+            want = reference.step(actions)
+            await venv.send({"move": actions}, batched=True)
+            got = await venv.recv()
+            order = np.argsort(got.env_ids)
+            assert got.env_ids[order].tolist() == list(range(n))
+            assert [got.observations[j].pos for j in order] == want[0].tolist(), f"step {t}"
+            assert got.rewards[order].tolist() == want[1].tolist(), f"step {t}"
+            assert got.terminated[order].tolist() == want[2].tolist(), f"step {t}"
+            assert got.truncated[order].tolist() == want[3].tolist(), f"step {t}"
+            ended += int(np.sum(want[2] | want[3]))
+        assert ended > 0
+
+    run_with(kind, backend, scenario, [walk_server.url] * 2, n, observation_type=WalkObservation)
+
+
+@pytest.mark.parametrize(("kind", "backend"), KINDS)
+def test_a_batched_send_answers_a_server_at_a_time(
+    gate_servers: tuple[str, str], gate: threading.Event, kind: str, backend: str
+) -> None:
+    async def scenario(venv: Any) -> None:
+        await venv.reset()
+        # sub-envs 0 and 2 are on the first server, 1 and 3 on the second; 1 is held
+        await venv.send([{"hold": i == 1} for i in range(4)], batched=True)
+        first = await venv.recv(min_ready=1)
+        assert sorted(first.env_ids.tolist()) == [0, 2]  # the first server's batch, whole
+        await venv.send([{}, {}], env_ids=[0, 2], batched=True)
+        again = await venv.recv(min_ready=2)
+        assert sorted(again.env_ids.tolist()) == [0, 2]
+        assert [o.steps for o in again.observations] == [2, 2]
+        gate.set()
+        last = await venv.recv()
+        assert sorted(last.env_ids.tolist()) == [1, 3]
+        assert [o.steps for o in last.observations] == [1, 1]
+
+    run_with(kind, backend, scenario, list(gate_servers), 4, observation_type=GateObservation)
 
 
 def test_recv_after_step_many_results_and_min_ready_bounds(counter_url: str) -> None:

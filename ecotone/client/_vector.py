@@ -38,11 +38,13 @@ from ecotone.wire import (
     Described,
     Error,
     ErrorCode,
+    Hello,
     Open,
     Opened,
     Pong,
     RequestId,
     Reset,
+    ResetArgs,
     Response,
     StateFrame,
     Step,
@@ -129,7 +131,17 @@ class Failure:
 class Link:
     """One server URL: the connection its sub-envs share, and the requests in flight on it."""
 
-    __slots__ = ("conn", "down", "index", "inflight", "outbox", "pipelines", "unanswered", "url")
+    __slots__ = (
+        "conn",
+        "down",
+        "folds_resets",
+        "index",
+        "inflight",
+        "outbox",
+        "pipelines",
+        "unanswered",
+        "url",
+    )
 
     def __init__(self, index: int, url: str) -> None:
         self.index = index
@@ -141,6 +153,8 @@ class Link:
         self.inflight: dict[Any, Request] = {}
         self.unanswered = 0
         self.down: ConnectionLost | None = None  # why the link is down, when it is
+        self.folds_resets = False
+        """Its server takes resets inside `step_many` (its `welcome` lists the feature)."""
 
     @property
     def alive(self) -> bool:
@@ -209,7 +223,17 @@ class Request:
     A batched step's `step_many` also keeps its `call` and the sub-envs' `actions` (in the
     order of `subs`): its sub-envs have no `Outcome` until one is needed (`materialize`)."""
 
-    __slots__ = ("actions", "call", "deadline", "frame", "kind", "link", "started", "subs")
+    __slots__ = (
+        "actions",
+        "call",
+        "deadline",
+        "frame",
+        "kind",
+        "link",
+        "resets",
+        "started",
+        "subs",
+    )
 
     def __init__(
         self, kind: str, frame: Any, link: Link, subs: list[Sub], deadline: float | None
@@ -222,6 +246,8 @@ class Request:
         self.started = time.perf_counter()
         self.call: Call | None = None
         self.actions: list[Any] | None = None  # set while the sub-envs have no outcome
+        self.resets: list[int] | None = None
+        """A `step_many`'s items that are resets (autoresets folded into it), by position."""
 
 
 class Rows(NamedTuple):
@@ -296,6 +322,17 @@ class WireStep(msgspec.Struct, gc=False):
 
     session: str
     action: Any
+
+
+_RESET: Any = object()
+"""Stands for a folded autoreset among a step's actions while a batch is planned."""
+
+
+class WireReset(msgspec.Struct, gc=False):
+    """A `step_many` item that resets its session (`StepItem` with `reset`)."""
+
+    session: str
+    reset: ResetArgs
 
 
 class WireStepMany(Frame, tag="step_many"):
@@ -629,14 +666,25 @@ class VectorCore:
                     "it first, e.g. reset(options={'reset_mask': terminated | truncated})"
                 )
 
-    def plan_step(self, actions: Sequence[Any], subs: Sequence[Sub], call: Call | None) -> None:
+    def plan_step(
+        self,
+        actions: Sequence[Any],
+        subs: Sequence[Sub],
+        call: Call | None,
+        *,
+        batched: bool = False,
+    ) -> None:
         """Queue one step (or autoreset) per sub-env: with a `call`, a `step_many` frame per
-        link; without (`send`), a `step` frame per sub-env so each answers on its own.
+        link; without (`send`), a `step` frame per sub-env so each answers on its own, or
+        (`batched`) a `step_many` per link whose sub-envs answer together.
 
         An action that cannot be encoded raises TypeError before anything of a batched step
         is queued."""
         if len(actions) != len(subs):
             raise ValueError(f"{len(actions)} actions given for {len(subs)} sub-envs")
+        if call is None and batched:
+            self._plan_sent_batch(actions, subs)
+            return
         if call is None:
             for sub, action in zip(subs, actions, strict=True):
                 outcome = self._begin(sub, "step", None)
@@ -668,6 +716,19 @@ class VectorCore:
             or not alive[link.index]
         )
 
+    def _foldable(self, sub: Sub, alive: list[bool]) -> bool:
+        """The sub-env needs a reset, and it can ride in its link's `step_many`: its session
+        is open on the live connection of a server that takes resets there."""
+        link = sub.link
+        return (
+            sub.needs_reset
+            and link.folds_resets
+            and sub.lost is None
+            and sub.session is not None
+            and sub.conn is link.conn
+            and alive[link.index]
+        )
+
     def _step_later(self, sub: Sub, outcome: Outcome) -> bool:
         """For a sub-env that cannot be stepped as it is: fail it (its session is gone) or
         queue its reset instead (next_step autoreset, or an episode that was lost). Returns
@@ -697,6 +758,7 @@ class VectorCore:
         alive = [link.alive for link in links]
         groups: dict[int, tuple[list[Sub], list[Any]]] = {}
         later: list[tuple[Sub, Any]] = []
+        folded: list[Sub] = []
         conn = links[0].conn
         if (
             len(links) == 1
@@ -711,14 +773,18 @@ class VectorCore:
         else:
             for sub, action in zip(subs, actions, strict=True):
                 if not self._ready_to_step(sub, alive):
-                    later.append((sub, action))
-                    continue
+                    if not self._foldable(sub, alive):
+                        later.append((sub, action))
+                        continue
+                    folded.append(sub)  # its autoreset rides in the step_many
+                    action = _RESET
                 group = groups.get(sub.link.index)
                 if group is None:
                     group = groups[sub.link.index] = ([], [])
                 group[0].append(sub)
                 group[1].append(action)
         # Encode first: an action that cannot be encoded raises with nothing queued.
+        args = ResetArgs(options=self.reset_options) if folded else None
         encoded = [
             (
                 index,
@@ -728,6 +794,8 @@ class VectorCore:
                     self._action_bytes(
                         [
                             WireStep(sub.session, action)  # type: ignore[arg-type]
+                            if action is not _RESET
+                            else WireReset(sub.session, args)  # type: ignore[arg-type]
                             for sub, action in zip(group_subs, group_actions, strict=True)
                         ]
                     )
@@ -736,6 +804,10 @@ class VectorCore:
             for index, (group_subs, group_actions) in groups.items()
         ]
         call.open += len(subs)  # each sub-env's outcome (or bulk row) completes it once
+        for sub in folded:  # a reset instead of a step, as `_step_later` would queue it
+            outcome = Outcome(sub.index, "step", call, sub.obs)
+            sub.outcome = outcome
+            call.outcomes[sub.index] = outcome
         for sub, action in later:
             outcome = Outcome(sub.index, "step", call, sub.obs)
             outcome.action = action
@@ -748,7 +820,63 @@ class VectorCore:
             frame = WireStepMany(id=link.conn.core.next_id(), steps=steps)
             request = self._queue("step_many", frame, link, group_subs)
             request.call = call
+            if folded:
+                resets = [j for j, action in enumerate(group_actions) if action is _RESET]
+                if resets:
+                    request.resets = resets
+                    group_actions = [None if a is _RESET else a for a in group_actions]
             request.actions = group_actions
+
+    def _plan_sent_batch(self, actions: Sequence[Any], subs: Sequence[Sub]) -> None:
+        """`send(batched=True)`: a `step_many` per link of the sub-envs ready to step (and of
+        those whose autoreset can ride in it); each sub-env has its outcome from the start,
+        and they reach `ready` together when their link answers."""
+        alive = [link.alive for link in self.links]
+        groups: dict[int, tuple[list[Sub], list[Any]]] = {}
+        later: list[tuple[Sub, Any]] = []
+        for sub, action in zip(subs, actions, strict=True):
+            if not self._ready_to_step(sub, alive):
+                if not self._foldable(sub, alive):
+                    later.append((sub, action))
+                    continue
+                action = _RESET
+            group = groups.get(sub.link.index)
+            if group is None:
+                group = groups[sub.link.index] = ([], [])
+            group[0].append(sub)
+            group[1].append(action)
+        args = ResetArgs(options=self.reset_options)
+        encoded = [
+            (
+                index,
+                group_subs,
+                group_actions,
+                msgspec.Raw(
+                    self._action_bytes(
+                        [
+                            WireStep(sub.session, action)  # type: ignore[arg-type]
+                            if action is not _RESET
+                            else WireReset(sub.session, args)  # type: ignore[arg-type]
+                            for sub, action in zip(group_subs, group_actions, strict=True)
+                        ]
+                    )
+                ),
+            )
+            for index, (group_subs, group_actions) in groups.items()
+        ]
+        for sub, action in later:
+            outcome = self._begin(sub, "step", None)
+            outcome.action = action
+            handled = self._step_later(sub, outcome)
+            assert handled, f"sub-env {sub.index} is neither ready to step nor to reset"
+        for index, group_subs, group_actions, steps in encoded:
+            for sub, action in zip(group_subs, group_actions, strict=True):
+                self._begin(sub, "step", None).action = None if action is _RESET else action
+            link = self.links[index]
+            frame = WireStepMany(id=link.conn.core.next_id(), steps=steps)
+            request = self._queue("step_many", frame, link, group_subs)
+            resets = [j for j, action in enumerate(group_actions) if action is _RESET]
+            request.resets = resets or None
 
     def _adopt(self, sub: Sub, action: Any, call: Call | None) -> Outcome:
         """The outcome of a sub-env stepped in a bulk `step_many`, made when it needs one."""
@@ -822,8 +950,9 @@ class VectorCore:
         kind = request.kind
         if kind == "step_many":
             self._on_step_many(request, response)
-        elif kind == "close":
-            pass
+        elif kind in ("close", "hello"):
+            if type(response) is Welcome:
+                link.folds_resets = "step_many.reset" in response.features
         elif isinstance(response, Error):
             failure = Failure.from_server(ServerError.from_frame(response))
             self._fail(request.subs[0], failure, after_step=kind == "step")
@@ -837,6 +966,8 @@ class VectorCore:
             self._opened(request.subs[0], response)
 
     def _on_step_many(self, request: Request, response: Response) -> None:
+        if request.resets is not None:
+            response = self._take_resets(request, response)
         if request.actions is not None and self._take_in_bulk(request, response):
             return
         self.materialize(request)
@@ -867,6 +998,40 @@ class VectorCore:
                     self.ready.append(outcome)
             else:
                 self._stepped(sub, result, request.started)
+
+    def _take_resets(self, request: Request, response: Response) -> Response:
+        """Answer the reset items of a `step_many` (folded autoresets) and take them out of
+        the request and its answer, which then go on as a step_many of steps only."""
+        positions = request.resets
+        assert positions is not None
+        request.resets = None
+        subs = request.subs
+        keep = [j for j in range(len(subs)) if j not in set(positions)]
+        if isinstance(response, Error):
+            failure = Failure.from_server(ServerError.from_frame(response))
+            for j in positions:
+                self._fail(subs[j], failure)
+        else:
+            results: list[Any] = response.results  # type: ignore[union-attr]
+            if len(results) != len(subs):
+                error = ServerError(
+                    ErrorCode.INTERNAL,
+                    f"step_many answered {len(results)} items for {len(subs)}",
+                )
+                for j in positions:
+                    self._fail(subs[j], Failure.from_server(error))
+            else:
+                for j in positions:
+                    item = results[j]
+                    if isinstance(item, Error):
+                        self._fail(subs[j], Failure.from_server(ServerError.from_frame(item)))
+                    else:
+                        self._reset_done(subs[j], item.observation)
+                response.results = [results[j] for j in keep]  # type: ignore[union-attr]
+        request.subs = [subs[j] for j in keep]
+        if request.actions is not None:
+            request.actions = [request.actions[j] for j in keep]
+        return response
 
     def _flags(
         self, observations: list[Any]
@@ -1099,6 +1264,9 @@ class VectorCore:
         link.inflight.clear()
         link.outbox.clear()
         link.unanswered = 0
+        link.folds_resets = False
+        # Learn what the server can do (answered before any session is open to step).
+        self._queue("hello", Hello(id=conn.core.next_id()), link, [])
         if old is not None:
             for sub in self.subs:
                 if sub.link is link and sub.conn is old and sub.lost is None:

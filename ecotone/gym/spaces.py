@@ -43,10 +43,11 @@ envs), as JSON data. Rendering is not available remotely (`render_mode` is None)
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ecotone.wire import EnvInfo
@@ -233,6 +234,44 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return repr(value)
+
+
+def _tolist(value: Any) -> Any:
+    if type(value) is np.ndarray:
+        return value.tolist()
+    return np.asarray(value).tolist()
+
+
+def _jsonable_info(value: Any) -> Any:
+    return to_jsonable(value) if value else {}
+
+
+def wire_writer(space: spaces.Space[Any]) -> Callable[[Any], Any]:
+    """`to_wire` for one space, decided once: the function a hot loop calls per value."""
+    if isinstance(space, spaces.Discrete):
+        return int
+    if isinstance(space, spaces.Box | spaces.MultiDiscrete | spaces.MultiBinary):
+        return _tolist
+    if isinstance(space, spaces.Text):
+        return str
+    return functools.partial(to_wire, space)
+
+
+def wire_reader(space: spaces.Space[Any]) -> Callable[[Any], Any]:
+    """`from_wire` for one space, decided once."""
+    if isinstance(space, spaces.Discrete):
+        return np.int64
+    if isinstance(space, spaces.Box | spaces.MultiDiscrete | spaces.MultiBinary):
+        assert space.dtype is not None
+        return functools.partial(_array, dtype=space.dtype)
+    if isinstance(space, spaces.Text):
+        return str
+    return functools.partial(from_wire, space)
+
+
+def info_writer() -> Callable[[Any], Any]:
+    """`to_jsonable` for an info dict, with the usual empty one taken at once."""
+    return _jsonable_info
 
 
 def to_wire(space: spaces.Space[Any], value: Any) -> Any:

@@ -20,6 +20,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 
 from ecotone.client.sync import Connection
 from ecotone.client.vector import VectorEnv
+from ecotone.gym import batch
 from ecotone.gym.spaces import _nodes
 
 
@@ -51,16 +52,37 @@ class RemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
         self.metadata = {"autoreset_mode": mode}
         self.render_mode = None
         self._buffer: Any = create_empty_array(self.single_observation_space, n=num_envs)
+        self._read_batch = batch.reader(self._observation)
+        self._write_batch = batch.writer(self._action)
         self.vector = VectorEnv(urls, num_envs, env, autoreset_mode=mode.value, **vector_kwargs)
 
-    def _batch(self, observations: Sequence[Any]) -> Any:
+    def _batch(self, observations: list[Any]) -> Any:
+        if self._read_batch is not None:
+            try:
+                return self._read_batch(observations)  # new arrays: nothing to copy
+            except batch.Unbatchable:
+                pass  # the per-item path says what is wrong, or copes
         items = [self._observation.from_wire(o) for o in observations]
-        return copy.deepcopy(concatenate(self.single_observation_space, items, self._buffer))
+        space = self.single_observation_space
+        n = len(items)
+        out: Any = self._buffer if n == self.num_envs else create_empty_array(space, n=n)
+        return copy.deepcopy(concatenate(space, items, out))
+
+    def _wire_actions(self, actions: Any, n: int) -> list[Any]:
+        if self._write_batch is not None:
+            try:
+                return self._write_batch(actions, n)
+            except batch.Unbatchable:
+                pass
+        space = self.action_space
+        if n != self.num_envs:
+            space = batch_space(self.single_action_space, n)
+        return [self._action.to_wire(a) for a in iterate(space, actions)]
 
     def _infos(self, infos: dict[str, Any]) -> dict[str, Any]:
         final = infos.get("final_obs")
         if final is not None:  # wire observations: give them back as space values
-            converted = np.empty(self.num_envs, dtype=object)
+            converted = np.empty(len(final), dtype=object)
             for i, obs in enumerate(final):
                 converted[i] = None if obs is None else self._observation.from_wire(obs)
             infos = {**infos, "final_obs": converted}
@@ -73,9 +95,32 @@ class RemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
         return self._batch(observations), self._infos(infos)
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        wire = [self._action.to_wire(a) for a in iterate(self.action_space, actions)]
+        wire = self._wire_actions(actions, self.num_envs)
         observations, rewards, terminated, truncated, infos = self.vector.step(wire)
         return self._batch(observations), rewards, terminated, truncated, self._infos(infos)
+
+    # --- EnvPool-style asynchronous stepping ---------------------------------------------------
+
+    def send(self, actions: Any, env_ids: Any = None) -> None:
+        """Start a step of the sub-envs `env_ids` (all when None; `actions` is their batch of
+        actions, in that order) without waiting for it; `recv` returns the results. The
+        sub-envs of one server go in one request and answer together, so while one server
+        steps its batch the caller can work on another's (EnvPool's `send`)."""
+        n = self.num_envs if env_ids is None else len(np.asarray(env_ids).reshape(-1))
+        self.vector.send(self._wire_actions(actions, n), env_ids, batched=True)
+
+    def recv(
+        self, min_ready: int | None = None, max_ready: int | None = None
+    ) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """Wait until at least `min_ready` sent sub-envs have answered (default: all of those
+        in flight), and return at most `max_ready` of them, in the order they answered, as
+        `step` does for all: (observations, rewards, terminated, truncated, infos), with
+        `infos["env_id"]` the sub-envs' indices (EnvPool's `recv`). Autoreset applies to
+        each sub-env as in `step`."""
+        got = self.vector.recv(min_ready, max_ready)
+        infos = self._infos(got.infos)
+        infos["env_id"] = got.env_ids
+        return self._batch(got.observations), got.rewards, got.terminated, got.truncated, infos
 
     def close_extras(self, **kwargs: Any) -> None:
         self.vector.close()

@@ -73,6 +73,16 @@ def invalid_action(exc: msgspec.DecodeError, env: str, rid: RequestId, session: 
     )
 
 
+def no_action(rid: RequestId, session: str) -> Error:
+    """A `step_many` item with neither an action nor a reset."""
+    return error(
+        ErrorCode.INVALID_ARGUMENT,
+        "a step_many item needs `action` (a step) or `reset` (a reset)",
+        rid,
+        session,
+    )
+
+
 def too_deep(env: str, rid: RequestId, session: str) -> Error:
     return error(
         ErrorCode.INVALID_ACTION,

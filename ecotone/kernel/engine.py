@@ -235,12 +235,16 @@ class _Batch:
 class _Entry:
     """One item of a batch, waiting for (or running on) its session."""
 
-    __slots__ = ("action", "batch", "index")
+    __slots__ = ("action", "batch", "index", "reset")
 
-    def __init__(self, batch: _Batch, index: int, action: msgspec.Raw) -> None:
+    def __init__(
+        self, batch: _Batch, index: int, action: msgspec.Raw, reset: Reset | None = None
+    ) -> None:
         self.batch = batch
         self.index = index
         self.action = action
+        self.reset = reset
+        """The item is this reset (`StepItem.reset`), not a step."""
 
 
 class Engine(Operations):
@@ -358,7 +362,8 @@ class Engine(Operations):
             session.last_used = self.clock()
         entry = call.batch
         if entry is not None:
-            self._entry_answered(session, entry, outcome, jobs)
+            if outcome is not None:  # None: a reset item's next call answers it
+                self._entry_answered(session, entry, outcome, jobs)
         elif outcome is not None and call.peer is not None:
             call.peer.emit(outcome)
         if session is not None and session.active is None:
@@ -431,7 +436,10 @@ class Engine(Operations):
                 timeout=self._limit(session.spec),
             )
             jobs.append(closing)
-        what = type(call.request).__name__.lower() if call.batch is None else "step"
+        if call.batch is None:
+            what = type(call.request).__name__.lower()
+        else:
+            what = "step" if call.batch.reset is None else "reset"
         if what in ("int", "str"):  # a single step's request is its id
             what = "step"
         rid = call.batch.batch.rid if call.batch is not None else _rid(call.request)
@@ -576,6 +584,16 @@ class Engine(Operations):
 
     def _start(self, session: Session, peer: Peer, request: Any, jobs: list[Call]) -> None:
         """Run a request on its idle session: answered now, or a call for the driver."""
+        outcome = self._outcome(session, peer, request, jobs)
+        if type(outcome) is Call:
+            session.active = outcome
+            jobs.append(outcome)
+        elif outcome is not None:
+            peer.emit(outcome)
+
+    def _outcome(self, session: Session, peer: Peer, request: Any, jobs: list[Call]) -> Any:
+        """What a request on its idle session comes to: its answer, a call for the driver, or
+        None (a call it made is in `jobs` and answers it)."""
         try:
             if type(request) is Step:
                 outcome = self._begin_step(
@@ -597,11 +615,7 @@ class Engine(Operations):
         except Exception as exc:  # an engine bug: this request fails, the session goes on
             log.exception("internal error starting %s", type(request).__name__)
             outcome = answers.internal(exc, request.id, session.id)
-        if type(outcome) is Call:
-            session.active = outcome
-            jobs.append(outcome)
-        elif outcome is not None:
-            peer.emit(outcome)
+        return outcome
 
     # --- session-less requests ----------------------------------------------------------------
 
@@ -690,8 +704,9 @@ class Engine(Operations):
         items = req.steps
         rid = req.id
         sessions = self.sessions.get_many([item.session for item in items], peer.owner)
+        resets = _resets(req) if [item.reset for item in items].count(None) < len(items) else None
         if not peer.frames and self._on_step is None:
-            data = self._step_batch(peer, items, sessions, rid)
+            data = self._step_batch(peer, items, sessions, rid, resets)
             if data is not None:
                 peer.emit(data)
                 return NO_CALLS
@@ -708,7 +723,11 @@ class Engine(Operations):
                 batch.results[index] = answers.named_twice(session_id, rid, earlier, index)
                 continue
             first[session_id] = index
-            starts.append((session, _Entry(batch, index, item.action)))
+            reset = None if resets is None else resets[index]
+            if type(reset) is Error:
+                batch.results[index] = reset
+                continue
+            starts.append((session, _Entry(batch, index, item.action, reset)))  # type: ignore[arg-type]
         jobs: list[Call] = []
         batch.remaining = len(starts)
         if not starts:
@@ -724,11 +743,17 @@ class Engine(Operations):
 
     def _start_entry(self, session: Session, entry: _Entry, jobs: list[Call]) -> None:
         batch = entry.batch
-        try:
-            outcome = self._begin_step(session, batch.peer, entry.action, batch.rid, batch.asked)
-        except Exception as exc:  # an engine bug: this item fails, the batch is answered
-            log.exception("internal error starting a step_many item")
-            outcome = answers.internal(exc, batch.rid, session.id)
+        reset = entry.reset
+        if reset is not None:
+            outcome = self._outcome(session, batch.peer, reset, jobs)
+        else:
+            try:
+                outcome = self._begin_step(
+                    session, batch.peer, entry.action, batch.rid, batch.asked
+                )
+            except Exception as exc:  # an engine bug: this item fails, the batch is answered
+                log.exception("internal error starting a step_many item")
+                outcome = answers.internal(exc, batch.rid, session.id)
         if type(outcome) is Call:
             outcome.batch = entry
             session.active = outcome
@@ -870,6 +895,38 @@ class Engine(Operations):
             log.error("environment %r raised in close()", session.spec.name, exc_info=call.error)
         if self._on_closed is not None:
             self._on_closed(session_id=session.id, env=session.spec.name, reason=reason)
+
+
+def _resets(req: StepMany) -> list[Reset | Error | None]:
+    """For each item of a `step_many`, its reset as a `Reset` frame (None: a step), or the
+    error an item with both an action and a reset is."""
+    rid, timeout = req.id, req.call_timeout
+    out: list[Reset | Error | None] = []
+    for item in req.steps:
+        args = item.reset
+        if args is None:
+            out.append(None)
+        elif item.action:
+            out.append(
+                answers.error(
+                    ErrorCode.INVALID_ARGUMENT,
+                    "a step_many item is a step (`action`) or a reset (`reset`), not both",
+                    rid,
+                    item.session,
+                )
+            )
+        else:
+            out.append(
+                Reset(
+                    id=rid,
+                    session=item.session,
+                    seed=args.seed,
+                    episode_id=args.episode_id,
+                    options=args.options,
+                    call_timeout=timeout,
+                )
+            )
+    return out
 
 
 def _rid(request: Any) -> RequestId | None:

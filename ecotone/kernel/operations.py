@@ -12,6 +12,7 @@ have their own path (`_begin_step`, `_stepped`) because they are the hot path, a
 from __future__ import annotations
 
 import base64
+import itertools
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -27,6 +28,7 @@ from ecotone.kernel.rubrics import RubricError
 from ecotone.kernel.sessions import Phase, Session
 from ecotone.kernel.tasks import TASK_OPTIONS, TaskError
 from ecotone.wire import (
+    FEATURES,
     PROTOCOL_VERSION,
     CallTool,
     Describe,
@@ -58,6 +60,9 @@ from ecotone.wire.frames import Frame, RequestId
 if TYPE_CHECKING:
     from ecotone.kernel.engine import Peer
 
+_NO_RESETS: Final = itertools.repeat(None)
+"""What `_step_batch` zips with a batch's items when none is a reset."""
+
 SERVER_NAME: Final = "ecotone"
 _TIMED_OPS: Final = frozenset({"reset", "state", "close", "list_tools", "call_tool", "render"})
 
@@ -68,9 +73,9 @@ class _Observed(msgspec.Struct, tag_field="op", tag="observation", gc=False):
     fields in the same order; `id` is a request's, never None). Built positionally, and
     untracked by the garbage collector (it is in no reference cycle): it is made per item."""
 
-    id: RequestId
     session: str
     observation: Any
+    id: RequestId
 
 
 class _StepManyAnswer(Frame, tag="step_many_result", gc=False):
@@ -191,7 +196,11 @@ class Operations:
                 supported=[PROTOCOL_VERSION],
             )
         return Welcome(
-            id=req.id, version=PROTOCOL_VERSION, server=SERVER_NAME, envs=list(self.envs)
+            id=req.id,
+            version=PROTOCOL_VERSION,
+            server=SERVER_NAME,
+            envs=list(self.envs),
+            features=list(FEATURES),
         )
 
     def _spec(self, name: str | None, rid: RequestId) -> EnvSpec | Error:
@@ -272,6 +281,8 @@ class Operations:
         try:
             action = peer.codec.decode_as(raw_action, spec.action_type)
         except msgspec.DecodeError as exc:
+            if not raw_action:
+                return answers.no_action(rid, session.id)
             return answers.invalid_action(exc, spec.name, rid, session.id)
         except RecursionError:
             return answers.too_deep(spec.name, rid, session.id)
@@ -346,11 +357,14 @@ class Operations:
         items: list[StepItem],
         sessions: list[Session | None],
         rid: RequestId,
+        resets: list[Reset | Error | None] | None = None,
     ) -> bytes | None:
         """A whole `step_many` answered synchronously, when every item can be: its session is
         unknown, or idle and either not running (an error) or stepping inline and sync; the
-        items name distinct sessions. Returns the encoded `step_many_result`, the same bytes
-        the general path and one encode would give; or None, having done nothing.
+        items name distinct sessions. `resets` (None: no item is one) has each reset item's
+        `Reset` frame (or the error it is) at its place; resets of inline sessions are
+        answered here too. Returns the encoded `step_many_result`, the same bytes the general
+        path and one encode would give; or None, having done nothing.
 
         The hot path of a vector env: no per-item call objects, and the observations are
         encoded with the frame around them in one pass (per item only when one cannot be
@@ -360,10 +374,14 @@ class Operations:
             if session is not None:
                 if session.active is not None or session.queue:
                     return None
-                if session.phase is running and session.spec.mode is not inline:
-                    return None
                 if session.guests is not None:  # a shared session: `_stepped` records
                     return None
+                if session.spec.mode is not inline and (
+                    session.phase is running or resets is not None
+                ):
+                    return None
+                if resets is not None and session.env is None:
+                    return None  # set aside after a timeout: the reset makes a new instance
         if len({item.session for item in items}) != len(items):
             return None
         results: list[Any] = []
@@ -371,10 +389,18 @@ class Operations:
         stepped_here = 0
         clock = self.clock
         decode = peer.codec.decode_as
-        for item, session in zip(items, sessions, strict=True):
+        no_jobs: list[Call] = []
+        for item, session, reset in zip(items, sessions, resets or _NO_RESETS, strict=False):
             session_id = item.session
             if session is None:
                 append(answers.unknown_session(session_id, rid))
+                continue
+            if reset is not None:  # inline (checked above): answered now, no job left
+                if type(reset) is Error:
+                    append(reset)
+                else:
+                    append(self._begin_reset(session, peer, reset, no_jobs))  # type: ignore[arg-type]
+                    session.last_used = clock()
                 continue
             if session.phase is not running:
                 append(_not_running(session, rid))
@@ -383,7 +409,10 @@ class Operations:
             try:
                 action = decode(item.action, spec.action_type)
             except msgspec.DecodeError as exc:
-                append(answers.invalid_action(exc, spec.name, rid, session_id))
+                if not item.action:
+                    append(answers.no_action(rid, session_id))
+                else:
+                    append(answers.invalid_action(exc, spec.name, rid, session_id))
                 continue
             except RecursionError:
                 append(answers.too_deep(spec.name, rid, session_id))
@@ -401,7 +430,7 @@ class Operations:
             # As `_stepped` does once the observation is encoded (undone below if not).
             if getattr(obs, "done", False) or getattr(obs, "truncated", False):
                 session.phase = ended
-            append(_Observed(rid, session_id, obs))
+            append(_Observed(session_id, obs, rid))
             stepped_here += 1
         self.steps_total += stepped_here
         try:
@@ -497,6 +526,7 @@ class Operations:
         outcome = self._begin_reset(session, call.peer, req, jobs)
         if type(outcome) is Call:
             session.active = outcome  # the session stays busy: this reset is not answered yet
+            outcome.batch = call.batch  # a step_many's reset item: that call answers it
             jobs.append(outcome)
             return None
         return outcome

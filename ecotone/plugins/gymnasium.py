@@ -47,10 +47,10 @@ from __future__ import annotations
 import inspect
 import itertools
 import json
+import os
 import random
 import re
 import threading
-import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 from urllib.parse import parse_qsl
@@ -212,6 +212,14 @@ def _described_type(space: spaces.Space[Any], where: str, stem: str) -> Any:
 # --- the env -------------------------------------------------------------------------------
 
 
+def _has_structs(space: spaces.Space[Any]) -> bool:
+    """Whether the space's actions decode to msgspec Structs or tuples (Dict and Tuple
+    spaces), which `from_wire` reads as plain data."""
+    from gymnasium import spaces
+
+    return isinstance(space, spaces.Dict | spaces.Tuple)
+
+
 class GymnasiumEnv(ecotone.Environment[Any, Any, Any]):
     """Base of the env classes the bridge builds: one `gymnasium.make(...)` per session."""
 
@@ -221,32 +229,37 @@ class GymnasiumEnv(ecotone.Environment[Any, Any, Any]):
     def __init__(self) -> None:
         import gymnasium
 
+        from ecotone.gym.spaces import info_writer, wire_reader, wire_writer
+
         self._env = gymnasium.make(self.gym_id, **self.make_kwargs)
         self._state: Any = self.state_type()
         self._closed = False
+        # The conversions, decided once per session (a step is the hot path).
+        action_space = self._env.action_space
+        self._env_step = self._env.step
+        self._read_action = wire_reader(action_space)
+        self._plain_action = not _has_structs(action_space)
+        self._write_obs = wire_writer(self._env.observation_space)
+        self._write_info = info_writer()
 
     def _obs(self, obs: Any, reward: float | None, done: bool, truncated: bool, info: Any) -> Any:
-        from ecotone.gym.spaces import to_jsonable, to_wire
-
-        data = to_wire(self._env.observation_space, obs)
+        data = self._write_obs(obs)
         self._state.obs = data
         return self.observation_type(
-            obs=data, info=to_jsonable(info), reward=reward, done=done, truncated=truncated
+            obs=data, info=self._write_info(info), reward=reward, done=done, truncated=truncated
         )
 
     def reset(
         self, *, seed: int | None = None, episode_id: str | None = None, **options: Any
     ) -> Any:
         obs, info = self._env.reset(seed=seed, options=options or None)
-        self._state = self.state_type(episode_id=episode_id or uuid.uuid4().hex)
+        self._state = self.state_type(episode_id=episode_id or os.urandom(16).hex())
         return self._obs(obs, None, False, False, info)
 
     def step(self, action: Any) -> Any:
-        from ecotone.gym.spaces import from_wire
-
-        space = self._env.action_space
-        value = from_wire(space, msgspec.to_builtins(action.action))
-        obs, reward, terminated, truncated, info = self._env.step(value)
+        data = action.action
+        value = self._read_action(data if self._plain_action else msgspec.to_builtins(data))
+        obs, reward, terminated, truncated, info = self._env_step(value)
         self._state.step_count += 1
         return self._obs(obs, float(reward), bool(terminated), bool(truncated), info)
 

@@ -7,6 +7,7 @@ and the clients all speak in these types; `docs/protocol.md` is generated from t
 from ecotone.wire.codec import Codec, JsonCodec, MsgpackCodec, codec_for
 from ecotone.wire.errors import ErrorCode
 from ecotone.wire.frames import (
+    FEATURES,
     PROTOCOL_VERSION,
     SUBPROTOCOLS,
     CallTool,
@@ -32,6 +33,7 @@ from ecotone.wire.frames import (
     Request,
     RequestId,
     Reset,
+    ResetArgs,
     Response,
     Share,
     Shared,
@@ -52,6 +54,7 @@ from ecotone.wire.frames import (
 )
 
 __all__ = [
+    "FEATURES",
     "PROTOCOL_VERSION",
     "SUBPROTOCOLS",
     "CallTool",
@@ -81,6 +84,7 @@ __all__ = [
     "Request",
     "RequestId",
     "Reset",
+    "ResetArgs",
     "Response",
     "Share",
     "Shared",

@@ -16,7 +16,7 @@ from ecotone.wire.errors import ERROR_DESCRIPTIONS, HTTP_STATUS, ErrorCode
 
 REQUESTS = list(get_args(frames.Request))
 RESPONSES = list(get_args(frames.Response))
-NESTED = [frames.StepItem, frames.EnvInfo, frames.ToolInfo, frames.TaskRef]
+NESTED = [frames.StepItem, frames.ResetArgs, frames.EnvInfo, frames.ToolInfo, frames.TaskRef]
 
 
 def _type_name(t: Any) -> str:
@@ -31,6 +31,8 @@ def _type_name(t: Any) -> str:
 def _default(field: msgspec.structs.FieldInfo) -> str:
     if field.required:
         return "required"
+    if isinstance(field.default, msgspec.Raw):
+        return "optional"
     if field.default is not msgspec.NODEFAULT:
         return f"default `{field.default!r}`"
     return "default `{}`" if field.default_factory is dict else "default `[]`"

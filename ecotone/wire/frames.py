@@ -21,6 +21,9 @@ import msgspec
 from ecotone.wire.errors import ErrorCode
 
 PROTOCOL_VERSION = 1
+
+FEATURES: tuple[str, ...] = ("step_many.reset",)
+"""The features this package's servers list in `welcome` (and its clients use when listed)."""
 """The version `hello` negotiates. Bumped only for incompatible changes."""
 
 SUBPROTOCOLS: dict[str, str] = {
@@ -117,17 +120,29 @@ class Close(RequestFrame, tag="close"):
     session_bound: ClassVar[bool] = True
 
 
-class StepItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """One session's action inside `step_many`."""
+class ResetArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """A `reset` inside `step_many`: the fields of the `reset` request but its session."""
+
+    seed: int | None = None
+    episode_id: str | None = None
+    options: dict[str, Any] = {}
+
+
+class StepItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """One session's action inside `step_many`, or its reset: exactly one of `action` and
+    `reset` (servers whose `welcome` lists the `step_many.reset` feature take resets)."""
 
     session: str
-    action: msgspec.Raw
+    action: msgspec.Raw = msgspec.Raw(b"")
+    reset: ResetArgs | None = None
 
 
 class StepMany(EnvCallFrame, tag="step_many"):
     """Step many sessions in one round trip. Each item is ordered with the other requests of
     its session; the items run concurrently across sessions. Answered by one `step_many_result`
-    whose items are in the same order as the request's."""
+    whose items are in the same order as the request's. An item may reset its session instead
+    of stepping it (`reset`, where the server's `welcome` lists `step_many.reset`): it is
+    answered as that `reset` would be, so a vector env's autoresets ride in its steps."""
 
     steps: list[StepItem]
 
@@ -292,6 +307,9 @@ class Welcome(Frame, tag="welcome"):
     version: int
     server: str
     envs: list[str]
+    features: list[str] = []
+    """What this server does beyond version 1's frames: `step_many.reset` (a `step_many`
+    item may be a reset, see `StepItem`)."""
 
 
 class Described(Frame, tag="described"):

@@ -286,10 +286,15 @@ class VectorEnv:
 
     # --- EnvPool-style asynchronous stepping ---------------------------------------------------
 
-    def send(self, actions: Any, env_ids: Any = None) -> None:
+    def send(self, actions: Any, env_ids: Any = None, *, batched: bool = False) -> None:
         """Start a step of each sub-env in `env_ids` (all when None) with its action, without
         waiting; `recv` collects the results. A sub-env with a step in flight cannot be sent
-        another. Autoreset applies as in `step` (next_step: a finished sub-env is reset)."""
+        another. Autoreset applies as in `step` (next_step: a finished sub-env is reset).
+
+        Each sub-env answers on its own by default, as soon as its step is done. `batched`:
+        the sub-envs of one server go in one `step_many` and answer together, which costs
+        much less per step (EnvPool's way: send a batch to one server, work on another
+        server's batch meanwhile)."""
         core = self._core
         if not self._started:
             raise RuntimeError(
@@ -298,7 +303,7 @@ class VectorEnv:
         subs = select_subs(core, env_ids)
         actions = split_actions(actions, len(subs))
         core.check_steppable(subs)
-        core.plan_step(actions, subs, None)
+        core.plan_step(actions, subs, None, batched=batched)
         self._flush()
 
     def recv(self, min_ready: int | None = None, max_ready: int | None = None) -> StepBatch:
