@@ -93,6 +93,8 @@ _OPENENV = (
 _ECOTONE = "{py} bench/ecotone_driver.py --url {ws_url} --steps {steps} --sessions {sessions}"
 _VECTOR = "{py} bench/vector_driver.py --url {ws_url} --steps 300 --sessions {sessions}"
 _VECTOR_256 = "{py} bench/vector_driver.py --url {ws_url} --steps 100 --sessions 256"
+_VECTOR_2 = "{py} bench/vector_driver.py --servers 2 --steps 300 --sessions {sessions}"
+_VECTOR_256_2 = "{py} bench/vector_driver.py --servers 2 --steps 100 --sessions 256"
 _ECOTONE_TCP = (
     "{py} bench/ecotone_driver.py --url tcp://127.0.0.1:{port} --steps {steps} "
     "--sessions {sessions}"
@@ -131,9 +133,20 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("ecotone", "gym-inproc", "K", _VECTOR + " --mode gym-inproc"),
     Scenario("ecotone", "vector-batched-256", "256", _VECTOR_256 + " --mode batched"),
     Scenario("ecotone", "gym-inproc-256", "256", _VECTOR_256 + " --mode gym-inproc"),
+    # The same over two servers the driver starts itself (process provider, one per core):
+    # `step` (both servers step at once), and EnvPool's send/recv loop (`pool`: a server's
+    # batch goes back as soon as it answers, while the other steps).
+    Scenario("ecotone", "vector-2srv", "K", _VECTOR_2 + " --mode batched"),
+    Scenario("ecotone", "vector-2srv-pool", "K", _VECTOR_2 + " --mode batched --pool"),
+    Scenario("ecotone", "vector-2srv-256", "256", _VECTOR_256_2 + " --mode batched"),
+    Scenario("ecotone", "vector-2srv-pool-256", "256", _VECTOR_256_2 + " --mode batched --pool"),
     # CartPole-v1 through the Gymnasium bridge, against Gymnasium's own vector envs in process
     # (issue 17's baseline): 300 vector steps of K sub-envs, always pushing right.
     Scenario("ecotone-cartpole", "make-vec", "K", _VECTOR + " --mode cartpole-remote"),
+    Scenario("ecotone-cartpole", "make-vec-2srv", "K", _VECTOR_2 + " --mode cartpole-remote"),
+    Scenario(
+        "ecotone-cartpole", "make-vec-2srv-pool", "K", _VECTOR_2 + " --mode cartpole-remote --pool"
+    ),
     Scenario("ecotone-cartpole", "gym-sync", "K", _VECTOR + " --mode cartpole-sync"),
     Scenario("ecotone-cartpole", "gym-async", "K", _VECTOR + " --mode cartpole-async"),
 )
@@ -160,8 +173,16 @@ RATIOS: tuple[tuple[str, str], ...] = (
     ("ecotone/vector-batched", "ecotone/gym-inproc"),
     ("ecotone/vector-batched", "ecotone/vector-per-socket"),
     ("ecotone/vector-batched-256", "ecotone/gym-inproc-256"),
+    ("ecotone/vector-2srv", "ecotone/gym-inproc"),
+    ("ecotone/vector-2srv-pool", "ecotone/gym-inproc"),
+    ("ecotone/vector-2srv-256", "ecotone/gym-inproc-256"),
+    ("ecotone/vector-2srv-pool-256", "ecotone/gym-inproc-256"),
     ("ecotone-cartpole/make-vec", "ecotone-cartpole/gym-sync"),
     ("ecotone-cartpole/make-vec", "ecotone-cartpole/gym-async"),
+    ("ecotone-cartpole/make-vec-2srv", "ecotone-cartpole/gym-sync"),
+    ("ecotone-cartpole/make-vec-2srv", "ecotone-cartpole/gym-async"),
+    ("ecotone-cartpole/make-vec-2srv-pool", "ecotone-cartpole/gym-sync"),
+    ("ecotone-cartpole/make-vec-2srv-pool", "ecotone-cartpole/gym-async"),
 )
 """(numerator, denominator) scenario keys for the ratio table."""
 TIME_HEADING = "## Where the time goes"

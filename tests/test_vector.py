@@ -413,6 +413,34 @@ def test_a_batched_send_answers_a_server_at_a_time(
     run_with(kind, backend, scenario, list(gate_servers), 4, observation_type=GateObservation)
 
 
+def test_a_batched_send_split_by_max_ready_comes_back_in_send_order(counter_url: str) -> None:
+    with ecotone.VectorEnv(counter_url, 5) as venv:
+        venv.reset()
+        venv.send([{"delta": d} for d in (1, 2, 3)], env_ids=[4, 0, 2], batched=True)
+        with pytest.raises(ValueError, match="in flight"):
+            venv.send([{"delta": 1}], env_ids=[0], batched=True)
+        venv.send([{"delta": 7}], env_ids=[1])  # one on its own, answered on its own
+        got = [venv.recv(min_ready=4, max_ready=2), venv.recv(max_ready=1), venv.recv()]
+        ids = [i for batch in got for i in batch.env_ids.tolist()]
+        assert sorted(ids) == [0, 1, 2, 4]
+        counts = {
+            i: obs["count"]
+            for batch in got
+            for i, obs in zip(batch.env_ids.tolist(), batch.observations, strict=True)
+        }
+        assert counts == {4: 1, 0: 2, 2: 3, 1: 7}
+        flat = [i for i in ids if i != 1]
+        assert flat == [4, 0, 2]  # a batch keeps the order it was sent in, split or not
+        rewards = {
+            i: r
+            for batch in got
+            for i, r in zip(batch.env_ids.tolist(), batch.rewards.tolist(), strict=True)
+        }
+        assert rewards == {4: 1.0, 0: 2.0, 2: 3.0, 1: 7.0}
+        obs, *_ = venv.step([{"delta": 1}] * 5)  # everything is back: a blocking step works
+        assert stack(obs, "count").tolist() == [3, 8, 4, 1, 2]
+
+
 def test_recv_after_step_many_results_and_min_ready_bounds(counter_url: str) -> None:
     with ecotone.VectorEnv(counter_url, 3) as venv:
         venv.reset()

@@ -173,6 +173,7 @@ class Sub:
         "needs_reset",
         "obs",
         "outcome",
+        "sent",
         "session",
     )
 
@@ -186,6 +187,8 @@ class Sub:
         self.lost: Failure | None = None  # its session is gone: only `restart` helps
         self.busy: Request | None = None
         self.outcome: Outcome | None = None
+        self.sent: Call | None = None
+        """The batched send it is part of, until that send's results are all in (`ready`)."""
 
 
 class Outcome:
@@ -267,12 +270,15 @@ class Call:
     """A blocking call (`step`, `reset`, `restart`, opening): done when every sub-env it
     touches has its outcome (or, for a batched step, its place in `rows`)."""
 
-    __slots__ = ("open", "outcomes", "rows")
+    __slots__ = ("open", "order", "outcomes", "rows")
 
-    def __init__(self) -> None:
+    def __init__(self, order: list[int] | None = None) -> None:
         self.outcomes: dict[int, Outcome] = {}
         self.rows: list[Rows] = []  # step_many answers taken in bulk; `outcomes` win over them
         self.open = 0  # sub-envs still waiting
+        self.order = order
+        """A batched send's (one link's sub-envs, in the order sent): when complete it goes to
+        `VectorCore.ready` whole. None: a blocking call."""
 
     @property
     def complete(self) -> bool:
@@ -532,8 +538,13 @@ class VectorCore:
         self._typed_many: type | None = None  # the typed decoder's step_many_result
         self._encode_action: Callable[[Any], bytes] | None = None
         """Encodes actions (one, or a step_many's list of `WireStep`), numpy values as plain."""
-        self.ready: collections.deque[Outcome] = collections.deque()
-        """Outcomes of `send`-started work, in the order they completed, for `recv`."""
+        self.ready: collections.deque[Outcome | Call] = collections.deque()
+        """Results of `send`-started work, in the order they completed, for `recv`: a sub-env's
+        outcome, or a batched send's complete call."""
+        self.ready_count = 0
+        """Sub-envs in `ready`."""
+        self.sending: list[Call] = []
+        """Batched sends not complete yet."""
         self.recorder: ClientRecorder | None = None
         if record_to is not None:
             self.recorder = ClientRecorder(
@@ -634,7 +645,7 @@ class VectorCore:
 
     def check_idle(self, subs: Iterable[Sub]) -> None:
         for sub in subs:
-            if sub.busy is not None:
+            if sub.busy is not None or sub.sent is not None:
                 raise ValueError(
                     f"sub-env {sub.index} has a request in flight: recv() its result first"
                 )
@@ -656,7 +667,7 @@ class VectorCore:
     def check_steppable(self, subs: Iterable[Sub]) -> None:
         """Refuse, before any I/O, what is a bug in the caller rather than a failure."""
         for sub in subs:
-            if sub.busy is not None:
+            if sub.busy is not None or sub.sent is not None:
                 raise ValueError(
                     f"sub-env {sub.index} has a request in flight: recv() its result first"
                 )
@@ -760,16 +771,30 @@ class VectorCore:
         later: list[tuple[Sub, Any]] = []
         folded: list[Sub] = []
         conn = links[0].conn
-        if (
-            len(links) == 1
-            and alive[0]
-            and not [  # `_ready_to_step` inline: this runs for every sub-env of every step
+        unready = (
+            [  # `_ready_to_step` inline: this runs for every sub-env of every step
                 s
                 for s in subs
                 if s.needs_reset or s.lost is not None or s.session is None or s.conn is not conn
             ]
-        ):
+            if len(links) == 1 and alive[0]
+            else None
+        )
+        if unready is not None and not unready:
             groups[0] = (list(subs), list(actions))  # the common case: one step_many of all
+        elif (
+            unready is not None
+            and links[0].folds_resets
+            and not [
+                s for s in unready if s.lost is not None or s.session is None or s.conn is not conn
+            ]
+        ):  # the next most common: some episodes ended, their resets ride along
+            folded = unready
+            group_actions = [
+                _RESET if sub.needs_reset else action
+                for sub, action in zip(subs, actions, strict=True)
+            ]
+            groups[0] = (list(subs), group_actions)
         else:
             for sub, action in zip(subs, actions, strict=True):
                 if not self._ready_to_step(sub, alive):
@@ -829,8 +854,9 @@ class VectorCore:
 
     def _plan_sent_batch(self, actions: Sequence[Any], subs: Sequence[Sub]) -> None:
         """`send(batched=True)`: a `step_many` per link of the sub-envs ready to step (and of
-        those whose autoreset can ride in it); each sub-env has its outcome from the start,
-        and they reach `ready` together when their link answers."""
+        those whose autoreset can ride in it), each with a call of its own (`Call.order`),
+        answered in bulk like a blocking step's; the call reaches `ready` whole once all of
+        its sub-envs have their results."""
         alive = [link.alive for link in self.links]
         groups: dict[int, tuple[list[Sub], list[Any]]] = {}
         later: list[tuple[Sub, Any]] = []
@@ -870,13 +896,23 @@ class VectorCore:
             handled = self._step_later(sub, outcome)
             assert handled, f"sub-env {sub.index} is neither ready to step nor to reset"
         for index, group_subs, group_actions, steps in encoded:
-            for sub, action in zip(group_subs, group_actions, strict=True):
-                self._begin(sub, "step", None).action = None if action is _RESET else action
+            call = Call([sub.index for sub in group_subs])
+            call.open = len(group_subs)
+            self.sending.append(call)
+            resets = [j for j, action in enumerate(group_actions) if action is _RESET]
+            for j in resets:  # a reset instead of a step: its outcome from the start
+                sub = group_subs[j]
+                outcome = Outcome(sub.index, "step", call, sub.obs)
+                sub.outcome = outcome
+                call.outcomes[sub.index] = outcome
+            for sub in group_subs:
+                sub.sent = call
             link = self.links[index]
             frame = WireStepMany(id=link.conn.core.next_id(), steps=steps)
             request = self._queue("step_many", frame, link, group_subs)
-            resets = [j for j, action in enumerate(group_actions) if action is _RESET]
+            request.call = call
             request.resets = resets or None
+            request.actions = [None if a is _RESET else a for a in group_actions]
 
     def _adopt(self, sub: Sub, action: Any, call: Call | None) -> Outcome:
         """The outcome of a sub-env stepped in a bulk `step_many`, made when it needs one."""
@@ -992,10 +1028,14 @@ class VectorCore:
                 sub.obs = result.observation
                 sub.busy = None
                 sub.outcome = None
-                if outcome.call is not None:
-                    outcome.call.open -= 1
-                else:
+                call = outcome.call
+                if call is None:
                     self.ready.append(outcome)
+                    self.ready_count += 1
+                else:
+                    call.open -= 1
+                    if call.open == 0 and call.order is not None:
+                        self._sent_complete(call)
             else:
                 self._stepped(sub, result, request.started)
 
@@ -1006,7 +1046,8 @@ class VectorCore:
         assert positions is not None
         request.resets = None
         subs = request.subs
-        keep = [j for j in range(len(subs)) if j not in set(positions)]
+        resets = set(positions)
+        keep = [j for j in range(len(subs)) if j not in resets]
         if isinstance(response, Error):
             failure = Failure.from_server(ServerError.from_frame(response))
             for j in positions:
@@ -1089,6 +1130,8 @@ class VectorCore:
         meta = metadata if any(metadata) else None
         call.rows.append(Rows(subs, observations, rewards, terminated, truncated, meta))
         call.open -= len(subs) - len(ended)
+        if call.open == 0 and call.order is not None:
+            self._sent_complete(call)
         for j in ended:  # same_step: these finish once their reset is answered
             self._stepped(subs[j], self.result(observations[j]), request.started)
         return True
@@ -1170,10 +1213,23 @@ class VectorCore:
         outcome = sub.outcome
         assert outcome is not None
         sub.outcome = None
-        if outcome.call is not None:
-            outcome.call.open -= 1
-        else:
+        call = outcome.call
+        if call is None:
             self.ready.append(outcome)
+            self.ready_count += 1
+        else:
+            call.open -= 1
+            if call.open == 0 and call.order is not None:
+                self._sent_complete(call)
+
+    def _sent_complete(self, call: Call) -> None:
+        """A batched send has all its results: to `ready`, whole."""
+        assert call.order is not None
+        self.sending.remove(call)
+        for index in call.order:
+            self.subs[index].sent = None
+        self.ready.append(call)
+        self.ready_count += len(call.order)
 
     def on_link_lost(self, link: Link, exc: BaseException) -> None:
         """The link's connection dropped: every request on it fails, every session on it is
@@ -1395,6 +1451,78 @@ class VectorCore:
         result = (observations, rewards, terminated, truncated, infos)
         return self.check(outcomes.values(), result)
 
+    def _call_rows(self, call: Call, position: dict[int, int], out: list[Any]) -> None:
+        """Lay `call`'s rows and outcomes into `out` = [observations, rewards, terminated,
+        truncated, infos by position] at the positions of their sub-envs."""
+        observations, rewards, terminated, truncated, info_of = out
+        for row in call.rows:
+            where = [position[sub.index] for sub in row.subs]
+            for j, obs in zip(where, row.observations, strict=True):
+                observations[j] = obs
+            rewards[where] = row.rewards
+            terminated[where] = row.terminated
+            truncated[where] = row.truncated
+            if row.metadata is not None:
+                for j, meta in zip(where, row.metadata, strict=True):
+                    if meta:
+                        info_of[j] = dict(meta)
+        for i, outcome in call.outcomes.items():
+            j = position[i]
+            observations[j], rewards[j], terminated[j], truncated[j] = self._row(outcome)
+            info = self._info(outcome)
+            if info:
+                info_of[j] = info
+            else:
+                info_of.pop(j, None)
+
+    def sent_result(self, call: Call) -> StepBatch:
+        """The `recv` result of a complete batched send, in the order its sub-envs were sent."""
+        order = call.order
+        assert order is not None
+        rows = call.rows
+        env_ids = np.asarray(order, dtype=np.int64)
+        if len(rows) == 1 and not call.outcomes and [s.index for s in rows[0].subs] == order:
+            row = rows[0]  # the hot path: all ordinary steps
+            infos: dict[str, Any] = {}
+            if row.metadata is not None:
+                for j, meta in enumerate(row.metadata):
+                    if meta:
+                        add_info(infos, dict(meta), j, len(order))
+            return StepBatch(
+                env_ids, row.observations, row.rewards, row.terminated, row.truncated, infos
+            )
+        return self.mixed_result([call])
+
+    def mixed_result(self, parts: Sequence[Outcome | Call]) -> StepBatch:
+        """The `recv` result of ready outcomes and batched sends' calls, in their order."""
+        order = [
+            i
+            for part in parts
+            for i in (part.order or () if isinstance(part, Call) else [part.index])
+        ]
+        n = len(order)
+        position = {i: j for j, i in enumerate(order)}
+        out: list[Any] = [
+            [None] * n,
+            np.zeros(n, dtype=np.float64),
+            np.zeros(n, dtype=np.bool_),
+            np.zeros(n, dtype=np.bool_),
+            {},
+        ]
+        for part in parts:
+            if isinstance(part, Call):
+                self._call_rows(part, position, out)
+                continue
+            single = Call()
+            single.outcomes[part.index] = part
+            self._call_rows(single, position, out)
+        observations, rewards, terminated, truncated, info_of = out
+        infos: dict[str, Any] = {}
+        for j in sorted(info_of):
+            add_info(infos, info_of[j], j, n)
+        env_ids = np.asarray(order, dtype=np.int64)
+        return StepBatch(env_ids, observations, rewards, terminated, truncated, infos)
+
     def reset_result(self, call: Call, n: int) -> tuple[list[Any], dict[str, Any]]:
         observations = [sub.obs for sub in self.subs[:n]]
         infos: dict[str, Any] = {}
@@ -1465,8 +1593,9 @@ def reset_plan(
 
 def wanted(core: VectorCore, min_ready: int | None) -> int:
     """How many results `recv(min_ready)` waits for (default: every sub-env in flight)."""
-    in_flight = sum(1 for sub in core.subs if sub.busy is not None)
-    available = len(core.ready) + in_flight
+    in_flight = sum(1 for sub in core.subs if sub.busy is not None and sub.sent is None)
+    sending = sum(len(call.order or ()) for call in core.sending)
+    available = core.ready_count + sending + in_flight
     if available == 0:
         raise ValueError("recv: no sub-env has a step in flight (send first)")
     want = available if min_ready is None else min_ready
@@ -1476,10 +1605,65 @@ def wanted(core: VectorCore, min_ready: int | None) -> int:
 
 
 def take_ready(core: VectorCore, max_ready: int | None) -> StepBatch:
-    """The results `recv` returns: the ready outcomes, oldest first, at most `max_ready`."""
-    count = len(core.ready) if max_ready is None else min(max_ready, len(core.ready))
-    outcomes = [core.ready.popleft() for _ in range(count)]
-    return core.check(outcomes, batch_of(core, outcomes))
+    """The results `recv` returns: the ready ones, oldest first, at most `max_ready` (a
+    batched send's call split if it must be)."""
+    ready = core.ready
+    limit = core.ready_count if max_ready is None else min(max_ready, core.ready_count)
+    if ready and type(ready[0]) is Call and len(ready[0].order or ()) == limit:
+        call = ready.popleft()  # the usual case of an EnvPool loop: one server's batch
+        core.ready_count -= limit
+        assert isinstance(call, Call) and call.order is not None
+        return core.check(call.outcomes.values(), core.sent_result(call))
+    parts: list[Outcome | Call] = []
+    taken = 0
+    while taken < limit:
+        entry = ready[0]
+        if type(entry) is Call:
+            assert entry.order is not None
+            if taken + len(entry.order) > limit:
+                entry, ready[0] = split_call(entry, limit - taken)
+            else:
+                ready.popleft()
+            assert entry.order is not None
+            taken += len(entry.order)
+        else:
+            ready.popleft()
+            taken += 1
+        parts.append(entry)
+    core.ready_count -= taken
+    singles = [part for part in parts if isinstance(part, Outcome)]
+    if len(singles) == len(parts):  # per-sub-env sends only
+        return core.check(singles, batch_of(core, singles))
+    outcomes = [
+        o for part in parts for o in (part.outcomes.values() if isinstance(part, Call) else [part])
+    ]
+    return core.check(outcomes, core.mixed_result(parts))
+
+
+def split_call(call: Call, k: int) -> tuple[Call, Call]:
+    """A complete batched send's call as two: its first `k` sub-envs (in send order), and the
+    rest."""
+    assert call.order is not None
+    first, rest = Call(call.order[:k]), Call(call.order[k:])
+    chosen = set(first.order or ())
+    for row in call.rows:
+        mask = np.fromiter((sub.index in chosen for sub in row.subs), dtype=np.bool_)
+        for part, keep in ((first, mask), (rest, ~mask)):
+            if keep.any():
+                picks = np.flatnonzero(keep).tolist()
+                part.rows.append(
+                    Rows(
+                        [row.subs[j] for j in picks],
+                        [row.observations[j] for j in picks],
+                        row.rewards[keep],
+                        row.terminated[keep],
+                        row.truncated[keep],
+                        None if row.metadata is None else [row.metadata[j] for j in picks],
+                    )
+                )
+    for index, outcome in call.outcomes.items():
+        (first if index in chosen else rest).outcomes[index] = outcome
+    return first, rest
 
 
 def batch_of(core: VectorCore, outcomes: list[Outcome]) -> StepBatch:

@@ -311,7 +311,7 @@ class AsyncVectorEnv:
         `StepBatch(env_ids, observations, rewards, terminated, truncated, infos)`."""
         core = self._core
         want = wanted(core, min_ready)
-        while len(core.ready) < want:
+        while core.ready_count < want:
             await self._flush()
             await self._pump(None, None)
         return take_ready(core, max_ready)

@@ -312,7 +312,7 @@ class VectorEnv:
         `StepBatch(env_ids, observations, rewards, terminated, truncated, infos)`."""
         core = self._core
         want = wanted(core, min_ready)
-        while len(core.ready) < want:
+        while core.ready_count < want:
             self._flush()
             self._pump(None, None)
         return take_ready(core, max_ready)
