@@ -95,6 +95,7 @@ _VECTOR = "{py} bench/vector_driver.py --url {ws_url} --steps 300 --sessions {se
 _VECTOR_256 = "{py} bench/vector_driver.py --url {ws_url} --steps 100 --sessions 256"
 _VECTOR_2 = "{py} bench/vector_driver.py --servers 2 --steps 300 --sessions {sessions}"
 _VECTOR_256_2 = "{py} bench/vector_driver.py --servers 2 --steps 100 --sessions 256"
+_BATCHES_2 = _VECTOR_2 + " --vector-form"
 _ECOTONE_TCP = (
     "{py} bench/ecotone_driver.py --url tcp://127.0.0.1:{port} --steps {steps} "
     "--sessions {sessions}"
@@ -147,6 +148,11 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "ecotone-cartpole", "make-vec-2srv-pool", "K", _VECTOR_2 + " --mode cartpole-remote --pool"
     ),
+    # The same over `gymnasium-vector:CartPole-v1`: a batch per server, one SyncVectorEnv each.
+    Scenario("ecotone-cartpole", "batches-2srv", "K", _BATCHES_2 + " --mode cartpole-remote"),
+    Scenario(
+        "ecotone-cartpole", "batches-2srv-pool", "K", _BATCHES_2 + " --mode cartpole-remote --pool"
+    ),
     Scenario("ecotone-cartpole", "gym-sync", "K", _VECTOR + " --mode cartpole-sync"),
     Scenario("ecotone-cartpole", "gym-async", "K", _VECTOR + " --mode cartpole-async"),
 )
@@ -183,6 +189,10 @@ RATIOS: tuple[tuple[str, str], ...] = (
     ("ecotone-cartpole/make-vec-2srv", "ecotone-cartpole/gym-async"),
     ("ecotone-cartpole/make-vec-2srv-pool", "ecotone-cartpole/gym-sync"),
     ("ecotone-cartpole/make-vec-2srv-pool", "ecotone-cartpole/gym-async"),
+    ("ecotone-cartpole/batches-2srv", "ecotone-cartpole/gym-sync"),
+    ("ecotone-cartpole/batches-2srv", "ecotone-cartpole/gym-async"),
+    ("ecotone-cartpole/batches-2srv-pool", "ecotone-cartpole/gym-sync"),
+    ("ecotone-cartpole/batches-2srv-pool", "ecotone-cartpole/gym-async"),
 )
 """(numerator, denominator) scenario keys for the ratio table."""
 TIME_HEADING = "## Where the time goes"

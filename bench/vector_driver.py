@@ -276,11 +276,20 @@ def main() -> None:
     parser.add_argument(
         "--pool", action="store_true", help="EnvPool's send/recv loop instead of step"
     )
+    parser.add_argument(
+        "--vector-form",
+        action="store_true",
+        help="with --servers and a cartpole mode: serve gymnasium-vector:CartPole-v1 (a batch "
+        "per session) instead of gymnasium:CartPole-v1",
+    )
     args = parser.parse_args()
     if args.servers:
         from ecotone.launcher.vector import start_servers
 
-        env = "gymnasium:CartPole-v1" if args.mode.startswith("cartpole") else "counter"
+        env = "counter"
+        if args.mode.startswith("cartpole"):
+            form = "gymnasium-vector:" if args.vector_form else "gymnasium:"
+            env = form + CARTPOLE
         started = start_servers(env, args.servers)
         try:
             args.url = ",".join(server.url for server in started)

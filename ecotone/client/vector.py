@@ -7,7 +7,15 @@ Needs numpy (`pip install ecotone[gymnasium]` brings it); `import ecotone` does 
 
 from ecotone.client._async.vector import AsyncVectorEnv
 from ecotone.client._sync.vector import VectorEnv
-from ecotone.client._vector import EpisodeLost, StepBatch, SubEnvError, split_actions, stack
+from ecotone.client._vector import (
+    EpisodeLost,
+    StepBatch,
+    SubEnvError,
+    add_info,
+    seeds_for,
+    split_actions,
+    stack,
+)
 
 __all__ = [
     "AsyncVectorEnv",
@@ -15,6 +23,8 @@ __all__ = [
     "StepBatch",
     "SubEnvError",
     "VectorEnv",
+    "add_info",
+    "seeds_for",
     "split_actions",
     "stack",
 ]

@@ -33,10 +33,12 @@ from ecotone.gym.spaces import (
 )
 
 if TYPE_CHECKING:
+    from ecotone.gym.batched import BatchedRemoteVectorEnv
     from ecotone.gym.env import RemoteEnv, make
     from ecotone.gym.vector import RemoteVectorEnv, make_vec
 
 _LAZY = {
+    "BatchedRemoteVectorEnv": "ecotone.gym.batched",
     "RemoteEnv": "ecotone.gym.env",
     "make": "ecotone.gym.env",
     "RemoteVectorEnv": "ecotone.gym.vector",
@@ -59,6 +61,7 @@ __all__ = [
     "GYM_SPACE_KEY",
     "INT_BOUND",
     "TEXT_MAX_LENGTH",
+    "BatchedRemoteVectorEnv",
     "FreeText",
     "RemoteEnv",
     "RemoteVectorEnv",

@@ -18,10 +18,11 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
-from ecotone.client.sync import Connection
 from ecotone.client.vector import VectorEnv
 from ecotone.gym import batch
+from ecotone.gym.batched import BatchedRemoteVectorEnv, probe, vector_form
 from ecotone.gym.spaces import _nodes
+from ecotone.wire import EnvInfo
 
 
 class RemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
@@ -34,14 +35,13 @@ class RemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
         env: str | None = None,
         *,
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        info: EnvInfo | None = None,
         **vector_kwargs: Any,
     ) -> None:
-        first = urls if isinstance(urls, str) else urls[0]
-        probe = Connection(first, codec=vector_kwargs.get("codec", "json"))
-        try:
-            self.env_info = probe.describe(env)
-        finally:
-            probe.close()
+        if info is None:
+            first = urls if isinstance(urls, str) else urls[0]
+            info = probe(first, env, vector_kwargs.get("codec", "json"))
+        self.env_info = info
         self._action, self._observation, self._bridged = _nodes(self.env_info)
         mode = AutoresetMode(autoreset_mode)
         self.num_envs = num_envs
@@ -133,9 +133,19 @@ def make_vec(
     *,
     autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
     **vector_kwargs: Any,
-) -> RemoteVectorEnv:
-    """A `gymnasium.vector.VectorEnv` of `num_envs` sessions spread over `urls`.
+) -> RemoteVectorEnv | BatchedRemoteVectorEnv:
+    """A `gymnasium.vector.VectorEnv` of `num_envs` sub-envs spread over `urls`: a session
+    each, or, for an env served as batches (`gymnasium-vector:ID`), one batch per server
+    (`BatchedRemoteVectorEnv`).
 
     `vector_kwargs` go to `ecotone.VectorEnv` (`errors=`, `step_timeout=`, `codec=`, ...).
     """
-    return RemoteVectorEnv(urls, num_envs, env, autoreset_mode=autoreset_mode, **vector_kwargs)
+    first = urls if isinstance(urls, str) else urls[0]
+    info = probe(first, env, vector_kwargs.get("codec", "json"))
+    if vector_form(info) is not None:
+        return BatchedRemoteVectorEnv(
+            urls, num_envs, env, info, autoreset_mode=autoreset_mode, **vector_kwargs
+        )
+    return RemoteVectorEnv(
+        urls, num_envs, env, autoreset_mode=autoreset_mode, info=info, **vector_kwargs
+    )

@@ -1,0 +1,149 @@
+"""`gymnasium-vector:ID`, a batch of sub-envs per session, and `ecotone.gym.make_vec` over it:
+Gymnasium's own SyncVectorEnv on each server, the same steps as in process."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode
+
+import ecotone
+import ecotone.gym
+from ecotone.conformance import run
+from ecotone.gym.batched import BatchedRemoteVectorEnv
+from ecotone.plugins.gymnasium import GymnasiumBridgeError
+from ecotone.plugins.gymnasium_vector import build_vector_env_class
+from tests.conftest import RunningServer, run_server
+
+ENV = "gymnasium-vector:CartPole-v1"
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[tuple[RunningServer, RunningServer]]:
+    with run_server(ENV) as a, run_server(ENV) as b:
+        yield a, b
+
+
+@pytest.mark.parametrize("codec", ["json", "msgpack"])
+def test_make_vec_over_batches_matches_gymnasiums_sync_vector_env(
+    servers: tuple[RunningServer, RunningServer], codec: str
+) -> None:
+    n = 7  # 4 on one server, 3 on the other
+    remote = ecotone.gym.make_vec([s.url for s in servers], n, codec=codec)
+    local = gymnasium.make_vec("CartPole-v1", n, vectorization_mode="sync")
+    try:
+        assert isinstance(remote, BatchedRemoteVectorEnv)
+        assert remote.bounds == [(0, 4), (4, 7)]
+        assert remote.single_observation_space == local.single_observation_space
+        assert remote.single_action_space == local.single_action_space
+        assert remote.action_space == local.action_space
+        obs_r, _ = remote.reset(seed=5)
+        obs_l, _ = local.reset(seed=5)
+        np.testing.assert_array_equal(obs_r, obs_l)
+        rng = np.random.default_rng(0)
+        ended = 0
+        for _ in range(120):
+            actions = rng.integers(0, 2, n)
+            got, want = remote.step(actions), local.step(actions)
+            for g, w in zip(got[:4], want[:4], strict=True):
+                assert g.dtype == w.dtype
+                np.testing.assert_array_equal(g, w)
+            assert got[0].flags.writeable  # the caller's to keep and change
+            ended += int(np.sum(want[2] | want[3]))
+        assert ended > n  # episodes ended and were reset on the servers
+        obs_r, _ = remote.reset(seed=[1, 2, 3, 4, 5, 6, 7])
+        obs_l, _ = local.reset(seed=[1, 2, 3, 4, 5, 6, 7])  # type: ignore[arg-type]
+        np.testing.assert_array_equal(obs_r, obs_l)
+    finally:
+        remote.close()
+        local.close()
+
+
+def test_send_and_recv_take_whole_batches(servers: tuple[RunningServer, RunningServer]) -> None:
+    n = 6
+    remote = ecotone.gym.make_vec([s.url for s in servers], n)
+    local = gymnasium.make_vec("CartPole-v1", n, vectorization_mode="sync")
+    try:
+        assert isinstance(remote, BatchedRemoteVectorEnv)
+        remote.reset(seed=3)
+        local.reset(seed=3)
+        with pytest.raises(ValueError, match="whole batches"):
+            remote.send(np.ones(2, dtype=np.int64), [0, 1])
+        with pytest.raises(ValueError, match="send first"):
+            remote.recv()
+        for _ in range(20):
+            want = local.step(np.ones(n, dtype=np.int64))
+            remote.send(np.ones(3, dtype=np.int64), [3, 4, 5])
+            remote.send(np.ones(3, dtype=np.int64), [0, 1, 2])
+            with pytest.raises(ValueError, match="in flight"):
+                remote.send(np.ones(3, dtype=np.int64), [0, 1, 2])
+            with pytest.raises(ValueError, match="max_ready=2"):
+                remote.recv(max_ready=2)
+            seen = 0
+            while seen < n:
+                obs, rewards, terminated, truncated, infos = remote.recv(min_ready=1, max_ready=3)
+                ids = infos["env_id"]
+                assert len(ids) == 3 and ids.tolist() in ([0, 1, 2], [3, 4, 5])
+                np.testing.assert_array_equal(obs, want[0][ids])
+                np.testing.assert_array_equal(rewards, want[1][ids])
+                np.testing.assert_array_equal(terminated, want[2][ids])
+                np.testing.assert_array_equal(truncated, want[3][ids])
+                seen += len(ids)
+    finally:
+        remote.close()
+        local.close()
+
+
+def test_a_batch_with_a_wrong_action_is_refused_whole(
+    servers: tuple[RunningServer, RunningServer],
+) -> None:
+    with ecotone.connect(servers[0].url) as env:
+        env.reset(num_envs=3)
+        with pytest.raises(ecotone.InvalidActionError) as few:
+            env.step({"actions": [1, 0]})
+        assert few.value.field == "actions" and "2 actions for a batch of 3" in str(few.value)
+        with pytest.raises(ecotone.InvalidActionError) as bad:
+            env.step({"actions": [1, 5, 0]})
+        assert bad.value.field == "actions.1"
+        result = env.step({"actions": [1, 0, 1]})  # the batch goes on
+        assert result.reward == 3.0 and not result.done
+
+
+def test_spaces_and_modes_the_batch_form_does_not_take(
+    servers: tuple[RunningServer, RunningServer],
+) -> None:
+    with pytest.raises(GymnasiumBridgeError, match="does not batch into one array"):
+        build_vector_env_class("gymnasium-vector:Blackjack-v1")  # a Tuple observation
+    with pytest.raises(ValueError, match="NEXT_STEP"):
+        ecotone.gym.make_vec(servers[0].url, 2, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+def test_the_batch_form_passes_the_conformance_suite() -> None:
+    report = run(ENV)
+    assert report.ok, report.text()
+    skipped = [r.name for r in report.results if r.status != "PASS"]
+    assert skipped == ["step_after_done"], report.text()  # a session's episode never ends
+
+
+def test_a_server_that_dies_loses_its_batch_and_the_others_go_on() -> None:
+    with run_server(ENV) as a:
+        second = run_server(ENV)
+        b = second.__enter__()
+        remote = ecotone.gym.make_vec([a.url, b.url], 4, errors="info")
+        try:
+            remote.reset(seed=0)
+            remote.step(np.zeros(4, dtype=np.int64))
+            second.__exit__(None, None, None)  # the second server stops: its sessions are gone
+            obs, rewards, terminated, truncated, infos = remote.step(np.zeros(4, dtype=np.int64))
+            assert obs.shape == (4, 4)
+            assert truncated.tolist() == [False, False, True, True]
+            assert rewards.tolist() == [1.0, 1.0, 0.0, 0.0] and not terminated.any()
+            assert infos["_episode_lost"].tolist() == [False, False, True, True]
+            assert infos["error_code"][2] == "connection_lost"
+            obs, rewards, *_ = remote.step(np.zeros(4, dtype=np.int64))  # the first goes on
+            assert rewards[:2].tolist() == [1.0, 1.0]
+        finally:
+            remote.close()
