@@ -147,3 +147,51 @@ def test_a_server_that_dies_loses_its_batch_and_the_others_go_on() -> None:
             assert rewards[:2].tolist() == [1.0, 1.0]
         finally:
             remote.close()
+
+
+def test_a_refused_batch_keeps_its_episodes_and_a_lost_one_is_reset_next_step(
+    servers: tuple[RunningServer, RunningServer],
+) -> None:
+    remote = ecotone.gym.make_vec([s.url for s in servers], 4, errors="info")
+    local = gymnasium.make_vec("CartPole-v1", 4, vectorization_mode="sync")
+    try:
+        assert isinstance(remote, BatchedRemoteVectorEnv)
+        first, _ = remote.reset(seed=8)
+        local.reset(seed=8)
+        obs, rewards, terminated, truncated, infos = remote.step(np.array([2, 0, 1, 1]))
+        assert infos["error_code"][0] == "invalid_action" and not infos["_error"][2]
+        assert rewards.tolist()[:2] == [0.0, 0.0] and not truncated[:2].any()
+        np.testing.assert_array_equal(obs[:2], first[:2])  # nothing happened to that batch
+        want = local.step(np.array([0, 0, 1, 1]))
+        got = remote.step(np.array([0, 0, 1, 1]))  # the first batch's first real step
+        np.testing.assert_array_equal(got[0][:2], want[0][:2])
+        remote.vector.connections[1].close()  # the second batch's session is gone
+        obs, rewards, _, truncated, infos = remote.step(np.ones(4, dtype=np.int64))
+        assert truncated.tolist() == [False, False, True, True]
+        assert infos["_episode_lost"].tolist() == [False, False, True, True]
+        obs, rewards, terminated, truncated, infos = remote.step(np.ones(4, dtype=np.int64))
+        assert rewards[2:].tolist() == [0.0, 0.0] and not (terminated | truncated)[2:].any()
+        assert "_error" not in infos  # reopened and reset in place of a step: a new episode
+        obs, rewards, *_ = remote.step(np.ones(4, dtype=np.int64))
+        assert rewards.tolist() == [1.0, 1.0, 1.0, 1.0]
+    finally:
+        remote.close()
+        local.close()
+
+
+def test_with_errors_raise_a_dead_server_raises_and_leaves_nothing_in_flight() -> None:
+    with run_server(ENV) as a:
+        second = run_server(ENV)
+        b = second.__enter__()
+        remote = ecotone.gym.make_vec([a.url, b.url], 4)
+        try:
+            assert isinstance(remote, BatchedRemoteVectorEnv)
+            remote.reset(seed=0)
+            second.__exit__(None, None, None)
+            for _ in range(2):  # and again: the batch cannot be reset, its server is gone
+                with pytest.raises(ecotone.SubEnvError) as lost:
+                    remote.step(np.zeros(4, dtype=np.int64))
+                assert list(lost.value.errors) == [1]
+                assert not remote._inflight
+        finally:
+            remote.close()

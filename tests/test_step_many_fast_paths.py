@@ -19,10 +19,11 @@ from typing import Any
 import msgspec
 import numpy as np
 import pytest
+import trio
 
 import ecotone
 from ecotone.client._core import ClientCore, EnvTypes
-from ecotone.client._vector import Call, VectorCore, WireStepMany
+from ecotone.client._vector import Call, VectorCore, WireStepMany, take_ready
 from ecotone.kernel import Engine, EnvSpec, Mode, Owner
 from ecotone.kernel.sessions import Phase
 from ecotone.plugins.counter import CounterAction, CounterObservation
@@ -310,6 +311,59 @@ async def test_a_reset_item_of_a_session_set_aside_after_a_timeout_makes_a_fresh
     (result,) = msgspec.json.decode(answer)["results"]
     assert result["op"] == "observation" and result["id"] == 4
     assert state.env is not None and state.phase is Phase.RUNNING and not state.busy
+
+
+async def test_a_reset_item_of_a_set_aside_session_whose_env_is_made_inline_and_awaited() -> None:
+    """An inline env with an async rubric: its fresh instance is made at once, and the reset
+    it leads to is awaited, a call of its own, which must answer the item (not a None)."""
+    from ecotone.plugins.counter import CounterEnv
+    from ecotone.rubrics import Fn, Reward, WeightedSum
+
+    async def judge(action: Any, obs: Any) -> float:
+        await trio.lowlevel.checkpoint()
+        return 0.0
+
+    rubric = WeightedSum({"env": (Reward(), 1.0), "judge": (Fn(judge), 1.0)})
+    env_class = type("ia", (CounterEnv,), {"name": "ia", "rubric": rubric})
+    spec = EnvSpec.from_class(env_class, "ia")
+    assert spec.inline and spec.mode is Mode.AWAIT
+    engine = Engine({"ia": spec})
+    driver = Driver(engine)
+    peer = driver.peer(frames=False)
+    session = msgspec.json.decode(await driver.ask(peer, {"op": "open", "id": 1}))["session"]
+    await driver.ask(peer, {"op": "reset", "id": 2, "session": session})
+    (hung,) = peer.receive(
+        msgspec.json.encode({"op": "step", "id": 3, "session": session, "action": {"delta": 1}})
+    )
+    await driver.run(engine.timed_out(hung))
+    assert msgspec.json.decode(peer.take()[0])["code"] == "timeout"
+    items = [{"session": session, "reset": {"options": {"start": 5}}}]
+    calls = peer.receive(msgspec.json.encode({"op": "step_many", "id": 4, "steps": items}))
+    assert [call.mode for call in calls] == [Mode.AWAIT]
+    assert peer.take() == []  # nothing answered before the reset ran
+    state = engine.sessions.get(session, peer.owner)
+    assert state is not None and state.busy  # the reset holds the session
+    await driver.run(calls)
+    (answer,) = peer.take()
+    (result,) = msgspec.json.decode(answer)["results"]
+    assert result["op"] == "observation" and result["observation"]["count"] == 5
+    assert not state.busy and state.phase is Phase.RUNNING
+    assert peer.pending == 0
+
+
+def test_a_batched_send_of_resets_only_completes_once() -> None:
+    core, conns = _core(2, urls=2, features=("step_many.reset",))
+    core.subs[1].needs_reset = True  # alone on its link: that step_many is all resets
+    core.plan_step([{"delta": 1}] * 2, core.subs, None, batched=True)
+    _answer(core, conns, set(), False, [])
+    assert core.ready_count == 2 and not core.sending
+    first, second = take_ready(core, 1), take_ready(core, 1)
+    by_id = {int(b.env_ids[0]): b for b in (first, second)}
+    assert by_id[0].observations[0].count == 10 and by_id[0].rewards.tolist() == [10.0]
+    fresh = by_id[1].observations[0]
+    assert fresh.count == 0 and fresh.metadata == {"fresh": True}
+    assert by_id[1].rewards.tolist() == [0.0] and by_id[1].infos["fresh"].tolist() == [True]
+    assert all(sub.busy is None and sub.sent is None for sub in core.subs)
 
 
 async def test_a_guest_may_not_reset_a_shared_session_inside_step_many() -> None:

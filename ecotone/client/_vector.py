@@ -1004,6 +1004,8 @@ class VectorCore:
     def _on_step_many(self, request: Request, response: Response) -> None:
         if request.resets is not None:
             response = self._take_resets(request, response)
+            if not request.subs:  # resets only: each has completed its outcome
+                return
         if request.actions is not None and self._take_in_bulk(request, response):
             return
         self.materialize(request)
@@ -1315,6 +1317,9 @@ class VectorCore:
             self._encode_action = module.Encoder(enc_hook=_plain_hook).encode
         conn.decode = self._decode_frame
         old = link.conn
+        if old is not None and (link.inflight or link.outbox):
+            # A connection that died unnoticed: what was asked on it fails, as if noticed.
+            self.on_link_lost(link, ConnectionLost(f"reconnected to {link.url}"))
         link.conn = conn
         link.down = None
         link.inflight.clear()

@@ -746,6 +746,11 @@ class Engine(Operations):
         reset = entry.reset
         if reset is not None:
             outcome = self._outcome(session, batch.peer, reset, jobs)
+            if outcome is None:  # a fresh env was made inline; the reset it led to runs on
+                active = session.active
+                assert type(active) is Call, active
+                active.batch = entry  # that call answers the item
+                return
         else:
             try:
                 outcome = self._begin_step(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -59,6 +60,8 @@ from ecotone.wire.frames import Frame, RequestId
 
 if TYPE_CHECKING:
     from ecotone.kernel.engine import Peer
+
+log = logging.getLogger("ecotone.engine")
 
 _NO_RESETS: Final = itertools.repeat(None)
 """What `_step_batch` zips with a batch's items when none is a reset."""
@@ -398,9 +401,13 @@ class Operations:
             if reset is not None:  # inline (checked above): answered now, no job left
                 if type(reset) is Error:
                     append(reset)
-                else:
+                    continue
+                try:
                     append(self._begin_reset(session, peer, reset, no_jobs))  # type: ignore[arg-type]
-                    session.last_used = clock()
+                except Exception as exc:  # an engine bug: this item fails, the batch goes on
+                    log.exception("internal error in a step_many reset item")
+                    append(answers.internal(exc, rid, session_id))
+                session.last_used = clock()
                 continue
             if session.phase is not running:
                 append(_not_running(session, rid))

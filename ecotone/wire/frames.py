@@ -21,10 +21,10 @@ import msgspec
 from ecotone.wire.errors import ErrorCode
 
 PROTOCOL_VERSION = 1
+"""The version `hello` negotiates. Bumped only for incompatible changes."""
 
 FEATURES: tuple[str, ...] = ("step_many.reset",)
 """The features this package's servers list in `welcome` (and its clients use when listed)."""
-"""The version `hello` negotiates. Bumped only for incompatible changes."""
 
 SUBPROTOCOLS: dict[str, str] = {
     "ecotone.v1.json": "json",
