@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium
@@ -79,28 +80,16 @@ def run_batched(urls: list[str], steps: int, sessions: int, codec: str, pool: bo
 
 
 def _counter_pool(venv: Any, steps: int, sessions: int, servers: int) -> None:
-    """EnvPool's loop on `VectorEnv.send(batched=True)` / `recv`, counting every sub-env's
-    steps: each server's batch goes back as soon as it answers."""
-    batch = sessions // (servers * DEPTH)
-    venv.reset(seed=0)
-    sent = 0
-    for first in range(0, sessions, batch):
-        venv.send([{"delta": 1}] * batch, np.arange(first, first + batch), batched=True)
-        sent += batch
-    for warm in (True, False):
-        if not warm:
-            start = time.perf_counter()
-        total = (WARMUP if warm else steps) * sessions
-        done = 0
-        while done < total:
-            got = venv.recv(min_ready=batch, max_ready=batch)
-            venv.send([{"delta": 1}] * len(got.env_ids), got.env_ids, batched=True)
-            done += len(got.env_ids)
-            sent += len(got.env_ids)
-    elapsed = time.perf_counter() - start
-    venv.recv()
-    assert sum(o.count for o in venv.observations) == sent  # every step counted once
-    _report(done, sessions, elapsed)
+    """`_pool_loop` on `VectorEnv.send(batched=True)` / `recv`; every step counted once."""
+
+    def send(ids: Any) -> None:
+        venv.send([{"delta": 1}] * len(ids), ids, batched=True)
+
+    def recv(batch: int) -> Any:
+        return venv.recv(min_ready=batch, max_ready=batch).env_ids
+
+    sent = _pool_loop(venv, steps, sessions, servers, send, recv)
+    assert sum(o.count for o in venv.observations) == sent
 
 
 async def run_batched_async(url: str, steps: int, sessions: int, codec: str) -> None:
@@ -203,15 +192,24 @@ def _cartpole_loop(venv: Any, steps: int, sessions: int) -> None:
     _report(steps * sessions, sessions, elapsed)
 
 
-def _pool_loop(venv: Any, steps: int, sessions: int, servers: int, sample: Any) -> None:
-    """EnvPool's loop over `venv.send` / `venv.recv`: each server's batch is sent back as
-    soon as it answers, while the others step theirs. `steps` per sub-env, as in the
-    synchronous loops; `sample(n)` makes n actions."""
+def _pool_loop(
+    venv: Any,
+    steps: int,
+    sessions: int,
+    servers: int,
+    send: Callable[[Any], None],
+    recv: Callable[[int], Any],
+) -> int:
+    """EnvPool's loop: each server's batch is sent back as soon as it answers, while the
+    others step theirs. `steps` per sub-env, as in the synchronous loops; `send(ids)` starts a
+    step of those sub-envs, `recv(batch)` returns the ids of the next `batch` to answer.
+    Returns how many sub-env steps were sent in all."""
     batch = sessions // (servers * DEPTH)
     venv.reset(seed=0)
+    sent = 0
     for first in range(0, sessions, batch):  # DEPTH batches in flight on each server
-        ids = np.arange(first, min(first + batch, sessions))
-        venv.send(sample(len(ids)), ids)
+        send(np.arange(first, min(first + batch, sessions)))
+        sent += min(batch, sessions - first)
     done = 0
     for warm in (True, False):
         if not warm:
@@ -219,14 +217,14 @@ def _pool_loop(venv: Any, steps: int, sessions: int, servers: int, sample: Any) 
         total = (WARMUP if warm else steps) * sessions
         done = 0
         while done < total:
-            *_, infos = venv.recv(min_ready=batch, max_ready=batch)
-            ids = infos["env_id"]
-            venv.send(sample(len(ids)), ids)
+            ids = recv(batch)
+            send(ids)
             done += len(ids)
+            sent += len(ids)
     elapsed = time.perf_counter() - start
     venv.recv()  # what is still in flight
-    venv.close()
     _report(done, sessions, elapsed)
+    return sent
 
 
 def run_cartpole(mode: str, url: str, steps: int, sessions: int) -> None:
@@ -238,7 +236,15 @@ def run_cartpole(mode: str, url: str, steps: int, sessions: int) -> None:
         urls = url.split(",")
         venv: Any = ecotone.gym.make_vec(urls, sessions, codec=CODEC)
         if mode == "cartpole-remote-pool":
-            _pool_loop(venv, steps, sessions, len(urls), lambda n: np.ones(n, dtype=np.int64))
+            _pool_loop(
+                venv,
+                steps,
+                sessions,
+                len(urls),
+                lambda ids: venv.send(np.ones(len(ids), dtype=np.int64), ids),
+                lambda batch: venv.recv(min_ready=batch, max_ready=batch)[4]["env_id"],
+            )
+            venv.close()
             return
     elif mode == "cartpole-sync":
         venv = gymnasium.make_vec(CARTPOLE, sessions, vectorization_mode="sync")

@@ -761,15 +761,67 @@ class VectorCore:
             return True
         return False
 
+    def _group(
+        self, actions: Sequence[Any], subs: Sequence[Sub], alive: list[bool]
+    ) -> tuple[dict[int, tuple[list[Sub], list[Any]]], list[tuple[Sub, Any]], list[Sub]]:
+        """The sub-envs that go into a `step_many`, per link (with `_RESET` for those whose
+        autoreset rides in it); the others with their actions (a reset frame instead, or a
+        failure); and those whose autoreset rides along."""
+        groups: dict[int, tuple[list[Sub], list[Any]]] = {}
+        later: list[tuple[Sub, Any]] = []
+        folded: list[Sub] = []
+        for sub, action in zip(subs, actions, strict=True):
+            if not self._ready_to_step(sub, alive):
+                if not self._foldable(sub, alive):
+                    later.append((sub, action))
+                    continue
+                folded.append(sub)
+                action = _RESET
+            group = groups.get(sub.link.index)
+            if group is None:
+                group = groups[sub.link.index] = ([], [])
+            group[0].append(sub)
+            group[1].append(action)
+        return groups, later, folded
+
+    def _encode(
+        self, groups: dict[int, tuple[list[Sub], list[Any]]], folded: bool
+    ) -> list[tuple[int, list[Sub], list[Any], list[int] | None, msgspec.Raw]]:
+        """Each group's items encoded (an action that cannot be encoded raises here, before
+        anything is queued): (link index, sub-envs, actions with None for the resets, the
+        resets' positions or None, the items' bytes). `folded`: some items may be resets."""
+        args = ResetArgs(options=self.reset_options) if folded else None
+        encoded = []
+        for index, (group_subs, group_actions) in groups.items():
+            steps = msgspec.Raw(
+                self._action_bytes(
+                    [
+                        WireStep(sub.session, action)  # type: ignore[arg-type]
+                        if action is not _RESET
+                        else WireReset(sub.session, args)  # type: ignore[arg-type]
+                        for sub, action in zip(group_subs, group_actions, strict=True)
+                    ]
+                )
+            )
+            resets = (
+                [j for j, action in enumerate(group_actions) if action is _RESET]
+                if folded
+                else None
+            )
+            if resets:
+                group_actions = [None if a is _RESET else a for a in group_actions]
+            encoded.append((index, group_subs, group_actions, resets or None, steps))
+        return encoded
+
     def _plan_batch(self, actions: Sequence[Any], subs: Sequence[Sub], call: Call) -> None:
         """`plan_step` with a call: the sub-envs ready to step go into one `step_many` per
         link, without outcomes (`Request.actions` keeps their actions); the others get theirs
         now (a reset instead, or a failure)."""
         links = self.links
         alive = [link.alive for link in links]
-        groups: dict[int, tuple[list[Sub], list[Any]]] = {}
         later: list[tuple[Sub, Any]] = []
         folded: list[Sub] = []
+        groups: dict[int, tuple[list[Sub], list[Any]]]
         conn = links[0].conn
         unready = (
             [  # `_ready_to_step` inline: this runs for every sub-env of every step
@@ -781,7 +833,7 @@ class VectorCore:
             else None
         )
         if unready is not None and not unready:
-            groups[0] = (list(subs), list(actions))  # the common case: one step_many of all
+            groups = {0: (list(subs), list(actions))}  # the common case: one step_many of all
         elif (
             unready is not None
             and links[0].folds_resets
@@ -794,40 +846,10 @@ class VectorCore:
                 _RESET if sub.needs_reset else action
                 for sub, action in zip(subs, actions, strict=True)
             ]
-            groups[0] = (list(subs), group_actions)
+            groups = {0: (list(subs), group_actions)}
         else:
-            for sub, action in zip(subs, actions, strict=True):
-                if not self._ready_to_step(sub, alive):
-                    if not self._foldable(sub, alive):
-                        later.append((sub, action))
-                        continue
-                    folded.append(sub)  # its autoreset rides in the step_many
-                    action = _RESET
-                group = groups.get(sub.link.index)
-                if group is None:
-                    group = groups[sub.link.index] = ([], [])
-                group[0].append(sub)
-                group[1].append(action)
-        # Encode first: an action that cannot be encoded raises with nothing queued.
-        args = ResetArgs(options=self.reset_options) if folded else None
-        encoded = [
-            (
-                index,
-                group_subs,
-                group_actions,
-                msgspec.Raw(
-                    self._action_bytes(
-                        [
-                            WireStep(sub.session, action)  # type: ignore[arg-type]
-                            if action is not _RESET
-                            else WireReset(sub.session, args)  # type: ignore[arg-type]
-                            for sub, action in zip(group_subs, group_actions, strict=True)
-                        ]
-                    )
-                ),
-            )
-            for index, (group_subs, group_actions) in groups.items()
-        ]
+            groups, later, folded = self._group(actions, subs, alive)
+        encoded = self._encode(groups, bool(folded))
         call.open += len(subs)  # each sub-env's outcome (or bulk row) completes it once
         for sub in folded:  # a reset instead of a step, as `_step_later` would queue it
             outcome = Outcome(sub.index, "step", call, sub.obs)
@@ -840,16 +862,12 @@ class VectorCore:
             call.outcomes[sub.index] = outcome
             handled = self._step_later(sub, outcome)
             assert handled, f"sub-env {sub.index} is neither ready to step nor to reset"
-        for index, group_subs, group_actions, steps in encoded:
+        for index, group_subs, group_actions, resets, steps in encoded:
             link = links[index]
             frame = WireStepMany(id=link.conn.core.next_id(), steps=steps)
             request = self._queue("step_many", frame, link, group_subs)
             request.call = call
-            if folded:
-                resets = [j for j, action in enumerate(group_actions) if action is _RESET]
-                if resets:
-                    request.resets = resets
-                    group_actions = [None if a is _RESET else a for a in group_actions]
+            request.resets = resets
             request.actions = group_actions
 
     def _plan_sent_batch(self, actions: Sequence[Any], subs: Sequence[Sub]) -> None:
@@ -857,50 +875,18 @@ class VectorCore:
         those whose autoreset can ride in it), each with a call of its own (`Call.order`),
         answered in bulk like a blocking step's; the call reaches `ready` whole once all of
         its sub-envs have their results."""
-        alive = [link.alive for link in self.links]
-        groups: dict[int, tuple[list[Sub], list[Any]]] = {}
-        later: list[tuple[Sub, Any]] = []
-        for sub, action in zip(subs, actions, strict=True):
-            if not self._ready_to_step(sub, alive):
-                if not self._foldable(sub, alive):
-                    later.append((sub, action))
-                    continue
-                action = _RESET
-            group = groups.get(sub.link.index)
-            if group is None:
-                group = groups[sub.link.index] = ([], [])
-            group[0].append(sub)
-            group[1].append(action)
-        args = ResetArgs(options=self.reset_options)
-        encoded = [
-            (
-                index,
-                group_subs,
-                group_actions,
-                msgspec.Raw(
-                    self._action_bytes(
-                        [
-                            WireStep(sub.session, action)  # type: ignore[arg-type]
-                            if action is not _RESET
-                            else WireReset(sub.session, args)  # type: ignore[arg-type]
-                            for sub, action in zip(group_subs, group_actions, strict=True)
-                        ]
-                    )
-                ),
-            )
-            for index, (group_subs, group_actions) in groups.items()
-        ]
+        groups, later, folded = self._group(actions, subs, [link.alive for link in self.links])
+        encoded = self._encode(groups, bool(folded))
         for sub, action in later:
             outcome = self._begin(sub, "step", None)
             outcome.action = action
             handled = self._step_later(sub, outcome)
             assert handled, f"sub-env {sub.index} is neither ready to step nor to reset"
-        for index, group_subs, group_actions, steps in encoded:
+        for index, group_subs, group_actions, resets, steps in encoded:
             call = Call([sub.index for sub in group_subs])
             call.open = len(group_subs)
             self.sending.append(call)
-            resets = [j for j, action in enumerate(group_actions) if action is _RESET]
-            for j in resets:  # a reset instead of a step: its outcome from the start
+            for j in resets or ():  # a reset instead of a step: its outcome from the start
                 sub = group_subs[j]
                 outcome = Outcome(sub.index, "step", call, sub.obs)
                 sub.outcome = outcome
@@ -911,8 +897,8 @@ class VectorCore:
             frame = WireStepMany(id=link.conn.core.next_id(), steps=steps)
             request = self._queue("step_many", frame, link, group_subs)
             request.call = call
-            request.resets = resets or None
-            request.actions = [None if a is _RESET else a for a in group_actions]
+            request.resets = resets
+            request.actions = group_actions
 
     def _adopt(self, sub: Sub, action: Any, call: Call | None) -> Outcome:
         """The outcome of a sub-env stepped in a bulk `step_many`, made when it needs one."""

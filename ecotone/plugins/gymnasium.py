@@ -294,9 +294,9 @@ def _inline(entry_point: Any, kwargs: dict[str, Any]) -> bool:
     )
 
 
-def build_env_class(name: str) -> type[GymnasiumEnv]:
-    """The ecotone env class serving the Gymnasium env `name` names (uncached)."""
-    gym_id, kwargs = parse_name(name)
+def make_probe(name: str, gym_id: str, kwargs: dict[str, Any]) -> Any:
+    """One instance of the Gymnasium env `name` serves, to read its spaces and spec (the
+    caller closes it); GymnasiumBridgeError when Gymnasium is missing or cannot make it."""
     try:
         import gymnasium
     except ImportError as exc:
@@ -304,13 +304,19 @@ def build_env_class(name: str) -> type[GymnasiumEnv]:
             f"{name!r} needs gymnasium and numpy: install the extra, ecotone[gymnasium] ({exc})"
         ) from exc
     try:
-        probe = gymnasium.make(gym_id, **kwargs)
+        return gymnasium.make(gym_id, **kwargs)
     except Exception as exc:
         raise GymnasiumBridgeError(
             f"{name!r}: gymnasium.make({gym_id!r}"
             + "".join(f", {k}={v!r}" for k, v in kwargs.items())
             + f") failed: {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def build_env_class(name: str) -> type[GymnasiumEnv]:
+    """The ecotone env class serving the Gymnasium env `name` names (uncached)."""
+    gym_id, kwargs = parse_name(name)
+    probe = make_probe(name, gym_id, kwargs)
     try:
         action_space, obs_space, spec = probe.action_space, probe.observation_space, probe.spec
         readme = inspect.getdoc(type(probe.unwrapped)) or ""

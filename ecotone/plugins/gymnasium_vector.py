@@ -40,6 +40,7 @@ from ecotone.plugins.gymnasium import (
     _inline,
     _space_type,
     _stem,
+    make_probe,
     parse_name,
 )
 
@@ -174,21 +175,11 @@ def build_vector_env_class(name: str) -> type[GymnasiumVectorEnv]:
         raise GymnasiumBridgeError(f"{name!r} does not start with {PREFIX!r}")
     single = "gymnasium:" + name[len(PREFIX) :]
     gym_id, kwargs = parse_name(single)
-    try:
-        import gymnasium
-        import numpy as np
-    except ImportError as exc:
-        raise GymnasiumBridgeError(
-            f"{name!r} needs gymnasium and numpy: install the extra, ecotone[gymnasium] ({exc})"
-        ) from exc
+    probe = make_probe(name, gym_id, kwargs)
+    import numpy as np
+
     from ecotone.gym.spaces import SpaceError, describe_space
 
-    try:
-        probe = gymnasium.make(gym_id, **kwargs)
-    except Exception as exc:
-        raise GymnasiumBridgeError(
-            f"{name!r}: gymnasium.make({gym_id!r}) failed: {type(exc).__name__}: {exc}"
-        ) from exc
     try:
         action_space, obs_space, spec = probe.action_space, probe.observation_space, probe.spec
         sample = np.asarray(probe.observation_space.sample())
