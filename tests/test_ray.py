@@ -205,3 +205,13 @@ def test_without_ray_the_provider_says_which_package_it_needs() -> None:
     with pytest.raises(ecotone.EngineUnavailable, match=r"pip install 'ecotone\[ray\]'"):
         anyio.run(start)
     assert provider_for("ray") is ray_cluster.PROVIDER  # registered all the same
+
+
+def test_a_start_is_tried_again_only_when_the_actors_node_died() -> None:
+    class ActorDiedError(Exception):  # Ray's, by name (ray is not in this venv)
+        pass
+
+    died = ActorDiedError("The actor died because its node has died. Node Id: 1f99")
+    assert ray_cluster._node_died(died)
+    assert not ray_cluster._node_died(ActorDiedError("The actor died: it raised in __init__"))
+    assert not ray_cluster._node_died(RuntimeError("the node has died"))

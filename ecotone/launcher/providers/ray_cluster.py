@@ -61,6 +61,8 @@ log = logging.getLogger("ecotone.launcher")
 
 NAMESPACE: Final = "ecotone"
 NAME_PREFIX: Final = "ecotone-server-"
+NODE_LOST_RETRIES: Final = 2
+"""Starts tried again when the actor's node died under it (within the ready timeout)."""
 OPTIONS: Final = (
     "address",
     "strategy",
@@ -273,38 +275,43 @@ class RayProvider:
         ray = await anyio.to_thread.run_sync(connect, options.get("address"))
         if spec.resources.pids not in (None, 256):
             log.warning("ray provider: `pids` has no Ray resource; it is not enforced")
-        name = NAME_PREFIX + secrets.token_hex(8)
         labels = labels_for(spec.env, dict(spec.labels))
-        remote = _remote_class(ray).options(**actor_options(spec, options, name))
         node_spec = attrs.evolve(spec, options={"sandbox": options.get("sandbox", False)})
         deadline = anyio.current_time() + spec.ready_timeout
 
-        def create() -> tuple[Any, Any]:
-            actor = remote.remote(labels)
-            return actor, actor.start.remote(node_spec)
+        def create() -> tuple[str, Any, Any]:
+            name = NAME_PREFIX + secrets.token_hex(8)
+            actor = _remote_class(ray).options(**actor_options(spec, options, name)).remote(labels)
+            return name, actor, actor.start.remote(node_spec)
 
         def done(ref: Any) -> bool:
             ready, _ = ray.wait([ref], timeout=0.5)
             return bool(ready)
 
-        actor, ref = await anyio.to_thread.run_sync(create)
-        try:
-            # Short waits, each in a thread of its own: a cancellation lands between them.
-            while not await anyio.to_thread.run_sync(done, ref):
-                if anyio.current_time() > deadline:
-                    raise ReadinessTimeout(
-                        f"the Ray cluster did not start a {spec.env} server in "
-                        f"{spec.ready_timeout:g} s (resources it cannot place stay pending)"
-                    )
-            placed = await anyio.to_thread.run_sync(ray.get, ref)
-        except BaseException as exc:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(_kill, ray, actor)
-            if isinstance(exc, Exception) and not isinstance(exc, ReadinessTimeout):
-                raise StartFailed(
-                    f"a {spec.env} server did not start on the Ray cluster: {exc}"
-                ) from exc
-            raise
+        for attempt in range(NODE_LOST_RETRIES + 1):
+            name, actor, ref = await anyio.to_thread.run_sync(create)
+            try:
+                # Short waits, each in a thread of its own: a cancellation lands between them.
+                while not await anyio.to_thread.run_sync(done, ref):
+                    if anyio.current_time() > deadline:
+                        raise ReadinessTimeout(
+                            f"the Ray cluster did not start a {spec.env} server in "
+                            f"{spec.ready_timeout:g} s (resources it cannot place stay pending)"
+                        )
+                placed = await anyio.to_thread.run_sync(ray.get, ref)
+                break
+            except BaseException as exc:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(_kill, ray, actor)
+                if _node_died(exc) and attempt < NODE_LOST_RETRIES:
+                    # Placed on a node that was dying (Ray had not seen it go yet): again.
+                    log.warning("ray provider: the node of a starting server died; retrying")
+                    continue
+                if isinstance(exc, Exception) and not isinstance(exc, ReadinessTimeout):
+                    raise StartFailed(
+                        f"a {spec.env} server did not start on the Ray cluster: {exc}"
+                    ) from exc
+                raise
         server = RayServer(
             url=placed["url"],
             id=name,
@@ -339,6 +346,13 @@ class RayProvider:
         except EngineUnavailable:
             return []
         return await anyio.to_thread.run_sync(_gc, ray)
+
+
+def _node_died(exc: BaseException) -> bool:
+    """Whether a start failed because the actor's node died (Ray's ActorDiedError says so)."""
+    return type(exc).__name__ in ("ActorDiedError", "ActorUnavailableError") and (
+        "node" in str(exc).lower()
+    )
 
 
 def _kill(ray: Any, actor: Any) -> None:
