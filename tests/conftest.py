@@ -17,7 +17,7 @@ import attrs
 import pytest
 
 import ecotone
-from ecotone.kernel import Limits, Registry
+from ecotone.kernel import Limits, Registry, serving
 from ecotone.kernel.config import (
     AccessConfig,
     AuthConfig,
@@ -199,6 +199,9 @@ def _fresh_env_records() -> Iterator[None]:
     yield
     envs.ClosingEnv.instances.clear()
     envs.AsyncCounterEnv.closes.clear()
+    # A test that served beyond loopback in this process (a test-made namespace's address)
+    # must not make the coding env of a later test fail closed as if it were exposed.
+    serving._reset_for_tests()
 
 
 @contextlib.contextmanager
