@@ -419,6 +419,21 @@ def test_cpu_time_limit_stops_a_busy_loop_before_the_wall_clock(kind: str, tmp_p
     assert list(tmp_path.iterdir()) == []  # the run's directories are gone
 
 
+@pytest.mark.parametrize("kind", ["bwrap", "rlimits-only"])
+def test_a_traceback_names_scratch_not_the_hosts_directory(kind: str, tmp_path: Path) -> None:
+    """Under either sandbox the code's directory shows as /scratch: the same code gives the
+    same output run after run, and the host's layout is not shown to the agent."""
+    if kind == "bwrap" and BWRAP is None:
+        pytest.skip(NO_BWRAP)
+    sandbox = sandbox_for("bwrap" if kind == "bwrap" else "rlimits")
+    code = "import os\nprint(os.getcwd())\nraise SystemExit(1 / 0)\n"
+    runs = [sandbox.run(tmp_path, code, ["run"], Limits(timeout_s=20)) for _ in range(2)]
+    assert runs[0].stderr.text == runs[1].stderr.text
+    assert "ZeroDivisionError" in runs[0].stderr.text
+    assert str(tmp_path) not in runs[0].stderr.text + runs[0].stdout.text
+    assert runs[0].stdout.text.strip() == "/scratch"
+
+
 # --- the sandbox's walls (bubblewrap) -----------------------------------------------------------
 
 

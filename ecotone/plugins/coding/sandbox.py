@@ -269,11 +269,15 @@ class Sandbox:
                 exit_code, timed_out, duration, hit = self._spawn(
                     scratch, argv, limits, fin, fout, ferr, (fres.fileno(),) if results else ()
                 )
+            # Outside bubblewrap the code ran in a host directory of a random name: show it as
+            # bubblewrap's /scratch, so that tracebacks neither reveal the host's layout nor
+            # differ between two runs of the same code.
+            host = None if self.kind == "bwrap" else (str(scratch), os.path.realpath(scratch))
             return Completed(
                 exit_code=exit_code,
                 timed_out=timed_out,
-                stdout=_read_output(private / "stdout", limits.output_bytes),
-                stderr=_read_output(private / "stderr", limits.output_bytes),
+                stdout=_read_output(private / "stdout", limits.output_bytes, host),
+                stderr=_read_output(private / "stderr", limits.output_bytes, host),
                 duration_s=duration,
                 results=(private / "results").read_bytes() if results else b"",
                 limits_hit=hit,
@@ -383,10 +387,15 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def _read_output(path: Path, cap: int) -> Output:
+def _read_output(path: Path, cap: int, scratch: tuple[str, ...] | None = None) -> Output:
+    """`output_of` the file at `path`; the host paths `scratch` (the directory as given, and
+    resolved) written as SCRATCH_MOUNT."""
     size = path.stat().st_size
     with open(path, "rb") as f:
-        return output_of(f.read(cap), size, cap)
+        data = f.read(cap)
+    for host in sorted(set(scratch or ()), key=len, reverse=True):
+        data = data.replace(host.encode(), SCRATCH_MOUNT.encode())
+    return output_of(data, size, cap)
 
 
 def output_of(data: bytes, size: int, cap: int) -> Output:
