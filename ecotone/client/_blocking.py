@@ -8,18 +8,24 @@ time left is shorter than what is set, which on the hot path is never.
 
 from __future__ import annotations
 
+import os
 import socket
 import ssl
 import struct
 import time
 
+from ecotone.wire.polling import BusyPoll, client_budget_us
+
 _TIMEVAL = struct.Struct("@ll")
 
 
 class DeadlineReceiver:
-    """`recv(deadline)` on a blocking socket: bytes, `b""` at EOF, TimeoutError past it."""
+    """`recv(deadline)` on a blocking socket: bytes, `b""` at EOF, TimeoutError past it.
 
-    __slots__ = ("_pending", "_set", "sock")
+    On a plain socket a receive first polls without blocking for a while (busy polling,
+    `ecotone.wire.polling`; `$ECOTONE_BUSY_POLL_US`), yielding the CPU between tries."""
+
+    __slots__ = ("_pending", "_poll", "_set", "sock")
 
     def __init__(self, sock: socket.socket) -> None:
         sock.settimeout(None)
@@ -27,6 +33,24 @@ class DeadlineReceiver:
         self._set: float | None = None  # seconds currently in SO_RCVTIMEO (None: forever)
         self._pending = getattr(sock, "pending", None)
         """An SSLSocket's `pending`: bytes TLS has decrypted but not handed over yet."""
+        budget = client_budget_us()
+        self._poll = BusyPoll(budget) if budget and self._pending is None else None
+        """Spin-then-block (not under TLS, whose socket takes no MSG_DONTWAIT)."""
+
+    def _spin(self, size: int, seconds: float, deadline: float | None) -> bytes | None:
+        """Poll for up to `seconds` (not past `deadline`); None: nothing came."""
+        end = time.perf_counter() + seconds
+        if deadline is not None:
+            end = min(end, time.perf_counter() + deadline - time.monotonic())
+        recv, dontwait, clock = self.sock.recv, socket.MSG_DONTWAIT, time.perf_counter
+        while True:
+            try:
+                return recv(size, dontwait)
+            except (BlockingIOError, InterruptedError):
+                pass
+            if clock() >= end:
+                return None
+            os.sched_yield()  # a process ready to run on this core goes first
 
     def _arm(self, seconds: float | None) -> None:
         if seconds is None:
@@ -38,6 +62,22 @@ class DeadlineReceiver:
         self._set = seconds
 
     def recv(self, size: int, deadline: float | None) -> bytes:
+        poll = self._poll
+        if poll is None:
+            return self._recv(size, deadline)
+        seconds = poll.spin_for()
+        if seconds:
+            data = self._spin(size, seconds, deadline)
+            if data is not None:
+                poll.caught()
+                return data
+            poll.ran_out()
+        began = time.perf_counter()
+        data = self._recv(size, deadline)
+        poll.blocked(time.perf_counter() - began)
+        return data
+
+    def _recv(self, size: int, deadline: float | None) -> bytes:
         while True:
             if deadline is None:
                 if self._set is not None:

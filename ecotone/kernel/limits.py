@@ -6,10 +6,16 @@ from typing import Any
 
 import attrs
 
+from ecotone.wire.polling import DEFAULT_US, check_budget
+
 
 def _positive(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and value <= 0:
         raise ValueError(f"{attribute.name} must be > 0, got {value!r}")
+
+
+def _budget(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    check_budget(value, attribute.name)
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -70,3 +76,7 @@ class Limits:
     max_http_sessions_per_client: int = attrs.field(default=64, validator=_positive)
     """Sessions one client address may hold through OpenEnv's HTTP routes (`capacity`, 503,
     past it)."""
+    busy_poll_us: float = attrs.field(default=DEFAULT_US, validator=_budget)
+    """Microseconds a connection's reader polls for the next request without blocking
+    before it sleeps (0: never; at most 1 s). Adaptive: a poll that runs out stops it for a
+    while, so an idle or slow peer costs next to nothing (`ecotone.wire.polling`)."""

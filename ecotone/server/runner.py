@@ -44,6 +44,27 @@ log = logging.getLogger("ecotone.runner")
 STOPPING = "the server is stopping: the call was abandoned"
 
 
+_thread_calls = 0
+"""Env calls sent to worker threads in this process and not ended, across its runners (hung
+ones too)."""
+_thread_calls_lock = threading.Lock()
+
+
+def _count_thread_calls(change: int) -> None:
+    global _thread_calls
+    with _thread_calls_lock:
+        _thread_calls += change
+
+
+def may_busy_poll() -> bool:
+    """Whether a reader of this process may spin waiting for bytes (`ecotone.wire.polling`):
+    the server runs in the main thread (not a test's or an app's background thread), and no
+    env call runs in a worker thread (a spinner would keep the GIL from it). Threads of
+    others (an env's own, a plugin's) are not seen: set `limits.busy_poll_us = 0` for such a
+    server."""
+    return _thread_calls == 0 and threading.current_thread() is threading.main_thread()
+
+
 @final
 class Runner:
     """Drives one engine. `nursery` holds the env calls (the server's, not a connection's)."""
@@ -197,13 +218,17 @@ class Runner:
             )
             call.done = True
             return True
+        started = threading.Event()
+        _count_thread_calls(1)  # before the thread starts: readers stop spinning at once
         try:
             async with self._threads:  # a slot is held only while someone waits for the call
                 with trio.move_on_at(deadline):
                     await trio.to_thread.run_sync(
-                        self._in_thread, call, abandon_on_cancel=True, limiter=_UNLIMITED
+                        self._in_thread, call, started, abandon_on_cancel=True, limiter=_UNLIMITED
                     )
         except Exception as exc:  # the driver failed (no thread to be had): the call did
+            if not started.is_set():
+                _count_thread_calls(-1)
             log.exception("could not run %r", call)
             call.error, call.done = exc, True
             return True
@@ -221,9 +246,16 @@ class Runner:
             self.abandoned_total += 1
             return False
 
-    def _in_thread(self, call: Call) -> None:
+    def _in_thread(self, call: Call, started: threading.Event) -> None:
         """A worker thread's work: the call, then, if the runner gave up on it meanwhile, the
         close of the env it was made on (the engine set that env aside)."""
+        started.set()
+        try:
+            self._call_in_thread(call)
+        finally:
+            _count_thread_calls(-1)
+
+    def _call_in_thread(self, call: Call) -> None:
         call.run()
         with self._lock:
             late = call in self._abandoned

@@ -8,6 +8,7 @@ so its lock is no lock, and deadlines are enforced by the channels themselves (S
 from __future__ import annotations
 
 import contextlib
+import os
 import select
 import time
 from collections.abc import Callable, Sequence
@@ -15,6 +16,7 @@ from typing import Any
 
 from ecotone.client.channels import SyncChannel, open_sync_channel
 from ecotone.client.errors import ConnectionLost
+from ecotone.wire.polling import BusyPoll, client_budget_us
 
 Channel = SyncChannel
 """The channel type of this face."""
@@ -82,10 +84,50 @@ def read_some(
             end = time.monotonic() + SLICE
             _poll(link, end if deadline is None else min(deadline, end), answered)
         return
-    timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-    readable, _, _ = select.select(list(fds), [], [], timeout)
+    poll = _select_poll()
+    readable = _spin(poll, list(fds), deadline)
+    if not readable:
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        began = time.perf_counter()
+        readable, _, _ = select.select(list(fds), [], [], timeout)
+        if readable:
+            poll.blocked(time.perf_counter() - began)
     for fd in readable:  # data is there: one read each, which does not block
         _poll(fds[fd], None, answered, once=True)
+
+
+_SELECT_POLL: BusyPoll | None = None
+"""Spin-then-block for waits on several links (`ecotone.wire.polling`): one policy for the
+process, made at the first such wait, as its vector envs' waits take turns on its thread (a
+race between threads can only make one wait spin more or less)."""
+
+
+def _select_poll() -> BusyPoll:
+    global _SELECT_POLL
+    if _SELECT_POLL is None:
+        _SELECT_POLL = BusyPoll(client_budget_us())
+    return _SELECT_POLL
+
+
+def _spin(poll: BusyPoll, fds: list[int], deadline: float | None) -> list[int]:
+    """Poll `fds` without blocking for as long as `poll` says (not past `deadline`),
+    yielding the CPU between tries; the readable ones, or none."""
+    seconds = poll.spin_for()
+    if not seconds:
+        return []
+    clock = time.perf_counter
+    end = clock() + seconds
+    if deadline is not None:
+        end = min(end, clock() + deadline - time.monotonic())
+    while True:
+        readable, _, _ = select.select(fds, [], [], 0)
+        if readable:
+            poll.caught()
+            return readable
+        if clock() >= end:
+            poll.ran_out()
+            return []
+        os.sched_yield()  # a process ready to run on this core goes first
 
 
 def _poll(

@@ -16,7 +16,8 @@ import msgspec
 import trio
 
 from ecotone.kernel import Limits
-from ecotone.server.runner import Runner
+from ecotone.server.runner import Runner, may_busy_poll
+from ecotone.wire.polling import BusyPoll
 
 log = logging.getLogger("ecotone.server")
 
@@ -75,7 +76,12 @@ class LeanSocketStream(trio.abc.HalfCloseableStream):
     concurrent senders must hold a lock, as the transports' writers do.
     """
 
-    def __init__(self, stream: trio.SocketStream, write_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        stream: trio.SocketStream,
+        write_timeout: float | None = None,
+        busy_poll_us: float = 0,
+    ) -> None:
         self.stream = stream
         self.socket = stream.socket
         self._fd = stream.socket.fileno()
@@ -83,10 +89,50 @@ class LeanSocketStream(trio.abc.HalfCloseableStream):
         """Seconds a write may wait for the peer to read; past it the connection is dropped
         (the socket closed, so the receiving task sees it too) and BrokenResourceError
         raised. Only a write that must wait pays for the deadline."""
+        self._poll = BusyPoll(busy_poll_us, may_busy_poll) if busy_poll_us else None
+
+    async def _spin(self, poll: BusyPoll, size: int, seconds: float) -> bytes | None:
+        """Poll for up to `seconds` without sleeping: each try passes through trio's
+        scheduler (a checkpoint: other tasks run, other sockets are polled). The spin stops
+        early, without counting as a miss, when another task is ready to run (the loop
+        will not sleep then anyway, and two spinning connections would only take turns) or
+        the gate shuts. None: nothing came."""
+        end = time.perf_counter() + seconds
+        statistics = trio.lowlevel.current_statistics
+        while True:
+            await trio.lowlevel.checkpoint()
+            if self.socket.fileno() == -1:  # closed by another task while this one spun
+                raise trio.ClosedResourceError("the connection was closed")
+            try:
+                data = os.read(self._fd, size)
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                raise trio.BrokenResourceError(str(exc)) from exc
+            else:
+                poll.caught()
+                return data
+            if time.perf_counter() >= end:
+                poll.ran_out()
+                return None
+            if statistics().tasks_runnable or not poll.may_spin():
+                return None
+            os.sched_yield()  # a process ready to run on this core goes first
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         size = max_bytes or 65536
-        await trio.lowlevel.wait_readable(self._fd)
+        poll = self._poll
+        if poll is not None:
+            seconds = poll.spin_for()
+            if seconds:
+                data = await self._spin(poll, size, seconds)
+                if data is not None:
+                    return data
+            began = time.perf_counter()
+            await trio.lowlevel.wait_readable(self._fd)
+            poll.blocked(time.perf_counter() - began)
+        else:
+            await trio.lowlevel.wait_readable(self._fd)
         try:
             return os.read(self._fd, size)
         except BlockingIOError:  # spurious wake-up
@@ -148,7 +194,7 @@ def connection_stream(stream: Any, limits: Limits) -> Any:
     socket, `TlsStream` under TLS; both drop a peer that stops reading (`write_timeout`)."""
     if isinstance(stream, trio.SSLStream):
         return TlsStream(stream, limits.write_timeout)
-    return LeanSocketStream(stream, limits.write_timeout)
+    return LeanSocketStream(stream, limits.write_timeout, limits.busy_poll_us)
 
 
 TLS_SCHEMES: Final = {"ws": "wss", "http": "https", "tcp": "tcp+tls"}
