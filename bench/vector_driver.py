@@ -40,9 +40,10 @@ from ecotone.plugins.counter import CounterObservation
 
 WARMUP = 50
 DEPTH = int(os.environ.get("ECOTONE_BENCH_DEPTH", "1"))
-CODEC = os.environ.get("ECOTONE_BENCH_CODEC", "json")
 """`send`/`recv` loops: batches in flight on each server (1: each server steps one batch
 while the others' answers are read; 2 was slower here: twice the requests)."""
+CODEC = os.environ.get("ECOTONE_BENCH_CODEC")
+"""`make_vec`'s codec (unset: its default, MessagePack for the vector form, else JSON)."""
 
 
 def _report(steps: int, sessions: int, elapsed: float) -> None:
@@ -234,7 +235,7 @@ def run_cartpole(mode: str, url: str, steps: int, sessions: int) -> None:
         import ecotone.gym
 
         urls = url.split(",")
-        venv: Any = ecotone.gym.make_vec(urls, sessions, codec=CODEC)
+        venv: Any = ecotone.gym.make_vec(urls, sessions, **({"codec": CODEC} if CODEC else {}))
         if mode == "cartpole-remote-pool":
             _pool_loop(
                 venv,

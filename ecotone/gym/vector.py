@@ -139,10 +139,13 @@ def make_vec(
     (`BatchedRemoteVectorEnv`).
 
     `vector_kwargs` go to `ecotone.VectorEnv` (`errors=`, `step_timeout=`, `codec=`, ...).
+    The vector form's arrays travel as MessagePack bins unless `codec=` says otherwise (JSON
+    carries them as base64 text).
     """
     first = urls if isinstance(urls, str) else urls[0]
     info = probe(first, env, vector_kwargs.get("codec", "json"))
     if vector_form(info) is not None:
+        vector_kwargs.setdefault("codec", "msgpack")
         return BatchedRemoteVectorEnv(
             urls, num_envs, env, info, autoreset_mode=autoreset_mode, **vector_kwargs
         )
