@@ -8,7 +8,6 @@ time left is shorter than what is set, which on the hot path is never.
 
 from __future__ import annotations
 
-import os
 import socket
 import ssl
 import struct
@@ -37,21 +36,6 @@ class DeadlineReceiver:
         self._poll = BusyPoll(budget) if budget and self._pending is None else None
         """Spin-then-block (not under TLS, whose socket takes no MSG_DONTWAIT)."""
 
-    def _spin(self, size: int, seconds: float, deadline: float | None) -> bytes | None:
-        """Poll for up to `seconds` (not past `deadline`); None: nothing came."""
-        end = time.perf_counter() + seconds
-        if deadline is not None:
-            end = min(end, time.perf_counter() + deadline - time.monotonic())
-        recv, dontwait, clock = self.sock.recv, socket.MSG_DONTWAIT, time.perf_counter
-        while True:
-            try:
-                return recv(size, dontwait)
-            except (BlockingIOError, InterruptedError):
-                pass
-            if clock() >= end:
-                return None
-            os.sched_yield()  # a process ready to run on this core goes first
-
     def _arm(self, seconds: float | None) -> None:
         if seconds is None:
             value = _TIMEVAL.pack(0, 0)
@@ -65,16 +49,20 @@ class DeadlineReceiver:
         poll = self._poll
         if poll is None:
             return self._recv(size, deadline)
-        seconds = poll.spin_for()
-        if seconds:
-            data = self._spin(size, seconds, deadline)
-            if data is not None:
-                poll.caught()
-                return data
-            poll.ran_out()
-        began = time.perf_counter()
+        sock = self.sock
+
+        def attempt() -> bytes | None:
+            try:
+                return sock.recv(size, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                return None
+
+        data = poll.spin(attempt, deadline)
+        if data is not None:
+            return data
+        began = time.monotonic()
         data = self._recv(size, deadline)
-        poll.blocked(time.perf_counter() - began)
+        poll.blocked(time.monotonic() - began)
         return data
 
     def _recv(self, size: int, deadline: float | None) -> bytes:

@@ -45,8 +45,8 @@ STOPPING = "the server is stopping: the call was abandoned"
 
 
 _thread_calls = 0
-"""Env calls sent to worker threads in this process and not ended, across its runners (hung
-ones too)."""
+"""Env calls running in worker threads of this process, across its runners (hung ones
+too)."""
 _thread_calls_lock = threading.Lock()
 
 
@@ -218,17 +218,13 @@ class Runner:
             )
             call.done = True
             return True
-        started = threading.Event()
-        _count_thread_calls(1)  # before the thread starts: readers stop spinning at once
         try:
             async with self._threads:  # a slot is held only while someone waits for the call
                 with trio.move_on_at(deadline):
                     await trio.to_thread.run_sync(
-                        self._in_thread, call, started, abandon_on_cancel=True, limiter=_UNLIMITED
+                        self._in_thread, call, abandon_on_cancel=True, limiter=_UNLIMITED
                     )
         except Exception as exc:  # the driver failed (no thread to be had): the call did
-            if not started.is_set():
-                _count_thread_calls(-1)
             log.exception("could not run %r", call)
             call.error, call.done = exc, True
             return True
@@ -246,10 +242,11 @@ class Runner:
             self.abandoned_total += 1
             return False
 
-    def _in_thread(self, call: Call, started: threading.Event) -> None:
+    def _in_thread(self, call: Call) -> None:
         """A worker thread's work: the call, then, if the runner gave up on it meanwhile, the
-        close of the env it was made on (the engine set that env aside)."""
-        started.set()
+        close of the env it was made on (the engine set that env aside). Counted while it
+        runs, so that readers stop spinning (they ask at every try)."""
+        _count_thread_calls(1)
         try:
             self._call_in_thread(call)
         finally:

@@ -26,8 +26,11 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
-from typing import Final
+from typing import Final, TypeVar
+
+T = TypeVar("T")
 
 DEFAULT_US: Final = 1000
 """Microseconds of spinning before a wait blocks, unless configured."""
@@ -71,6 +74,28 @@ class BusyPoll:
             return 0.0
         self._spun = True
         return self.budget
+
+    def spin(self, attempt: Callable[[], T | None], deadline: float | None = None) -> T | None:
+        """A blocking reader's spin: `attempt()` (a read that does not block: its result, or
+        None for nothing yet) again and again, yielding the CPU between tries, for as long
+        as this wait may spin and not past `deadline` (`time.monotonic`); then `caught` or
+        `ran_out`. None: block now."""
+        seconds = self.spin_for()
+        if not seconds:
+            return None
+        clock = time.monotonic
+        end = clock() + seconds
+        if deadline is not None:
+            end = min(end, deadline)
+        while True:
+            got = attempt()
+            if got is not None:
+                self.caught()
+                return got
+            if clock() >= end:
+                self.ran_out()
+                return None
+            os.sched_yield()  # a process ready to run on this core goes first
 
     def caught(self) -> None:
         """The bytes came while spinning."""

@@ -8,7 +8,6 @@ so its lock is no lock, and deadlines are enforced by the channels themselves (S
 from __future__ import annotations
 
 import contextlib
-import os
 import select
 import time
 from collections.abc import Callable, Sequence
@@ -84,14 +83,15 @@ def read_some(
             end = time.monotonic() + SLICE
             _poll(link, end if deadline is None else min(deadline, end), answered)
         return
+    watched = list(fds)
     poll = _select_poll()
-    readable = _spin(poll, list(fds), deadline)
+    readable = poll.spin(lambda: select.select(watched, [], [], 0)[0] or None, deadline)
     if not readable:
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        began = time.perf_counter()
-        readable, _, _ = select.select(list(fds), [], [], timeout)
+        began = time.monotonic()
+        readable, _, _ = select.select(watched, [], [], timeout)
         if readable:
-            poll.blocked(time.perf_counter() - began)
+            poll.blocked(time.monotonic() - began)
     for fd in readable:  # data is there: one read each, which does not block
         _poll(fds[fd], None, answered, once=True)
 
@@ -107,27 +107,6 @@ def _select_poll() -> BusyPoll:
     if _SELECT_POLL is None:
         _SELECT_POLL = BusyPoll(client_budget_us())
     return _SELECT_POLL
-
-
-def _spin(poll: BusyPoll, fds: list[int], deadline: float | None) -> list[int]:
-    """Poll `fds` without blocking for as long as `poll` says (not past `deadline`),
-    yielding the CPU between tries; the readable ones, or none."""
-    seconds = poll.spin_for()
-    if not seconds:
-        return []
-    clock = time.perf_counter
-    end = clock() + seconds
-    if deadline is not None:
-        end = min(end, clock() + deadline - time.monotonic())
-    while True:
-        readable, _, _ = select.select(fds, [], [], 0)
-        if readable:
-            poll.caught()
-            return readable
-        if clock() >= end:
-            poll.ran_out()
-            return []
-        os.sched_yield()  # a process ready to run on this core goes first
 
 
 def _poll(
