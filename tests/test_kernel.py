@@ -566,6 +566,110 @@ async def test_step_many_dispatched_directly_answers_each_item_in_order() -> Non
     assert (await peer.step(a, {"delta": 2}))["count"] == 2  # the invalid action did nothing
 
 
+@pytest.mark.parametrize("codec", ["json", "msgpack"])
+async def test_step_columns_answers_what_step_many_of_the_same_items_does(codec: str) -> None:
+    peer = Peer(make_kernel(), codec)
+    a, b, c = await peer.open(), await peer.open(), await peer.open()
+    for session in (a, b, c):
+        await peer.reset(session, start=10)
+    many = await peer.call(
+        "step_many",
+        steps=[{"session": s, "action": {"delta": d}} for s, d in ((a, 1), (b, 2), (c, 3))],
+    )
+    columns = await peer.call(
+        "step_columns", sessions=[a, b, c], actions=[{"delta": 1}, {"delta": 2}, {"delta": 3}]
+    )
+    assert columns["op"] == "step_columns_result"
+    assert set(columns) == {"op", "id", "observations"}  # no errors, no tasks: omitted
+    assert [o["count"] for o in columns["observations"]] == [12, 14, 16]
+    first = [r["observation"] for r in many["results"]]
+    stepped_again = [{**o, "count": o["count"] + d} for o, d in zip(first, (1, 2, 3), strict=True)]
+    assert stepped_again == columns["observations"]
+
+
+async def test_step_columns_says_which_positions_failed_and_steps_the_others() -> None:
+    peer = Peer(make_kernel())
+    a, b, fresh, ended = [await peer.open() for _ in range(4)]
+    await peer.reset(a)
+    await peer.reset(b, start=50)
+    await peer.reset(ended, target=1)
+    await peer.step(ended, {"delta": 1})
+    reply = await peer.call(
+        "step_columns",
+        sessions=[b, "nope", a, fresh, ended],
+        actions=[{"delta": 1}, {"delta": 1}, {"delta": "x"}, {"delta": 1}, {"delta": 1}],
+    )
+    assert reply["op"] == "step_columns_result"
+    observations, errors = reply["observations"], reply["errors"]
+    assert observations[0]["count"] == 51 and observations[1:] == [None] * 4
+    assert {int(j): e["code"] for j, e in errors.items()} == {
+        1: "unknown_session",
+        2: "invalid_action",
+        3: "reset_required",
+        4: "episode_done",
+    }
+    assert errors["2"]["session"] == a and errors["2"]["id"] == reply["id"]
+    assert (await peer.step(a, {"delta": 2}))["count"] == 2  # the invalid action did nothing
+    # Every session known and of one env: the one-pass path, which says the same.
+    reply = await peer.call("step_columns", sessions=[a, fresh], actions=[{"delta": 1}] * 2)
+    assert reply["observations"][0]["count"] == 3 and reply["observations"][1] is None
+    assert reply["errors"]["1"]["code"] == "reset_required"
+    twice = await peer.call("step_columns", sessions=[a, a], actions=[{"delta": 1}, {"delta": 1}])
+    assert_error(twice["errors"]["1"], "invalid_argument", reason="duplicate_session")
+    assert twice["observations"][0]["count"] == 4
+
+
+async def test_step_columns_resets_the_positions_it_names_with_the_arguments_given() -> None:
+    peer = Peer(make_kernel())
+    a, b = await peer.open(), await peer.open()
+    await peer.reset(a)
+    reply = await peer.call(
+        "step_columns",
+        sessions=[a, b],
+        actions=[{"delta": 4}, None],
+        resets=[1],
+        reset={"options": {"start": 7}, "episode_id": "ep-b"},
+    )
+    assert [o["count"] for o in reply["observations"]] == [4, 7]
+    assert (await peer.state(b))["episode_id"] == "ep-b"
+    assert (await peer.step(b, {"delta": 1}))["count"] == 8
+
+
+async def test_step_columns_of_worker_thread_sessions_is_answered_by_columns_too() -> None:
+    peer = Peer(make_kernel())
+    x, y = await peer.open("slow"), await peer.open("slow")
+    await peer.reset(x)
+    await peer.reset(y)
+    reply = await peer.call(
+        "step_columns", sessions=[x, y], actions=[{"tag": "x"}, {"tag": "y", "sleep": "no"}]
+    )
+    assert reply["op"] == "step_columns_result"
+    assert reply["observations"][0]["tag"] == "x" and reply["observations"][1] is None
+    assert reply["errors"]["1"]["code"] == "invalid_action"
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"actions": {"delta": 1}}, "must be an array"),
+        ({"actions": [{"delta": 1}]}, "1 actions for 2 sessions"),
+        ({"actions": [None, None], "resets": [0, 0]}, "more than once"),
+        ({"actions": [None, None], "resets": [2, -1]}, "positions [-1, 2] beyond"),
+    ],
+)
+async def test_a_malformed_step_columns_is_one_clear_error_and_steps_nothing(
+    fields: dict[str, Any], says: str
+) -> None:
+    peer = Peer(make_kernel())
+    a, b = await peer.open(), await peer.open()
+    await peer.reset(a)
+    await peer.reset(b)
+    reply = await peer.call("step_columns", sessions=[a, b], **fields)
+    assert_error(reply, "invalid_argument")
+    assert says in reply["message"]
+    assert (await peer.step(a, {"delta": 1}))["count"] == 1
+
+
 # --- how env code is run ---------------------------------------------------------------------
 
 

@@ -23,7 +23,7 @@ import trio
 
 import ecotone
 from ecotone.client._core import ClientCore, EnvTypes
-from ecotone.client._vector import Call, VectorCore, WireStepMany, take_ready
+from ecotone.client._vector import Call, VectorCore, WireColumns, WireStepMany, take_ready
 from ecotone.kernel import Engine, EnvSpec, Mode, Owner
 from ecotone.kernel.sessions import Phase
 from ecotone.plugins.counter import CounterAction, CounterObservation
@@ -34,6 +34,7 @@ from ecotone.wire import (
     Opened,
     Reset,
     ResetArgs,
+    StepColumns,
     StepItem,
     StepMany,
     StepManyResult,
@@ -168,6 +169,56 @@ async def test_the_batch_fast_path_answers_byte_for_byte_as_the_general_path(cod
     assert batch_engine.sessions.get(batch_ids["end"], batch_owner).phase is Phase.ENDED  # type: ignore[union-attr]
     unencodable = batch_engine.sessions.get(batch_ids["unencodable"], batch_owner)
     assert unencodable is not None and unencodable.phase is Phase.RUNNING
+
+
+@pytest.mark.parametrize("codec", ["json", "msgpack"])
+async def test_step_columns_answers_by_position_what_step_many_answers_by_item(
+    codec: str,
+) -> None:
+    known = [(name, action) for name, action in ITEMS if name != "unknown"]
+    valid = [(name, action) for name, action in known if name not in ("invalid", "unexpected")]
+    for items in (valid, known):  # valid actions: decoded in one pass; else item by item
+        columns_engine, columns_owner, columns_ids = await _probe_engine(codec)
+        item_engine, item_owner, item_ids = await _probe_engine(codec)
+        enc = codec_for(codec)
+        frame = StepColumns(
+            id=7,
+            sessions=[columns_ids[name] for name, _ in items],
+            actions=enc.raw([action for _, action in items]),
+        )
+        fast = columns_engine.peer(enc, columns_owner)
+        assert not fast.submit(frame)
+        (data,) = fast.take()
+        columns = msgspec.json.decode(data) if codec == "json" else msgspec.msgpack.decode(data)
+        many = StepMany(
+            id=7,
+            steps=[StepItem(session=item_ids[name], action=enc.raw(a)) for name, a in items],
+        )
+        general = item_engine.peer(enc, item_owner, frames=True)
+        assert not general.submit(many)
+        (answer,) = general.take()
+        assert isinstance(answer, StepManyResult)
+        rename = {columns_ids[name]: item_ids[name] for name, _ in items}
+        errors = {int(j): e for j, e in columns.get("errors", {}).items()}
+        assert columns["op"] == "step_columns_result" and columns["id"] == 7
+        assert len(columns["observations"]) == len(items)
+        for j, result in enumerate(answer.results):
+            if isinstance(result, Error):
+                assert columns["observations"][j] is None
+                got = errors[j]
+                assert rename[got.pop("session")] == result.session
+                expected = msgspec.to_builtins(result)
+                del expected["session"]
+                assert got == expected, items[j]
+            else:
+                assert j not in errors
+                assert enc.raw(columns["observations"][j]) == result.observation, items[j]
+        for name, _ in items:  # the episodes go on, or end, alike
+            columns_session = columns_engine.sessions.get(columns_ids[name], columns_owner)
+            item_session = item_engine.sessions.get(item_ids[name], item_owner)
+            assert columns_session is not None and item_session is not None
+            assert columns_session.phase is item_session.phase, name
+            assert not columns_session.busy
 
 
 async def test_a_batch_with_a_threaded_env_is_left_to_the_driver() -> None:
@@ -470,6 +521,22 @@ def test_a_vector_step_many_encodes_to_the_bytes_of_step_many(codec: str) -> Non
     assert conn.core.encode(frame) == plain.encode(reference)
 
 
+@pytest.mark.parametrize("codec", ["json", "msgpack"])
+def test_a_vector_step_columns_encodes_to_the_bytes_of_step_columns(codec: str) -> None:
+    actions: list[Any] = [{"delta": 1}, {"delta": np.int64(2)}, CounterAction(delta=3)]
+    core, (conn,) = _core(len(actions), codec=codec, features=("step_columns",))
+    core.plan_step(actions, core.subs, Call())
+    (frame,) = core.take_outbox(core.links[0])
+    assert isinstance(frame, WireColumns)
+    plain = codec_for(codec)
+    reference = StepColumns(
+        id=frame.id,
+        sessions=[s.session or "" for s in core.subs],
+        actions=plain.raw([{"delta": 1}, {"delta": 2}, CounterAction(delta=3)]),
+    )
+    assert conn.core.encode(frame) == plain.encode(reference)
+
+
 def test_an_action_that_cannot_be_encoded_raises_before_anything_is_queued() -> None:
     core, _ = _core(3)
     core.subs[1].needs_reset = True  # would be reset instead: nothing of it may be queued either
@@ -508,7 +575,31 @@ def _answer(
         for link, conn in zip(core.links, conns, strict=True):
             for frame in core.take_outbox(link):
                 frames.append(type(frame).__name__)
-                if isinstance(frame, WireStepMany):
+                if isinstance(frame, WireColumns):  # by columns: the same answers, by position
+                    actions = msgspec.json.decode(frame.actions)
+                    assert len(actions) == len(frame.sessions)
+                    assert all(actions[j] is None for j in frame.resets)
+                    assert frame.reset == (ResetArgs() if frame.resets else None)
+                    observations: list[dict[str, Any]] = []
+                    data: dict[str, Any]
+                    for j, session in enumerate(frame.sessions):
+                        index = int(session, 16)
+                        observations.append(
+                            FRESH
+                            if j in frame.resets
+                            else _observation(
+                                10 + index,
+                                done=index in ends and index % 2 == 0,
+                                truncated=index in ends and index % 2 == 1,
+                                meta=meta,
+                            )
+                        )
+                    data = {
+                        "op": "step_columns_result",
+                        "id": frame.id,
+                        "observations": observations,
+                    }
+                elif isinstance(frame, WireStepMany):
                     steps = msgspec.json.decode(frame.steps)
                     results = []
                     for step in steps:
@@ -530,7 +621,7 @@ def _answer(
                             {"op": "observation", "id": frame.id, "session": step["session"],
                              "observation": obs}
                         )  # fmt: skip
-                    data: dict[str, Any] = {
+                    data = {
                         "op": "step_many_result",
                         "id": frame.id,
                         "results": results,
@@ -555,12 +646,15 @@ def _step(
     meta: bool,
     folds: bool = False,
     frames: list[str] | None = None,
+    columns: bool = False,
 ) -> Any:
     """Three steps of 8 sub-envs (the episodes of `ends` end at the first; under `disabled`,
     which would refuse to step them again, only that one), every result and the sub-envs'
     state after; `bulk=False` forces the per-sub-env path, `folds` has the servers take
-    resets inside step_many (the frames sent go to `frames`)."""
-    features = ("step_many.reset",) if folds else ()
+    resets inside step_many (the frames sent go to `frames`), `columns` take `step_columns`."""
+    features: tuple[str, ...] = ("step_many.reset",) if folds else ()
+    if columns:
+        features += ("step_columns",)
     core, conns = _core(
         8, urls=urls, observation_type=observation_type, autoreset_mode=mode, features=features
     )
@@ -596,27 +690,32 @@ def _comparable(value: Any) -> Any:
 @pytest.mark.parametrize("observation_type", [CounterObservation, None])
 @pytest.mark.parametrize("urls", [1, 3])
 @pytest.mark.parametrize(("ends", "meta"), [(set(), False), ({1, 2, 5}, True)])
+@pytest.mark.parametrize("columns", [False, True], ids=["step_many", "step_columns"])
 def test_an_answer_taken_in_bulk_gives_what_the_per_sub_env_path_gives(
-    mode: str, observation_type: Any, urls: int, ends: set[int], meta: bool
+    mode: str, observation_type: Any, urls: int, ends: set[int], meta: bool, columns: bool
 ) -> None:
-    bulk = _step(True, mode, observation_type, urls, ends, meta)
-    per_sub = _step(False, mode, observation_type, urls, ends, meta)
+    bulk = _step(True, mode, observation_type, urls, ends, meta, columns=columns)
+    per_sub = _step(False, mode, observation_type, urls, ends, meta)  # step_many, item by item
     assert _comparable(bulk) == _comparable(per_sub)
+    by_columns = _step(False, mode, observation_type, urls, ends, meta, columns=columns)
+    assert _comparable(by_columns) == _comparable(per_sub)
 
 
 @pytest.mark.parametrize("mode", ["next_step", "same_step"])
 @pytest.mark.parametrize("urls", [1, 3])
 @pytest.mark.parametrize("bulk", [True, False])
+@pytest.mark.parametrize("columns", [False, True], ids=["step_many", "step_columns"])
 def test_autoresets_inside_step_many_give_what_reset_frames_give(
-    mode: str, urls: int, bulk: bool
+    mode: str, urls: int, bulk: bool, columns: bool
 ) -> None:
     ends = {1, 2, 5}
     folded_frames: list[str] = []
-    folded = _step(bulk, mode, CounterObservation, urls, ends, True, True, folded_frames)
+    folded = _step(bulk, mode, CounterObservation, urls, ends, True, True, folded_frames, columns)
     separate_frames: list[str] = []
     separate = _step(bulk, mode, CounterObservation, urls, ends, True, False, separate_frames)
     assert _comparable(folded) == _comparable(separate)
     assert "Reset" in separate_frames
     if mode == "next_step":  # the resets ride in the next step's step_many: no frame of their own
         assert "Reset" not in folded_frames
-        assert folded_frames.count("WireStepMany") == 3 * urls  # one per link and step
+        batch = "WireColumns" if columns else "WireStepMany"
+        assert folded_frames.count(batch) == 3 * urls  # one per link and step

@@ -314,6 +314,33 @@ def test_sub_envs_go_round_robin_over_urls_and_share_one_connection_per_url(
         assert wait_until(lambda: not a.recorder.open_sessions | b.recorder.open_sessions)
 
 
+@pytest.mark.parametrize("columns", [True, False], ids=["step_columns", "step_many"])
+def test_a_batched_step_goes_by_columns_where_the_server_takes_them(
+    columns: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not columns:  # a server from before `step_columns`: the same steps go as step_many
+        monkeypatch.setattr("ecotone.kernel.operations.FEATURES", ("step_many.reset",))
+    with (
+        run_server("counter") as server,
+        ecotone.VectorEnv(
+            server.url, 4, reset_options={"max_steps": 2}, observation_type=CounterObservation
+        ) as venv,
+    ):
+        venv.reset()
+        assert [link.columns for link in venv._core.links] == [columns]
+        deltas = [{"delta": d} for d in (1, 2, 3, 4)]
+        # The third step is the autoreset (next_step): the resets ride in the batch.
+        for counts, rewarded, ends in ((1, 1, 0), (2, 1, 1), (0, 0, 0), (1, 1, 0)):
+            obs, rewards, terminated, truncated, _ = venv.step(deltas)
+            assert [o.count for o in obs] == [counts * d for d in (1, 2, 3, 4)]
+            assert rewards.tolist() == [float(rewarded * d) for d in (1, 2, 3, 4)]
+            assert truncated.tolist() == [bool(ends)] * 4 and not terminated.any()
+        venv.send([{"delta": 1}, {"delta": "bad"}, {"delta": 1}, {"delta": 1}], batched=True)
+        with pytest.raises(ecotone.SubEnvError) as raised:
+            venv.recv()
+        assert list(raised.value.errors) == [1]
+
+
 @pytest.mark.parametrize("transport", ["tcp", "http"])
 def test_a_vector_env_steps_and_receives_over_other_transports(transport: str) -> None:
     with run_server("counter", transport=transport) as server:

@@ -23,7 +23,7 @@ import struct
 import time
 import typing
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal, NamedTuple, Union
+from typing import Any, Literal, NamedTuple, Optional, Union
 
 import msgspec
 import numpy as np
@@ -48,11 +48,13 @@ from ecotone.wire import (
     Response,
     StateFrame,
     Step,
+    StepColumnsResult,
+    StepManyResult,
     ToolResult,
     Tools,
     Welcome,
 )
-from ecotone.wire.frames import Frame
+from ecotone.wire.frames import Frame, ObservationFrame
 
 AutoresetMode = Literal["next_step", "same_step", "disabled"]
 ErrorPolicy = Literal["raise", "info"]
@@ -132,6 +134,7 @@ class Link:
     """One server URL: the connection its sub-envs share, and the requests in flight on it."""
 
     __slots__ = (
+        "columns",
         "conn",
         "down",
         "folds_resets",
@@ -155,6 +158,9 @@ class Link:
         self.down: ConnectionLost | None = None  # why the link is down, when it is
         self.folds_resets = False
         """Its server takes resets inside `step_many` (its `welcome` lists the feature)."""
+        self.columns = False
+        """Its server takes `step_columns` (its `welcome` lists the feature): a batched
+        step goes as one, not as a `step_many`."""
 
     @property
     def alive(self) -> bool:
@@ -349,6 +355,16 @@ class WireStepMany(Frame, tag="step_many"):
     steps: msgspec.Raw
 
 
+class WireColumns(Frame, tag="step_columns"):
+    """`StepColumns` with its actions already encoded (an array, null at the resets)."""
+
+    id: RequestId
+    sessions: list[str]
+    actions: msgspec.Raw
+    resets: list[int] = []
+    reset: ResetArgs | None = None
+
+
 def _rewards(rewards: list[Any]) -> np.ndarray:
     """Rewards as a float64 array, a missing (None) reward as 0.0 (`reward or 0.0`)."""
     # Packing floats into the array's buffer costs a third of `np.array(list)`; a None (or
@@ -402,14 +418,25 @@ def add_info(infos: dict[str, Any], info: dict[str, Any], i: int, n: int) -> dic
     return infos
 
 
-def typed_decoder(codec: Any, observation: Any) -> tuple[Callable[[bytes | str], Response], type]:
+class TypedAnswers(NamedTuple):
+    """What `typed_decoder` makes: the decoder, and its typed batch answers' types."""
+
+    decode: Callable[[bytes | str], Response]
+    many: type
+    """Its `step_many_result`: an answer of that type holds typed observations only."""
+    item: type
+    """An item of `many` (its one field: `observation`)."""
+    columns: type
+    """Its `step_columns_result`: observations typed (None where an item failed)."""
+
+
+def typed_decoder(codec: Any, observation: Any) -> TypedAnswers:
     """A frame decoder that decodes observations straight into `observation` (a type), in the
     same pass as the frame around them: one parse per answer instead of one per frame plus one
     per observation. Frames it cannot type (an observation that does not fit) fall back to the
     generic decoder, whose raw observations `VectorCore.result` decodes (and so reports).
 
-    Returns the decoder and its `step_many_result` type: an answer of that type holds typed
-    observations only."""
+    Returns the decoder and the types of its typed batch answers."""
     module = msgspec.json if codec.name == "json" else msgspec.msgpack
     obs_frame = msgspec.defstruct(
         "VectorObservationFrame",
@@ -438,9 +465,20 @@ def typed_decoder(codec: Any, observation: Any) -> tuple[Callable[[bytes | str],
         kw_only=True,
         gc=False,
     )
+    columns = msgspec.defstruct(
+        "VectorStepColumnsResult",
+        [
+            ("observations", list[Optional[observation]]),  # noqa: UP045
+            ("errors", dict[int, Error], {}),
+        ],
+        bases=(Frame,),
+        tag="step_columns_result",
+        kw_only=True,
+        gc=False,
+    )  # its `tasks` (resets naming one) are skipped: a vector env's resets do not read them
     frames: Any = Union[  # noqa: UP007 - built at run time
-        (Welcome, Described, Opened, obs_frame, StateFrame, Closed, many, Tools, ToolResult,
-         Pong, Error)
+        (Welcome, Described, Opened, obs_frame, StateFrame, Closed, many, columns, Tools,
+         ToolResult, Pong, Error)
     ]  # fmt: skip
     typed = module.Decoder(frames).decode
     generic = codec.decode_response
@@ -451,7 +489,7 @@ def typed_decoder(codec: Any, observation: Any) -> tuple[Callable[[bytes | str],
         except msgspec.ValidationError:
             return generic(data)
 
-    return decode, many
+    return TypedAnswers(decode, many, item, columns)
 
 
 def split_actions(actions: Any, n: int) -> list[Any]:
@@ -535,7 +573,7 @@ class VectorCore:
         """Observations decode into dicts: read the flags with `get`."""
         self._codec: Any = None
         self._decode_frame: Callable[[bytes | str], Response] | None = None
-        self._typed_many: type | None = None  # the typed decoder's step_many_result
+        self._typed: TypedAnswers | None = None  # the typed decoder and its answers' types
         self._encode_action: Callable[[Any], bytes] | None = None
         """Encodes actions (one, or a step_many's list of `WireStep`), numpy values as plain."""
         self.ready: collections.deque[Outcome | Call] = collections.deque()
@@ -786,23 +824,16 @@ class VectorCore:
 
     def _encode(
         self, groups: dict[int, tuple[list[Sub], list[Any]]], folded: bool
-    ) -> list[tuple[int, list[Sub], list[Any], list[int] | None, msgspec.Raw]]:
-        """Each group's items encoded (an action that cannot be encoded raises here, before
-        anything is queued): (link index, sub-envs, actions with None for the resets, the
-        resets' positions or None, the items' bytes). `folded`: some items may be resets."""
+    ) -> list[tuple[int, list[Sub], list[Any], list[int] | None, WireColumns | WireStepMany]]:
+        """Each group's frame, its items encoded (an action that cannot be encoded raises
+        here, before anything is queued; the frame's id is set when it is queued): (link
+        index, sub-envs, actions with None for the resets, the resets' positions or None,
+        the frame). A `step_columns` where the link's server takes it, else a `step_many`.
+        `folded`: some items may be resets."""
         args = ResetArgs(options=self.reset_options) if folded else None
         encoded = []
+        links = self.links
         for index, (group_subs, group_actions) in groups.items():
-            steps = msgspec.Raw(
-                self._action_bytes(
-                    [
-                        WireStep(sub.session, action)  # type: ignore[arg-type]
-                        if action is not _RESET
-                        else WireReset(sub.session, args)  # type: ignore[arg-type]
-                        for sub, action in zip(group_subs, group_actions, strict=True)
-                    ]
-                )
-            )
             resets = (
                 [j for j, action in enumerate(group_actions) if action is _RESET]
                 if folded
@@ -810,7 +841,24 @@ class VectorCore:
             )
             if resets:
                 group_actions = [None if a is _RESET else a for a in group_actions]
-            encoded.append((index, group_subs, group_actions, resets or None, steps))
+            frame: WireColumns | WireStepMany
+            if links[index].columns:
+                frame = WireColumns(
+                    id=0,
+                    sessions=[sub.session for sub in group_subs],  # type: ignore[misc]
+                    actions=msgspec.Raw(self._action_bytes(group_actions)),
+                    resets=resets or [],
+                    reset=args if resets else None,
+                )
+            else:
+                steps = [
+                    WireStep(sub.session, action)  # type: ignore[arg-type]
+                    if resets is None or j not in resets
+                    else WireReset(sub.session, args)  # type: ignore[arg-type]
+                    for j, (sub, action) in enumerate(zip(group_subs, group_actions, strict=True))
+                ]
+                frame = WireStepMany(id=0, steps=msgspec.Raw(self._action_bytes(steps)))
+            encoded.append((index, group_subs, group_actions, resets or None, frame))
         return encoded
 
     def _plan_batch(self, actions: Sequence[Any], subs: Sequence[Sub], call: Call) -> None:
@@ -862,9 +910,9 @@ class VectorCore:
             call.outcomes[sub.index] = outcome
             handled = self._step_later(sub, outcome)
             assert handled, f"sub-env {sub.index} is neither ready to step nor to reset"
-        for index, group_subs, group_actions, resets, steps in encoded:
+        for index, group_subs, group_actions, resets, frame in encoded:
             link = links[index]
-            frame = WireStepMany(id=link.conn.core.next_id(), steps=steps)
+            frame.id = link.conn.core.next_id()
             request = self._queue("step_many", frame, link, group_subs)
             request.call = call
             request.resets = resets
@@ -882,7 +930,7 @@ class VectorCore:
             outcome.action = action
             handled = self._step_later(sub, outcome)
             assert handled, f"sub-env {sub.index} is neither ready to step nor to reset"
-        for index, group_subs, group_actions, resets, steps in encoded:
+        for index, group_subs, group_actions, resets, frame in encoded:
             call = Call([sub.index for sub in group_subs])
             call.open = len(group_subs)
             self.sending.append(call)
@@ -894,7 +942,7 @@ class VectorCore:
             for sub in group_subs:
                 sub.sent = call
             link = self.links[index]
-            frame = WireStepMany(id=link.conn.core.next_id(), steps=steps)
+            frame.id = link.conn.core.next_id()
             request = self._queue("step_many", frame, link, group_subs)
             request.call = call
             request.resets = resets
@@ -975,6 +1023,7 @@ class VectorCore:
         elif kind in ("close", "hello"):
             if type(response) is Welcome:
                 link.folds_resets = "step_many.reset" in response.features
+                link.columns = "step_columns" in response.features
         elif isinstance(response, Error):
             failure = Failure.from_server(ServerError.from_frame(response))
             self._fail(request.subs[0], failure, after_step=kind == "step")
@@ -988,12 +1037,23 @@ class VectorCore:
             self._opened(request.subs[0], response)
 
     def _on_step_many(self, request: Request, response: Response) -> None:
+        kind = type(response)
+        typed = self._typed
+        if (kind is StepColumnsResult or (typed is not None and kind is typed.columns)) and (
+            kind is StepColumnsResult
+            or response.errors  # type: ignore[union-attr]
+            or request.resets is not None
+            or request.actions is None
+        ):
+            response = self._by_items(response)
         if request.resets is not None:
             response = self._take_resets(request, response)
             if not request.subs:  # resets only: each has completed its outcome
                 return
         if request.actions is not None and self._take_in_bulk(request, response):
             return
+        if typed is not None and type(response) is typed.columns:
+            response = self._by_items(response)  # not taken in bulk: item by item
         self.materialize(request)
         if isinstance(response, Error):
             failure = Failure.from_server(ServerError.from_frame(response))
@@ -1026,6 +1086,28 @@ class VectorCore:
                         self._sent_complete(call)
             else:
                 self._stepped(sub, result, request.started)
+
+    def _by_items(self, response: Any) -> Response:
+        """A `step_columns_result` as the `step_many_result` of the same items (typed where
+        it is), for the paths that take an answer item by item."""
+        errors = response.errors
+        typed = self._typed
+        if type(response) is StepColumnsResult or typed is None:
+            return StepManyResult(
+                id=response.id,
+                results=[
+                    errors.get(j) or ObservationFrame(session="", observation=obs)
+                    for j, obs in enumerate(response.observations)
+                ],
+            )
+        item = typed.item
+        return typed.many(
+            id=response.id,
+            results=[
+                errors.get(j) or item(observation=obs)
+                for j, obs in enumerate(response.observations)
+            ],
+        )
 
     def _take_resets(self, request: Request, response: Response) -> Response:
         """Answer the reset items of a `step_many` (folded autoresets) and take them out of
@@ -1086,16 +1168,23 @@ class VectorCore:
         typed observations only, no recorder. Sub-envs whose episode ended are marked for
         reset; under `same_step` they get outcomes and are reset within the call. Returns
         False, having changed nothing, when the answer needs the per-sub-env path."""
-        if self.recorder is not None or type(response) is not self._typed_many:
+        typed = self._typed
+        if self.recorder is not None or typed is None:
             return False
         subs = request.subs
-        results: list[Any] = response.results  # type: ignore[union-attr]
-        if len(results) != len(subs):
-            return False  # a broken answer: the per-sub-env path reports it
-        try:
-            observations = [item.observation for item in results]
-        except AttributeError:  # an error frame among the items
+        kind = type(response)
+        if kind is typed.columns:  # no errors among them (else it came here by items)
+            observations: list[Any] = response.observations  # type: ignore[union-attr]
+        elif kind is typed.many:
+            results: list[Any] = response.results  # type: ignore[union-attr]
+            try:
+                observations = [item.observation for item in results]
+            except AttributeError:  # an error frame among the items
+                return False
+        else:
             return False
+        if len(observations) != len(subs):
+            return False  # a broken answer: the per-sub-env path reports it
         flags = self._flags(observations)
         if flags is None:
             return False
@@ -1298,7 +1387,8 @@ class VectorCore:
         codec = conn.core.codec
         if self._codec is None:
             self._codec = codec
-            self._decode_frame, self._typed_many = typed_decoder(codec, self._observation_target)
+            self._typed = typed_decoder(codec, self._observation_target)
+            self._decode_frame = self._typed.decode
             module = msgspec.json if codec.name == "json" else msgspec.msgpack
             self._encode_action = module.Encoder(enc_hook=_plain_hook).encode
         conn.decode = self._decode_frame
@@ -1311,7 +1401,7 @@ class VectorCore:
         link.inflight.clear()
         link.outbox.clear()
         link.unanswered = 0
-        link.folds_resets = False
+        link.folds_resets = link.columns = False
         # Learn what the server can do (answered before any session is open to step).
         self._queue("hello", Hello(id=conn.core.next_id()), link, [])
         if old is not None:

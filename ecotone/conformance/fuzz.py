@@ -46,6 +46,14 @@ VALID: list[dict[str, Any]] = [
     {"op": "ping", "id": 9},
     {"op": "list_tasks", "id": 10, "split": "train", "offset": 0, "limit": 5},
     {"op": "get_task", "id": 11, "split": "train", "index": 0},
+    {
+        "op": "step_columns",
+        "id": 12,
+        "sessions": ["0123456789abcdef", "s"],
+        "actions": [{"delta": 1}, None],
+        "resets": [1],
+        "reset": {"seed": 3},
+    },
 ]
 WRONG: list[Any] = [None, True, -1, 1.5, "x", [], {}, [1, [2]], {"a": {"b": []}}, 2**70]
 KINDS = ("mutated", "wrong_types", "deep", "truncated_msgpack", "random")

@@ -42,6 +42,7 @@ The rules:
 from __future__ import annotations
 
 import collections
+import functools
 import hmac
 import logging
 import time
@@ -55,7 +56,7 @@ from ecotone.kernel.calls import Call, Mode
 from ecotone.kernel.envspec import EnvSpec
 from ecotone.kernel.incoming import decode_request, too_large
 from ecotone.kernel.limits import Limits
-from ecotone.kernel.operations import Operations
+from ecotone.kernel.operations import Operations, columns_answer
 from ecotone.kernel.sessions import CapacityError, Phase, Session, SessionTable
 from ecotone.wire import (
     CallTool,
@@ -77,12 +78,15 @@ from ecotone.wire import (
     Render,
     Request,
     Reset,
+    ResetArgs,
     Response,
     Share,
     Shared,
     SharedSteps,
     SharedStepsResult,
     Step,
+    StepColumns,
+    StepItem,
     StepMany,
     StepManyResult,
 )
@@ -220,12 +224,16 @@ class _Queued:
 class _Batch:
     """A `step_many` being answered."""
 
-    __slots__ = ("asked", "held", "peer", "remaining", "results", "rid")
+    __slots__ = ("asked", "columns", "held", "peer", "remaining", "results", "rid")
 
-    def __init__(self, peer: Peer, rid: RequestId, size: int, asked: float | None) -> None:
+    def __init__(
+        self, peer: Peer, rid: RequestId, size: int, asked: float | None, columns: bool
+    ) -> None:
         self.peer = peer
         self.rid = rid
         self.asked = asked
+        self.columns = columns
+        """Answered as a `step_columns_result` (it came as `step_columns`)."""
         self.results: list[Any] = [None] * size
         self.remaining = 0
         self.held: list[Session] = []
@@ -497,6 +505,8 @@ class Engine(Operations):
         if kind is Step:  # the hot path first
             return self._submit_step(peer, request)  # type: ignore[arg-type]
         try:
+            if kind is StepColumns:
+                return self._submit_columns(peer, request)  # type: ignore[arg-type]
             if kind is StepMany:
                 return self._submit_batch(peer, request)  # type: ignore[arg-type]
             if kind is Open:
@@ -700,17 +710,44 @@ class Engine(Operations):
 
     # --- step_many ----------------------------------------------------------------------------
 
-    def _submit_batch(self, peer: Peer, req: StepMany) -> Sequence[Call]:
+    def _submit_columns(self, peer: Peer, req: StepColumns) -> Sequence[Call]:
+        """`step_columns`: when no position resets and every session is of one env, its
+        actions decode in one pass straight into the env's action type and the batch is
+        answered as `_step_batch` does; otherwise it runs as the `step_many` of its items."""
+        ids = req.sessions
+        if not req.resets and not peer.frames and self._on_step is None:
+            sessions = self.sessions.get_many(ids, peer.owner)
+            spec = sessions[0].spec if sessions and sessions[0] is not None else None
+            if spec is not None and all(s is not None and s.spec is spec for s in sessions):
+                try:
+                    actions = peer.codec.decode_as(req.actions, _list_of(spec.action_type))
+                except (msgspec.DecodeError, RecursionError):
+                    actions = None  # the per-item path says which action is wrong
+                if actions is not None and len(actions) == len(ids):
+                    data = self._step_columns(peer, ids, sessions, actions, req.id)  # type: ignore[arg-type]
+                    if data is not None:
+                        peer.emit(data)
+                        return NO_CALLS
+        items = _column_items(peer.codec, req)
+        if type(items) is Error:
+            peer.emit(items)
+            return NO_CALLS
+        many = StepMany(id=req.id, steps=items, call_timeout=req.call_timeout)  # type: ignore[arg-type]
+        return self._submit_batch(peer, many, columns=True)
+
+    def _submit_batch(self, peer: Peer, req: StepMany, columns: bool = False) -> Sequence[Call]:
         items = req.steps
         rid = req.id
-        sessions = self.sessions.get_many([item.session for item in items], peer.owner)
+        ids = [item.session for item in items]
+        sessions = self.sessions.get_many(ids, peer.owner)
         resets = _resets(req) if [item.reset for item in items].count(None) < len(items) else None
         if not peer.frames and self._on_step is None:
-            data = self._step_batch(peer, items, sessions, rid, resets)
+            actions = [item.action for item in items]
+            data = self._step_batch(peer, ids, sessions, actions, rid, resets, columns)
             if data is not None:
                 peer.emit(data)
                 return NO_CALLS
-        batch = _Batch(peer, rid, len(items), req.call_timeout)
+        batch = _Batch(peer, rid, len(items), req.call_timeout, columns)
         first: dict[str, int] = {}
         starts: list[tuple[Session, _Entry]] = []
         for index, (item, session) in enumerate(zip(items, sessions, strict=True)):
@@ -780,7 +817,10 @@ class Engine(Operations):
             self._answer_batch(batch, jobs)
 
     def _answer_batch(self, batch: _Batch, jobs: list[Call]) -> None:
-        batch.peer.emit(StepManyResult(id=batch.rid, results=batch.results))
+        if batch.columns:
+            batch.peer.emit(columns_answer(batch.rid, batch.results))
+        else:
+            batch.peer.emit(StepManyResult(id=batch.rid, results=batch.results))
         now = self.clock()
         for session in batch.held:
             if session.active is batch:
@@ -932,6 +972,40 @@ def _resets(req: StepMany) -> list[Reset | Error | None]:
                 )
             )
     return out
+
+
+@functools.cache
+def _list_of(item: type) -> Any:
+    """`list[item]`, made once per type (the codec keeps a decoder per type)."""
+    return list[item]  # type: ignore[valid-type]
+
+
+def _column_items(codec: Codec, req: StepColumns) -> list[StepItem] | Error:
+    """The `step_many` items of a `step_columns`, or the error that makes it malformed."""
+    rid, ids, positions = req.id, req.sessions, req.resets
+
+    def bad(message: str) -> Error:
+        return answers.error(ErrorCode.INVALID_ARGUMENT, f"step_columns: {message}", rid)
+
+    try:
+        actions = codec.decode_as(req.actions, list[msgspec.Raw])
+    except (msgspec.DecodeError, RecursionError):
+        return bad("`actions` must be an array, one action per session")
+    if len(actions) != len(ids):
+        return bad(f"{len(actions)} actions for {len(ids)} sessions")
+    resets = set(positions)
+    if len(resets) != len(positions):
+        return bad("a position is in `resets` more than once")
+    outside = sorted(j for j in resets if not 0 <= j < len(ids))
+    if outside:
+        return bad(f"`resets` names positions {outside} beyond the {len(ids)} sessions")
+    args = req.reset if req.reset is not None else ResetArgs()
+    return [
+        StepItem(session=session, reset=args)
+        if j in resets
+        else StepItem(session=session, action=action)
+        for j, (session, action) in enumerate(zip(ids, actions, strict=True))
+    ]
 
 
 def _rid(request: Any) -> RequestId | None:

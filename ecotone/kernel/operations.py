@@ -47,8 +47,6 @@ from ecotone.wire import (
     Reset,
     Response,
     StateFrame,
-    StepItem,
-    StepManyResult,
     TaskAnswer,
     TaskPage,
     ToolInfo,
@@ -85,6 +83,39 @@ class _StepManyAnswer(Frame, tag="step_many_result", gc=False):
     """`StepManyResult` whose items are `_Observed` or `Error` frames; the same bytes."""
 
     results: list[Any]
+
+    @classmethod
+    def of(cls, rid: RequestId, results: list[Any]) -> _StepManyAnswer:
+        return cls(id=rid, results=results)
+
+
+class _ColumnsAnswer(Frame, tag="step_columns_result", gc=False):
+    """`StepColumnsResult` whose observations are the env's own (or already encoded)."""
+
+    observations: list[Any]
+    errors: dict[int, Error] = {}
+    tasks: dict[int, Any] = {}
+
+
+def columns_answer(rid: RequestId, results: list[Any]) -> _ColumnsAnswer:
+    """The `step_columns_result` of a batch's results (`_Observed`, `ObservationFrame` or
+    `Error` frames, in request order)."""
+    observations: list[Any] = []
+    append = observations.append
+    errors: dict[int, Error] = {}
+    tasks: dict[int, Any] = {}
+    for position, frame in enumerate(results):
+        kind = type(frame)
+        if kind is _Observed:
+            append(frame.observation)
+        elif kind is Error:
+            append(None)
+            errors[position] = frame
+        else:  # an ObservationFrame: a reset, or an observation encoded on its own
+            append(frame.observation)
+            if frame.task is not None:
+                tasks[position] = frame.task
+    return _ColumnsAnswer(id=rid, observations=observations, errors=errors, tasks=tasks)
 
 
 def _not_running(session: Session, rid: RequestId) -> Error:
@@ -354,47 +385,137 @@ class Operations:
             )
         return ObservationFrame(id=rid, session=session.id, observation=raw)
 
+    def _batchable(
+        self, sessions: list[Session | None], resets: list[Reset | Error | None] | None
+    ) -> bool:
+        """The sessions can be answered in one synchronous pass: each is unknown, or idle and
+        either not running (an error) or stepping inline (resetting, when `resets`)."""
+        running, inline = Phase.RUNNING, Mode.INLINE
+        for session in sessions:
+            if session is not None:
+                if session.active is not None or session.queue:
+                    return False
+                if session.guests is not None:  # a shared session: `_stepped` records
+                    return False
+                if session.spec.mode is not inline and (
+                    session.phase is running or resets is not None
+                ):
+                    return False
+                if resets is not None and session.env is None:
+                    return False  # set aside after a timeout: the reset makes a new instance
+        return True
+
+    def _step_columns(
+        self,
+        peer: Peer,
+        ids: list[str],
+        sessions: list[Session],
+        actions: list[Any],
+        rid: RequestId,
+    ) -> bytes | None:
+        """`_step_batch` for a `step_columns` of steps only, every session known and of one
+        env, the actions already of its action type: the observations go straight into the
+        answer's array, the errors by position. Returns the encoded `step_columns_result`, or
+        None, having done nothing."""
+        if (
+            not sessions
+            or sessions[0].spec.mode is not Mode.INLINE
+            or not self._batchable(sessions, None)  # type: ignore[arg-type]
+            or len(set(ids)) != len(ids)
+        ):
+            return None
+        running, ended = Phase.RUNNING, Phase.ENDED
+        name = sessions[0].spec.name
+        observations: list[Any] = []
+        append = observations.append
+        errors: dict[int, Error] = {}
+        for session, action in zip(sessions, actions, strict=True):
+            if session.phase is not running:
+                errors[len(observations)] = _not_running(session, rid)
+                append(None)
+                continue
+            try:
+                obs = session.env.step(action)
+            except InvalidAction as exc:
+                errors[len(observations)] = answers.rejected(exc, name, rid, session.id)
+                append(None)
+                continue
+            except BaseException as exc:
+                errors[len(observations)] = _step_failed(session, exc, rid)
+                append(None)
+                continue
+            if getattr(obs, "done", False) or getattr(obs, "truncated", False):
+                session.phase = ended  # as `_stepped` does once it is encoded (undone if not)
+            append(obs)
+        self.steps_total += len(observations) - len(errors)
+        now = self.clock()
+        for session in sessions:
+            session.last_used = now
+        try:
+            return peer.codec.encode(
+                _ColumnsAnswer(id=rid, observations=observations, errors=errors)
+            )
+        except (TypeError, msgspec.EncodeError):
+            pass
+        results = [
+            errors.get(j) or _Observed(ids[j], obs, rid) for j, obs in enumerate(observations)
+        ]
+        return self._encode_each(peer, sessions, results, rid, columns_answer)  # type: ignore[arg-type]
+
+    def _encode_each(
+        self,
+        peer: Peer,
+        sessions: list[Session | None],
+        results: list[Any],
+        rid: RequestId,
+        shape: Callable[[RequestId, list[Any]], Any],
+    ) -> bytes:
+        """A batch's answer when some observation cannot be encoded: each on its own, as the
+        general path would, so that it alone becomes an env_error and its episode goes on."""
+        running = Phase.RUNNING
+        for position, frame in enumerate(results):
+            if type(frame) is _Observed:
+                stepped = sessions[position]
+                assert stepped is not None
+                stepped.phase = running
+                self.steps_total -= 1  # `_stepped` counts it again
+                results[position] = self._stepped(stepped, peer, rid, None, frame.observation, 0)
+        return peer.codec.encode(shape(rid, results))
+
     def _step_batch(
         self,
         peer: Peer,
-        items: list[StepItem],
+        ids: list[str],
         sessions: list[Session | None],
+        actions: list[Any],
         rid: RequestId,
-        resets: list[Reset | Error | None] | None = None,
+        resets: list[Reset | Error | None] | None,
+        columns: bool,
     ) -> bytes | None:
         """A whole `step_many` answered synchronously, when every item can be: its session is
         unknown, or idle and either not running (an error) or stepping inline and sync; the
-        items name distinct sessions. `resets` (None: no item is one) has each reset item's
-        `Reset` frame (or the error it is) at its place; resets of inline sessions are
-        answered here too. Returns the encoded `step_many_result`, the same bytes the general
-        path and one encode would give; or None, having done nothing.
+        items name distinct sessions. `ids` are the items' sessions, `actions` their encoded
+        actions. `resets` (None: no item
+        is one) has each reset item's `Reset` frame (or the error it is) at its place; resets
+        of inline sessions are answered here too. Returns the encoded `step_many_result` (a
+        `step_columns_result` when `columns`), the same bytes the general path and one encode
+        would give; or None, having done nothing.
 
         The hot path of a vector env: no per-item call objects, and the observations are
         encoded with the frame around them in one pass (per item only when one cannot be
         encoded, so that it alone becomes an `env_error`)."""
-        running, ended, inline = Phase.RUNNING, Phase.ENDED, Mode.INLINE
-        for session in sessions:
-            if session is not None:
-                if session.active is not None or session.queue:
-                    return None
-                if session.guests is not None:  # a shared session: `_stepped` records
-                    return None
-                if session.spec.mode is not inline and (
-                    session.phase is running or resets is not None
-                ):
-                    return None
-                if resets is not None and session.env is None:
-                    return None  # set aside after a timeout: the reset makes a new instance
-        if len({item.session for item in items}) != len(items):
+        if not self._batchable(sessions, resets) or len(set(ids)) != len(ids):
             return None
+        running, ended = Phase.RUNNING, Phase.ENDED
         results: list[Any] = []
         append = results.append
         stepped_here = 0
         clock = self.clock
         decode = peer.codec.decode_as
         no_jobs: list[Call] = []
-        for item, session, reset in zip(items, sessions, resets or _NO_RESETS, strict=False):
-            session_id = item.session
+        for session_id, session, action, reset in zip(
+            ids, sessions, actions, resets or _NO_RESETS, strict=False
+        ):
             if session is None:
                 append(answers.unknown_session(session_id, rid))
                 continue
@@ -407,16 +528,15 @@ class Operations:
                 except Exception as exc:  # an engine bug: this item fails, the batch goes on
                     log.exception("internal error in a step_many reset item")
                     append(answers.internal(exc, rid, session_id))
-                session.last_used = clock()
                 continue
             if session.phase is not running:
                 append(_not_running(session, rid))
                 continue
             spec = session.spec
             try:
-                action = decode(item.action, spec.action_type)
+                action = decode(action, spec.action_type)
             except msgspec.DecodeError as exc:
-                if not item.action:
+                if not action:
                     append(answers.no_action(rid, session_id))
                 else:
                     append(answers.invalid_action(exc, spec.name, rid, session_id))
@@ -432,28 +552,22 @@ class Operations:
             except BaseException as exc:
                 append(_step_failed(session, exc, rid))
                 continue
-            finally:
-                session.last_used = clock()
             # As `_stepped` does once the observation is encoded (undone below if not).
             if getattr(obs, "done", False) or getattr(obs, "truncated", False):
                 session.phase = ended
             append(_Observed(session_id, obs, rid))
             stepped_here += 1
         self.steps_total += stepped_here
+        now = clock()
+        for session in sessions:
+            if session is not None:
+                session.last_used = now
+        shape = columns_answer if columns else _StepManyAnswer.of
         try:
-            return peer.codec.encode(_StepManyAnswer(id=rid, results=results))
+            return peer.codec.encode(shape(rid, results))
         except (TypeError, msgspec.EncodeError):
             pass
-        # Some observation cannot be encoded: each on its own, as the general path would,
-        # so that it alone becomes an env_error and its episode goes on.
-        for position, frame in enumerate(results):
-            if type(frame) is _Observed:
-                stepped = sessions[position]
-                assert stepped is not None
-                stepped.phase = running
-                self.steps_total -= 1  # `_stepped` counts it again
-                results[position] = self._stepped(stepped, peer, rid, None, frame.observation, 0)
-        return peer.codec.encode(StepManyResult(id=rid, results=results))
+        return self._encode_each(peer, sessions, results, rid, shape)
 
     # --- the other session requests -------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from ecotone.wire.errors import ErrorCode
 PROTOCOL_VERSION = 1
 """The version `hello` negotiates. Bumped only for incompatible changes."""
 
-FEATURES: tuple[str, ...] = ("step_many.reset",)
+FEATURES: tuple[str, ...] = ("step_many.reset", "step_columns")
 """The features this package's servers list in `welcome` (and its clients use when listed)."""
 
 SUBPROTOCOLS: dict[str, str] = {
@@ -147,6 +147,22 @@ class StepMany(EnvCallFrame, tag="step_many"):
     steps: list[StepItem]
 
 
+class StepColumns(EnvCallFrame, tag="step_columns"):
+    """`step_many` by columns (servers whose `welcome` lists `step_columns`): the sessions in
+    one array, their actions in another, and no per-item objects on either side. Position `j`
+    steps `sessions[j]` with `actions[j]`, or resets it instead where `j` is in `resets` (its
+    action is then ignored, null by convention), with `reset`'s arguments. Ordered and run
+    exactly as the `step_many` of the same items; answered by one `step_columns_result`."""
+
+    sessions: list[str]
+    actions: msgspec.Raw
+    """An array as long as `sessions`."""
+    resets: list[int] = []
+    """Positions that reset their session instead of stepping it, each at most once."""
+    reset: ResetArgs | None = None
+    """The arguments of those resets (none: a plain reset)."""
+
+
 class ListTools(EnvCallFrame, tag="list_tools"):
     """Ask which tools the session's env exposes (MCP-style). Answered by `tools`, or
     `unsupported` when the env exposes none."""
@@ -229,6 +245,7 @@ Request = (
     | GetState
     | Close
     | StepMany
+    | StepColumns
     | ListTools
     | CallTool
     | Render
@@ -251,6 +268,7 @@ REQUEST_OPS: frozenset[str] = frozenset(
         GetState,
         Close,
         StepMany,
+        StepColumns,
         ListTools,
         CallTool,
         Render,
@@ -368,6 +386,17 @@ class StepManyResult(Frame, tag="step_many_result"):
     results: list[ObservationFrame | Error]
 
 
+class StepColumnsResult(Frame, tag="step_columns_result"):
+    """Answer to `step_columns`: what the `step_many_result` of the same items would hold, by
+    columns. `observations[j]` is position `j`'s observation, null where it failed; `errors`
+    has the `error` frame of each position that failed, `tasks` the task of each reset that
+    names one (both by position, omitted when empty)."""
+
+    observations: list[msgspec.Raw]
+    errors: dict[int, Error] = {}
+    tasks: dict[int, TaskRef] = {}
+
+
 class Tools(Frame, tag="tools"):
     """Answer to `list_tools`."""
 
@@ -441,6 +470,7 @@ Response = (
     | StateFrame
     | Closed
     | StepManyResult
+    | StepColumnsResult
     | Tools
     | ToolResult
     | Rendered
