@@ -93,6 +93,13 @@ _OPENENV = (
 _ECOTONE = "{py} bench/ecotone_driver.py --url {ws_url} --steps {steps} --sessions {sessions}"
 _VECTOR = "{py} bench/vector_driver.py --url {ws_url} --steps 300 --sessions {sessions}"
 _VECTOR_256 = "{py} bench/vector_driver.py --url {ws_url} --steps 100 --sessions 256"
+_VECTOR_UNIX = (
+    "{py} bench/vector_driver.py --url unix://{sock} --steps 300 --sessions {sessions} "
+    "--codec msgpack"
+)
+_VECTOR_UNIX_256 = (
+    "{py} bench/vector_driver.py --url unix://{sock} --steps 100 --sessions 256 --codec msgpack"
+)
 _VECTOR_2 = "{py} bench/vector_driver.py --servers 2 --steps 300 --sessions {sessions}"
 _VECTOR_256_2 = "{py} bench/vector_driver.py --servers 2 --steps 100 --sessions 256"
 _BATCHES_2 = _VECTOR_2 + " --vector-form"
@@ -134,6 +141,10 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("ecotone", "gym-inproc", "K", _VECTOR + " --mode gym-inproc"),
     Scenario("ecotone", "vector-batched-256", "256", _VECTOR_256 + " --mode batched"),
     Scenario("ecotone", "gym-inproc-256", "256", _VECTOR_256 + " --mode gym-inproc"),
+    # The same over a unix socket with MessagePack: the leanest wire the vector env has.
+    Scenario("ecotone", "vector-batched-msgpack", "K", _VECTOR + " --mode batched --codec msgpack"),
+    Scenario("ecotone-unix", "vector-batched", "K", _VECTOR_UNIX + " --mode batched"),
+    Scenario("ecotone-unix", "vector-batched-256", "256", _VECTOR_UNIX_256 + " --mode batched"),
     # The same over two servers the driver starts itself (process provider, one per core):
     # `step` (both servers step at once), and EnvPool's send/recv loop (`pool`: a server's
     # batch goes back as soon as it answers, while the other steps).
@@ -179,6 +190,9 @@ RATIOS: tuple[tuple[str, str], ...] = (
     ("ecotone/vector-batched", "ecotone/gym-inproc"),
     ("ecotone/vector-batched", "ecotone/vector-per-socket"),
     ("ecotone/vector-batched-256", "ecotone/gym-inproc-256"),
+    ("ecotone/vector-batched-msgpack", "ecotone/gym-inproc"),
+    ("ecotone-unix/vector-batched", "ecotone/gym-inproc"),
+    ("ecotone-unix/vector-batched-256", "ecotone/gym-inproc-256"),
     ("ecotone/vector-2srv", "ecotone/gym-inproc"),
     ("ecotone/vector-2srv-pool", "ecotone/gym-inproc"),
     ("ecotone/vector-2srv-256", "ecotone/gym-inproc-256"),

@@ -1146,9 +1146,10 @@ class VectorCore:
 
     def _flags(
         self, observations: list[Any]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Any]] | None:
-        """(rewards, terminated, truncated, metadata) of typed observations, as `result` would
-        read them one by one, or None when their type has no flags to read in bulk."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Any], bool] | None:
+        """(rewards, terminated, truncated, metadata, whether any episode ended) of typed
+        observations, as `result` would read them one by one, or None when their type has no
+        flags to read in bulk."""
         if self._struct_flags:
             rewards = [o.reward for o in observations]
             terminated = [o.done for o in observations]
@@ -1161,7 +1162,17 @@ class VectorCore:
             metadata = [o.get("metadata") for o in observations]
         else:
             return None
-        return _rewards(rewards), _bools(terminated), _bools(truncated), metadata
+        ends = any(terminated) or any(truncated)  # on the lists: cheaper than numpy's any
+        if not ends:  # the usual step: no flag to pack
+            n = len(observations)
+            return (
+                _rewards(rewards),
+                np.zeros(n, dtype=np.bool_),
+                np.zeros(n, dtype=np.bool_),
+                metadata,
+                False,
+            )
+        return _rewards(rewards), _bools(terminated), _bools(truncated), metadata, True
 
     def _take_in_bulk(self, request: Request, response: Response) -> bool:
         """Take a bulk `step_many`'s answer as `Rows` of the call, if it is the usual one:
@@ -1188,11 +1199,11 @@ class VectorCore:
         flags = self._flags(observations)
         if flags is None:
             return False
-        rewards, terminated, truncated, metadata = flags
+        rewards, terminated, truncated, metadata, ends = flags
         call, actions = request.call, request.actions
         assert call is not None and actions is not None
         ended: list[int] = []
-        if terminated.any() or truncated.any():
+        if ends:
             ended = np.flatnonzero(terminated | truncated).tolist()
             if self.autoreset_mode == "same_step":
                 for j in ended:  # before their observation changes: it is the outcome's `before`

@@ -716,15 +716,15 @@ class Engine(Operations):
         answered as `_step_batch` does; otherwise it runs as the `step_many` of its items."""
         ids = req.sessions
         if not req.resets and not peer.frames and self._on_step is None:
-            sessions = self.sessions.get_many(ids, peer.owner)
-            spec = sessions[0].spec if sessions and sessions[0] is not None else None
-            if spec is not None and all(s is not None and s.spec is spec for s in sessions):
+            sessions = self.sessions.idle_own(ids, peer.owner)
+            if sessions:
+                spec = sessions[0].spec
                 try:
                     actions = peer.codec.decode_as(req.actions, _list_of(spec.action_type))
                 except (msgspec.DecodeError, RecursionError):
                     actions = None  # the per-item path says which action is wrong
                 if actions is not None and len(actions) == len(ids):
-                    data = self._step_columns(peer, ids, sessions, actions, req.id)  # type: ignore[arg-type]
+                    data = self._step_columns(peer, ids, sessions, actions, req.id)
                     if data is not None:
                         peer.emit(data)
                         return NO_CALLS

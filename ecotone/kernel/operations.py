@@ -413,23 +413,20 @@ class Operations:
         actions: list[Any],
         rid: RequestId,
     ) -> bytes | None:
-        """`_step_batch` for a `step_columns` of steps only, every session known and of one
-        env, the actions already of its action type: the observations go straight into the
-        answer's array, the errors by position. Returns the encoded `step_columns_result`, or
-        None, having done nothing."""
-        if (
-            not sessions
-            or sessions[0].spec.mode is not Mode.INLINE
-            or not self._batchable(sessions, None)  # type: ignore[arg-type]
-            or len(set(ids)) != len(ids)
-        ):
+        """`_step_batch` for a `step_columns` of steps only, its sessions idle, the caller's
+        own and of one env (`SessionTable.idle_own`), the actions already of its action type:
+        the observations go straight into the answer's array, the errors by position. Returns
+        the encoded `step_columns_result`, or None, having done nothing."""
+        if sessions[0].spec.mode is not Mode.INLINE or len(set(ids)) != len(ids):
             return None
         running, ended = Phase.RUNNING, Phase.ENDED
         name = sessions[0].spec.name
         observations: list[Any] = []
         append = observations.append
         errors: dict[int, Error] = {}
+        now = self.clock()
         for session, action in zip(sessions, actions, strict=True):
+            session.last_used = now
             if session.phase is not running:
                 errors[len(observations)] = _not_running(session, rid)
                 append(None)
@@ -448,9 +445,6 @@ class Operations:
                 session.phase = ended  # as `_stepped` does once it is encoded (undone if not)
             append(obs)
         self.steps_total += len(observations) - len(errors)
-        now = self.clock()
-        for session in sessions:
-            session.last_used = now
         try:
             return peer.codec.encode(
                 _ColumnsAnswer(id=rid, observations=observations, errors=errors)

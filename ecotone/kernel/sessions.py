@@ -208,6 +208,30 @@ class SessionTable:
             return None
         return session
 
+    def idle_own(self, session_ids: list[str], owner: object) -> list[Session] | None:
+        """The sessions, in order, when each is open, `owner`'s own (not shared), of one env
+        and idle; else None (one pass: the `step_columns` fast path's lookup)."""
+        sessions = self._sessions
+        out: list[Session] = []
+        append = out.append
+        spec = None
+        for session_id in session_ids:
+            session = sessions.get(session_id)
+            if (
+                session is None
+                or session.owner is not owner
+                or session.guests is not None
+                or session.active is not None
+                or session.queue
+            ):
+                return None
+            if session.spec is not spec:
+                if spec is not None:
+                    return None
+                spec = session.spec
+            append(session)
+        return out
+
     def get_many(self, session_ids: list[str], owner: object) -> list[Session | None]:
         """`get` for each id, in order (one call for a whole `step_many`)."""
         sessions = self._sessions
