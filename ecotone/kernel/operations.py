@@ -441,8 +441,12 @@ class Operations:
                 errors[len(observations)] = _step_failed(session, exc, rid)
                 append(None)
                 continue
-            if getattr(obs, "done", False) or getattr(obs, "truncated", False):
-                session.phase = ended  # as `_stepped` does once it is encoded (undone if not)
+            try:  # an Observation has both flags (no getattr default to look up)
+                if obs.done or obs.truncated:
+                    session.phase = ended  # as `_stepped` does once encoded (undone if not)
+            except AttributeError:
+                if getattr(obs, "done", False) or getattr(obs, "truncated", False):
+                    session.phase = ended
             append(obs)
         self.steps_total += len(observations) - len(errors)
         try:

@@ -64,6 +64,10 @@ async def send_within(
         raise trio.BrokenResourceError("the peer stopped reading")
 
 
+CHECKPOINT_EVERY_S: Final = 25e-6
+"""How often a spinning read passes through trio's scheduler."""
+
+
 class LeanSocketStream(trio.abc.HalfCloseableStream):
     """A trio SocketStream with fewer trips through the scheduler on the hot path.
 
@@ -92,15 +96,20 @@ class LeanSocketStream(trio.abc.HalfCloseableStream):
         self._poll = BusyPoll(busy_poll_us, may_busy_poll) if busy_poll_us else None
 
     async def _spin(self, poll: BusyPoll, size: int, seconds: float) -> bytes | None:
-        """Poll for up to `seconds` without sleeping: each try passes through trio's
-        scheduler (a checkpoint: other tasks run, other sockets are polled). The spin stops
-        early, without counting as a miss, when another task is ready to run (the loop
-        will not sleep then anyway, and two spinning connections would only take turns) or
-        the gate shuts. None: nothing came."""
-        end = time.perf_counter() + seconds
+        """Poll for up to `seconds` without sleeping, passing through trio's scheduler (a
+        checkpoint: other tasks run, other sockets are polled) before the first try and then
+        every `CHECKPOINT_EVERY_S` (a pass costs several tries; other connections wait at
+        most that long to be noticed). The spin stops early, without counting as a miss,
+        when another task is ready to run (the loop will not sleep then anyway, and two
+        spinning connections would only take turns) or the gate shuts. None: nothing came."""
+        now = time.perf_counter()
+        end = now + seconds
+        due = now
         statistics = trio.lowlevel.current_statistics
         while True:
-            await trio.lowlevel.checkpoint()
+            if now >= due:
+                await trio.lowlevel.checkpoint()
+                due = time.perf_counter() + CHECKPOINT_EVERY_S
             if self.socket.fileno() == -1:  # closed by another task while this one spun
                 raise trio.ClosedResourceError("the connection was closed")
             try:
@@ -112,7 +121,8 @@ class LeanSocketStream(trio.abc.HalfCloseableStream):
             else:
                 poll.caught()
                 return data
-            if time.perf_counter() >= end:
+            now = time.perf_counter()
+            if now >= end:
                 poll.ran_out()
                 return None
             if statistics().tasks_runnable or not poll.may_spin():
