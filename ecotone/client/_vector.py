@@ -851,9 +851,10 @@ class VectorCore:
                     reset=args if resets else None,
                 )
             else:
+                at_reset = set(resets) if resets else None
                 steps = [
                     WireStep(sub.session, action)  # type: ignore[arg-type]
-                    if resets is None or j not in resets
+                    if at_reset is None or j not in at_reset
                     else WireReset(sub.session, args)  # type: ignore[arg-type]
                     for j, (sub, action) in enumerate(zip(group_subs, group_actions, strict=True))
                 ]

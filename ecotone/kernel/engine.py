@@ -42,6 +42,7 @@ The rules:
 from __future__ import annotations
 
 import collections
+import copy
 import functools
 import hmac
 import logging
@@ -717,7 +718,7 @@ class Engine(Operations):
         ids = req.sessions
         if not req.resets and not peer.frames and self._on_step is None:
             sessions = self.sessions.idle_own(ids, peer.owner)
-            if sessions:
+            if sessions and sessions[0].spec.mode is Mode.INLINE:  # else: decoded per item
                 spec = sessions[0].spec
                 try:
                     actions = peer.codec.decode_as(req.actions, _list_of(spec.action_type))
@@ -1001,7 +1002,11 @@ def _column_items(codec: Codec, req: StepColumns) -> list[StepItem] | Error:
         return bad(f"`resets` names positions {outside} beyond the {len(ids)} sessions")
     args = req.reset if req.reset is not None else ResetArgs()
     return [
-        StepItem(session=session, reset=args)
+        # each reset its own options, as step_many's items decode theirs (an env may change them)
+        StepItem(
+            session=session,
+            reset=msgspec.structs.replace(args, options=copy.deepcopy(args.options)),
+        )
         if j in resets
         else StepItem(session=session, action=action)
         for j, (session, action) in enumerate(zip(ids, actions, strict=True))

@@ -414,10 +414,10 @@ class Operations:
         rid: RequestId,
     ) -> bytes | None:
         """`_step_batch` for a `step_columns` of steps only, its sessions idle, the caller's
-        own and of one env (`SessionTable.idle_own`), the actions already of its action type:
+        own and of one inline env (`SessionTable.idle_own`), the actions already of its action type:
         the observations go straight into the answer's array, the errors by position. Returns
         the encoded `step_columns_result`, or None, having done nothing."""
-        if sessions[0].spec.mode is not Mode.INLINE or len(set(ids)) != len(ids):
+        if len(set(ids)) != len(ids):
             return None
         running, ended = Phase.RUNNING, Phase.ENDED
         name = sessions[0].spec.name
