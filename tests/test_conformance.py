@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -22,12 +22,15 @@ import msgspec
 import pytest
 
 import ecotone
+from ecotone.client.sync import Connection
 from ecotone.conformance import (
     CHECKS,
     PROTOCOL_CHECKS,
     ConformanceSuite,
     Report,
+    Runner,
     Status,
+    Target,
     TargetError,
     generate,
     invalid_action,
@@ -36,8 +39,10 @@ from ecotone.conformance import (
 )
 from ecotone.conformance.generate import UNKNOWN_FIELD
 from ecotone.conformance.schema import SchemaDefinitionError
-from ecotone.kernel import Registry
+from ecotone.kernel import Call, Engine, Peer, Registry
 from ecotone.kernel.envspec import EnvSpec
+from ecotone.server.transports.inproc import InprocSyncChannel
+from ecotone.wire import Request, StepColumns
 from tests import broken_envs
 from tests.conftest import make_registry, run_server
 
@@ -382,11 +387,104 @@ def test_an_openenv_url_skips_the_rules_openenv_lacks_with_the_reason() -> None:
         "close_idempotent",
         "close_releases_session",
         "tasks",
+        "step_columns",
         *PROTOCOL,
     }, report.text()
     assert "no reset_required error" in skipped["reset_before_step"]
     assert "no `truncated`" in skipped["observation_flags"]
     assert failed(report) == set(), report.text()
+
+
+# --- the step_columns check: against real servers, and against servers that break it ---------
+
+
+class _StepColumnsBreaker(Engine):
+    """An engine that gets `step_columns` wrong one way (`how`), and everything else right:
+    `swapped` answers a step_columns of two steps with its positions swapped; `lenient` steps
+    what it can of a step_columns with fewer actions than sessions instead of refusing it."""
+
+    def __init__(self, spec: EnvSpec, how: str) -> None:
+        super().__init__(spec)
+        self.how = how
+
+    def submit(self, peer: Peer, request: Request) -> Sequence[Call]:
+        if type(request) is StepColumns:
+            actions = peer.codec.decode_as(request.actions, list[msgspec.Raw])
+            if self.how == "swapped" and len(actions) == 2 and not request.resets:
+                request = msgspec.structs.replace(
+                    request,
+                    sessions=request.sessions[::-1],
+                    actions=peer.codec.raw(actions[::-1]),
+                )
+            if self.how == "lenient" and len(actions) < len(request.sessions):
+                request = msgspec.structs.replace(
+                    request, sessions=request.sessions[: len(actions)]
+                )
+        return super().submit(peer, request)
+
+
+def _breaker_target(how: str) -> Target:
+    spec = EnvSpec.from_class(broken_envs.DiceEnv)
+    engine = _StepColumnsBreaker(spec, how)
+    channel = InprocSyncChannel(engine, "json")
+    connection = Connection("inproc://dice", timeout=10, channel=channel)
+    return Target(
+        connection, spec.info(), label="a step_columns breaker", engine=engine,
+        owner=channel.peer.owner,
+    )  # fmt: skip
+
+
+def test_the_step_columns_check_passes_in_process_and_behind_every_server() -> None:
+    for env in ("dice", "wordle"):  # wordle's resets name tasks
+        report = run(env, registry=make_registry(broken_envs), checks=["step_columns"])
+        assert result(report, "step_columns").status is Status.PASS, report.text()
+    for transport in ("websocket", "http", "tcp"):
+        with run_server("counter", transport=transport) as server:
+            report = run(url=server.url, checks=["step_columns"], reset_options={"max_steps": 3})
+        columns = result(report, "step_columns")
+        assert columns.status is Status.PASS, report.text()
+        assert columns.note == "5 step_columns of 2 sessions, 4 malformed"
+
+
+def test_the_step_columns_check_is_skipped_where_the_server_does_not_list_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("ecotone.kernel.operations.FEATURES", ("step_many.reset",))
+    with run_server("counter") as server:
+        report = run(url=server.url, checks=["step_columns"])
+    columns = result(report, "step_columns")
+    assert columns.status is Status.SKIP
+    assert columns.reason == "the server does not list step_columns in its welcome's features"
+
+
+@pytest.mark.parametrize(
+    ("how", "what", "expected"),
+    [
+        (
+            "swapped",
+            "position 0 of step_columns 1",
+            "observation",
+        ),
+        (
+            "lenient",
+            "the answer to a step_columns with one action for two sessions",
+            "one error frame (invalid_argument) with the request's id and a message",
+        ),
+    ],
+)
+def test_the_step_columns_check_fails_a_server_that_gets_step_columns_wrong(
+    how: str, what: str, expected: str
+) -> None:
+    runner = Runner(_breaker_target(how))
+    try:
+        columns = runner.run("step_columns")
+    finally:
+        runner.close()
+    assert columns.status is Status.FAIL, columns
+    assert columns.what.startswith(what), columns
+    assert expected in columns.expected, columns
+    # what it needs passed: the env is sound, only the server's step_columns is wrong
+    assert runner.results["concurrent_sessions"].status is Status.PASS
 
 
 # --- `ecotone validate` ----------------------------------------------------------------------
@@ -513,8 +611,9 @@ def test_a_conformance_suite_subclass_is_one_pytest_test_per_check(tmp_path: Pat
         "reset(seed=0): expected {"
     ), out
     assert "concurrent_sessions: needs seeded_determinism, which failed" in out
+    assert "step_columns: needs seeded_determinism, which failed" in out
     n = len(ALL_CHECKS)
-    assert f"1 failed, {2 * n - 2} passed, 1 skipped" in out
+    assert f"1 failed, {2 * n - 3} passed, 2 skipped" in out
     assert "SharedKnobs" not in out and "ConformanceSuite" not in out
 
 
@@ -564,7 +663,7 @@ def test_cli_validate_a_real_openenv_server(tmp_path: Path, openenv_server: str)
     report = json.loads(done.stdout)
     by_name = {c["name"]: c for c in report["checks"]}
     assert done.returncode == 0, json.dumps(report, indent=1)
-    assert report["summary"]["skipped"] == 6 + len(PROTOCOL)  # no ids, no batches, no tasks
+    assert report["summary"]["skipped"] == 7 + len(PROTOCOL)  # no ids, batches, tasks, columns
     assert {n for n, c in by_name.items() if c["status"] == "PASS"} == {
         "describe",
         "observation_schema",

@@ -25,6 +25,17 @@ The rules:
   on overlapping sessions can never wait for each other. The fast path (every session idle,
   distinct, stepping inline, and no per-step hook) answers the whole batch in one pass and
   one encode; it gives the same bytes as the general path.
+* **`step_columns`** (listed in `welcome`'s features as `step_columns`) is `step_many` by
+  columns: the sessions in one array, the actions in another, resets by position with one
+  set of arguments. It is ordered and run exactly as the `step_many` of its items, under the
+  rules above (a busy or queued session's position waits its turn, a guest may not reset, an
+  unknown or foreign session is `unknown_session` at its position), and answered by columns:
+  the observations in one array, null where a position failed, errors and tasks by
+  position. A malformed one (actions not an array as long as the sessions, a reset position
+  repeated or out of range) is one `invalid_argument` error and steps nothing. When no
+  position resets and every session is idle, the caller's own, unshared and of one inline
+  env, the actions decode in one pass into the env's action type and the batch is answered
+  on the fast path.
 * **Ownership.** Sessions belong to an `Owner` (one connection, or every HTTP request of a
   server); a peer sees only its owner's sessions: another owner's session id is
   `unknown_session`. When the owner goes (`disconnect`), its sessions close: idle ones at

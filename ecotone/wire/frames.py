@@ -327,7 +327,8 @@ class Welcome(Frame, tag="welcome"):
     envs: list[str]
     features: list[str] = []
     """What this server does beyond version 1's frames: `step_many.reset` (a `step_many`
-    item may be a reset, see `StepItem`)."""
+    item may be a reset, see `StepItem`), `step_columns` (it takes `step_columns`, `step_many`
+    by columns, see `StepColumns`)."""
 
 
 class Described(Frame, tag="described"):
@@ -390,7 +391,9 @@ class StepColumnsResult(Frame, tag="step_columns_result"):
     """Answer to `step_columns`: what the `step_many_result` of the same items would hold, by
     columns. `observations[j]` is position `j`'s observation, null where it failed; `errors`
     has the `error` frame of each position that failed, `tasks` the task of each reset that
-    names one (both by position, omitted when empty)."""
+    names one (both by position, omitted when empty). In JSON, whose object keys are strings,
+    the keys of `errors` and `tasks` are the positions as decimal strings (`{"2": {...}}`);
+    in MessagePack they are integers."""
 
     observations: list[msgspec.Raw]
     errors: dict[int, Error] = {}
