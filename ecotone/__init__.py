@@ -32,7 +32,14 @@ if TYPE_CHECKING:
     )
     from ecotone.client.results import StepResult, Task, Tasks
     from ecotone.client.sync import Connection, EnvClient, connect
-    from ecotone.client.vector import AsyncVectorEnv, EpisodeLost, StepBatch, SubEnvError, VectorEnv
+    from ecotone.client.vector import (
+        AsyncVectorEnv,
+        EpisodeLost,
+        ObservationMismatch,
+        StepBatch,
+        SubEnvError,
+        VectorEnv,
+    )
     from ecotone.launcher.compose import (
         LaunchedServer,
         alaunch,
@@ -73,7 +80,14 @@ _LAZY = {
     **dict.fromkeys(("StepResult", "Task", "Tasks"), "ecotone.client.results"),
     **dict.fromkeys(("Connection", "EnvClient", "connect"), "ecotone.client.sync"),
     **dict.fromkeys(
-        ("AsyncVectorEnv", "EpisodeLost", "StepBatch", "SubEnvError", "VectorEnv"),
+        (
+            "AsyncVectorEnv",
+            "EpisodeLost",
+            "ObservationMismatch",
+            "StepBatch",
+            "SubEnvError",
+            "VectorEnv",
+        ),
         "ecotone.client.vector",
     ),
     **dict.fromkeys(
@@ -137,6 +151,7 @@ __all__ = [
     "LaunchSpec",
     "LaunchedServer",
     "Observation",
+    "ObservationMismatch",
     "ProviderError",
     "ReadinessTimeout",
     "Resources",

@@ -518,8 +518,52 @@ def test_an_answer_the_typed_decoder_cannot_type_is_reported_as_for_step_many(
         obs, *_ = venv.step([{"tag": "a"}, {"tag": "b"}, {"tag": "a"}])
         assert [type(o) for o in obs] == [TaggedObservation] * 3
         assert [(o.tag, o.steps) for o in obs] == [("a", 1), ("b", 1), ("a", 1)]
-        with pytest.raises(msgspec.ValidationError, match=re.escape("at `$.tag`")):
+        with pytest.raises(ecotone.SubEnvError) as caught:
             venv.step([{"tag": "a"}, {"tag": "zzz"}, {"tag": "b"}])
+        # Only the sub-env whose observation does not fit failed, naming the field; the
+        # others stepped, and nothing is left in flight.
+        assert list(caught.value.errors) == [1]
+        assert isinstance(caught.value.cause, ecotone.ObservationMismatch)
+        assert "at `$.tag`" in str(caught.value.cause)
+        result = caught.value.result
+        assert result is not None
+        assert [(o.tag, o.steps) for j, o in enumerate(result[0]) if j != 1] == [
+            ("a", 2),
+            ("b", 2),
+        ]
+        # Its episode is lost: the next step resets it (next_step autoreset); the others go on.
+        obs, _, _, truncated, infos = venv.step([{"tag": "a"}, {"tag": "b"}, {"tag": "b"}])
+        assert [(o.tag, o.steps) for o in obs] == [("a", 3), ("", 0), ("b", 3)]
+        assert truncated.tolist() == [False, False, False] and "error" not in infos
+        obs, *_ = venv.step([{"tag": "a"}, {"tag": "b"}, {"tag": "b"}])
+        assert [(o.tag, o.steps) for o in obs] == [("a", 4), ("b", 1), ("b", 4)]
+
+
+@pytest.mark.parametrize("columns", [True, False], ids=["step_columns", "step_many"])
+def test_an_observation_that_does_not_fit_is_reported_in_place_with_errors_info(
+    columns: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With `errors="info"` the sub-env whose observation does not fit is truncated with
+    `bad_observation` in its infos; the others' results are whole."""
+    if not columns:
+        monkeypatch.setattr("ecotone.kernel.operations.FEATURES", ("step_many.reset",))
+    with (
+        run_server("inline_probe") as server,
+        ecotone.VectorEnv(server.url, 3, observation_type=TaggedObservation, errors="info") as venv,
+    ):
+        venv.reset()
+        obs, rewards, terminated, truncated, infos = venv.step(
+            [{"tag": "zzz"}, {"tag": "a"}, {"tag": "b"}]
+        )
+        assert truncated.tolist() == [True, False, False]
+        assert terminated.tolist() == [False, False, False]
+        assert rewards.tolist()[1:] == [1.0, 1.0]
+        assert infos["_error_code"].tolist() == [True, False, False]
+        assert infos["error_code"][0] == "bad_observation"
+        assert "at `$.tag`" in str(infos["error"][0])
+        assert [(o.tag, o.steps) for o in obs[1:]] == [("a", 1), ("b", 1)]
+        obs, *_ = venv.step([{"tag": "a"}, {"tag": "a"}, {"tag": "a"}])
+        assert [(o.tag, o.steps) for o in obs] == [("", 0), ("a", 2), ("a", 2)]
 
 
 # --- e: a vector env over a server that takes step_columns and one that does not --------------

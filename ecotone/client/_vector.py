@@ -67,6 +67,8 @@ _GYMNASIUM_MODES = {"NextStep": "next_step", "SameStep": "same_step", "Disabled"
 CONNECTION_LOST = "connection_lost"
 TIMEOUT = "timeout"
 CANCELLED = "cancelled"
+BAD_OBSERVATION = "bad_observation"
+"""A sub-env's failure code when the server's observation does not fit `observation_type`."""
 
 
 # --- errors ------------------------------------------------------------------------------------
@@ -91,6 +93,12 @@ class SubEnvError(EcotoneError):
             f" (and sub-env{'s' if len(others) > 1 else ''} {', '.join(others)})" if others else ""
         )
         super().__init__(f"sub-env {self.env_index} failed: {self.cause}{more if others else ''}")
+
+
+class ObservationMismatch(EcotoneError, ValueError):
+    """The server answered a sub-env with an observation that does not fit the vector env's
+    `observation_type` (the message says where). Its episode is lost, as a failed step's is:
+    the next step resets it."""
 
 
 class EpisodeLost(SubEnvError):
@@ -128,6 +136,16 @@ class Failure:
     @classmethod
     def lost(cls, error: BaseException) -> Failure:
         return cls(CONNECTION_LOST, error, ends_episode=True, session_lost=True)
+
+    @classmethod
+    def mismatch(cls, sub: int, error: Exception) -> Failure:
+        """Sub-env `sub`'s observation did not decode into the observation type."""
+        return cls(
+            BAD_OBSERVATION,
+            ObservationMismatch(f"sub-env {sub}'s observation does not fit the type: {error}"),
+            ends_episode=True,
+            session_lost=False,
+        )
 
 
 class Link:
@@ -1029,7 +1047,12 @@ class VectorCore:
             failure = Failure.from_server(ServerError.from_frame(response))
             self._fail(request.subs[0], failure, after_step=kind == "step")
         elif kind == "step":
-            result = self.result(response.observation)  # type: ignore[union-attr]
+            try:
+                result = self.result(response.observation)  # type: ignore[union-attr]
+            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+                sub = request.subs[0]
+                self._fail(sub, Failure.mismatch(sub.index, exc), after_step=True)
+                return
             self._stepped(request.subs[0], result, request.started)
         elif kind == "reset":
             self._reset_done(request.subs[0], response.observation)  # type: ignore[union-attr]
@@ -1069,7 +1092,11 @@ class VectorCore:
                 failure = Failure.from_server(ServerError.from_frame(item))
                 self._fail(sub, failure, after_step=True)
                 continue
-            result = result_of(item.observation)
+            try:
+                result = result_of(item.observation)
+            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+                self._fail(sub, Failure.mismatch(sub.index, exc), after_step=True)
+                continue
             outcome = sub.outcome
             if plain_path and not (result.done or result.truncated) and outcome is not None:
                 # the hot path: an ordinary step, nothing to record, nothing to reset
@@ -1251,7 +1278,11 @@ class VectorCore:
     def _reset_done(self, sub: Sub, raw: Any) -> None:
         outcome = sub.outcome
         assert outcome is not None
-        result = self.result(raw)
+        try:
+            result = self.result(raw)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            self._fail(sub, Failure.mismatch(sub.index, exc))
+            return
         outcome.reset = result
         sub.obs = result.observation
         sub.needs_reset = False

@@ -9,6 +9,7 @@ from ecotone.client._async.vector import AsyncVectorEnv
 from ecotone.client._sync.vector import VectorEnv
 from ecotone.client._vector import (
     EpisodeLost,
+    ObservationMismatch,
     StepBatch,
     SubEnvError,
     add_info,
@@ -20,6 +21,7 @@ from ecotone.client._vector import (
 __all__ = [
     "AsyncVectorEnv",
     "EpisodeLost",
+    "ObservationMismatch",
     "StepBatch",
     "SubEnvError",
     "VectorEnv",

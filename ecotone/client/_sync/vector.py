@@ -75,7 +75,9 @@ class VectorEnv:
 
     * an invalid action: observation unchanged, reward 0.0, terminated = truncated = False,
       `infos["error"]` / `["error_code"]`, `infos["episode_lost"]` False; the episode goes on.
-    * the env raised, `step_timeout` passed, the connection dropped, any other server error:
+    * the env raised, `step_timeout` passed, the connection dropped, the observation did not
+      fit `observation_type` (`bad_observation`, an `ObservationMismatch` naming the field),
+      any other server error:
       the last good observation, reward 0.0, terminated False, **truncated True**,
       `infos["error"]` / `["error_code"]`, `infos["episode_lost"]` True. A lost episode ends
       like a truncated one (don't bootstrap from it) and is reset as the mode says
