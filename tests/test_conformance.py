@@ -41,6 +41,7 @@ from ecotone.conformance.generate import UNKNOWN_FIELD
 from ecotone.conformance.schema import SchemaDefinitionError
 from ecotone.kernel import Call, Engine, Peer, Registry
 from ecotone.kernel.envspec import EnvSpec
+from ecotone.kernel.limits import Limits
 from ecotone.server.transports.inproc import InprocSyncChannel
 from ecotone.wire import Request, StepColumns
 from tests import broken_envs
@@ -443,7 +444,7 @@ def test_the_step_columns_check_passes_in_process_and_behind_every_server() -> N
             report = run(url=server.url, checks=["step_columns"], reset_options={"max_steps": 3})
         columns = result(report, "step_columns")
         assert columns.status is Status.PASS, report.text()
-        assert columns.note == "5 step_columns of 2 sessions, 4 malformed"
+        assert columns.note == "5 step_columns of 2 sessions, 5 malformed"
 
 
 def test_the_step_columns_check_is_skipped_where_the_server_does_not_list_it(
@@ -455,6 +456,16 @@ def test_the_step_columns_check_is_skipped_where_the_server_does_not_list_it(
     columns = result(report, "step_columns")
     assert columns.status is Status.SKIP
     assert columns.reason == "the server does not list step_columns in its welcome's features"
+
+
+def test_the_step_columns_check_is_skipped_where_the_server_holds_fewer_than_four() -> None:
+    """It holds four sessions at once; a server that allows fewer is not wrong for it."""
+    with run_server("counter", limits=Limits(max_sessions=3)) as server:
+        report = run(url=server.url, checks=["step_columns"])
+    columns = result(report, "step_columns")
+    assert columns.status is Status.SKIP, report.text()
+    assert columns.reason.startswith("the check holds four sessions at once"), columns.reason
+    assert "capacity" in columns.reason
 
 
 @pytest.mark.parametrize(

@@ -518,7 +518,7 @@ def test_an_answer_the_typed_decoder_cannot_type_is_reported_as_for_step_many(
         obs, *_ = venv.step([{"tag": "a"}, {"tag": "b"}, {"tag": "a"}])
         assert [type(o) for o in obs] == [TaggedObservation] * 3
         assert [(o.tag, o.steps) for o in obs] == [("a", 1), ("b", 1), ("a", 1)]
-        with pytest.raises(ecotone.SubEnvError) as caught:
+        with pytest.raises(ecotone.EpisodeLost) as caught:
             venv.step([{"tag": "a"}, {"tag": "zzz"}, {"tag": "b"}])
         # Only the sub-env whose observation does not fit failed, naming the field; the
         # others stepped, and nothing is left in flight.
@@ -552,9 +552,12 @@ def test_an_observation_that_does_not_fit_is_reported_in_place_with_errors_info(
         ecotone.VectorEnv(server.url, 3, observation_type=TaggedObservation, errors="info") as venv,
     ):
         venv.reset()
+        assert [link.columns for link in venv._core.links] == [columns]
         obs, rewards, terminated, truncated, infos = venv.step(
             [{"tag": "zzz"}, {"tag": "a"}, {"tag": "b"}]
         )
+        assert (obs[0].tag, obs[0].steps) == ("", 0)  # its last good observation
+        assert rewards[0] == 0.0 and infos["episode_lost"][0]
         assert truncated.tolist() == [True, False, False]
         assert terminated.tolist() == [False, False, False]
         assert rewards.tolist()[1:] == [1.0, 1.0]

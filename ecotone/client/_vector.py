@@ -97,14 +97,15 @@ class SubEnvError(EcotoneError):
 
 class ObservationMismatch(EcotoneError, ValueError):
     """The server answered a sub-env with an observation that does not fit the vector env's
-    `observation_type` (the message says where). Its episode is lost, as a failed step's is:
-    the next step resets it."""
+    `observation_type` (the message says where). Its episode is lost, as a failed step's is,
+    and is reset as the autoreset mode says (`next_step`: by the next step; `same_step`:
+    within the call; `disabled`: by the caller)."""
 
 
 class EpisodeLost(SubEnvError):
     """A sub-env's episode is over without a final observation: its connection dropped, its
-    step passed the deadline, or its env raised. Its observation is stale; it needs a reset
-    (`restart` when its session is gone)."""
+    step passed the deadline, its env raised, or its observation did not fit. Its observation
+    is stale; it needs a reset (`restart` when its session is gone)."""
 
 
 # --- state -------------------------------------------------------------------------------------
@@ -138,11 +139,11 @@ class Failure:
         return cls(CONNECTION_LOST, error, ends_episode=True, session_lost=True)
 
     @classmethod
-    def mismatch(cls, sub: int, error: Exception) -> Failure:
-        """Sub-env `sub`'s observation did not decode into the observation type."""
+    def mismatch(cls, error: Exception) -> Failure:
+        """A sub-env's observation did not decode into the observation type."""
         return cls(
             BAD_OBSERVATION,
-            ObservationMismatch(f"sub-env {sub}'s observation does not fit the type: {error}"),
+            ObservationMismatch(f"the observation does not fit observation_type: {error}"),
             ends_episode=True,
             session_lost=False,
         )
@@ -1051,7 +1052,7 @@ class VectorCore:
                 result = self.result(response.observation)  # type: ignore[union-attr]
             except (msgspec.ValidationError, msgspec.DecodeError) as exc:
                 sub = request.subs[0]
-                self._fail(sub, Failure.mismatch(sub.index, exc), after_step=True)
+                self._fail(sub, Failure.mismatch(exc), after_step=True)
                 return
             self._stepped(request.subs[0], result, request.started)
         elif kind == "reset":
@@ -1095,7 +1096,7 @@ class VectorCore:
             try:
                 result = result_of(item.observation)
             except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-                self._fail(sub, Failure.mismatch(sub.index, exc), after_step=True)
+                self._fail(sub, Failure.mismatch(exc), after_step=True)
                 continue
             outcome = sub.outcome
             if plain_path and not (result.done or result.truncated) and outcome is not None:
@@ -1281,7 +1282,7 @@ class VectorCore:
         try:
             result = self.result(raw)
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            self._fail(sub, Failure.mismatch(sub.index, exc))
+            self._fail(sub, Failure.mismatch(exc))
             return
         outcome.reset = result
         sub.obs = result.observation
@@ -1809,6 +1810,7 @@ __all__ = [
     "AUTORESET_MODES",
     "ERROR_POLICIES",
     "EpisodeLost",
+    "ObservationMismatch",
     "StepBatch",
     "SubEnvError",
     "VectorCore",
