@@ -205,13 +205,16 @@ def _fresh_env_records() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def ecotone_serving(*args: object, cwd: Path | None = None) -> Iterator[subprocess.Popen[str]]:
+def ecotone_serving(
+    *args: object, cwd: Path | None = None, python: Sequence[str] = ("-m", "ecotone")
+) -> Iterator[subprocess.Popen[str]]:
     """`python -m ecotone serve ARGS` as a subprocess, without this process's ECOTONE_*
     settings; stderr is piped (the server names its URL there). Killed and reaped at exit if
-    it is still running."""
+    it is still running. `python`: what runs instead of `-m ecotone` (a script that ends in
+    `ecotone.cli.main`, say), given the same `serve ARGS`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ECOTONE_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ecotone", "serve", *map(str, args)],
+        [sys.executable, *python, "serve", *map(str, args)],
         cwd=cwd,
         env=env,
         stdout=subprocess.DEVNULL,

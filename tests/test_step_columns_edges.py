@@ -23,10 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import re
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from typing import Any, Literal
@@ -40,7 +37,7 @@ from ecotone.kernel import Call, Engine, EnvSpec, Mode, Peer
 from ecotone.plugins.counter import CounterEnv, CounterObservation
 from ecotone.plugins.wordle import WordleEnv
 from ecotone.wire import Error, Hello, StepColumns, Welcome
-from tests.conftest import run_server
+from tests.conftest import ecotone_serving, run_server
 from tests.engine_driver import Driver, decoded
 from tests.envs import AsyncCounterEnv, SlowEnv
 
@@ -598,25 +595,13 @@ def trimmed_server(env: str, features: tuple[str, ...]) -> Iterator[str]:
     """`ecotone serve ENV` in a process of its own that lists only `features` in its
     `welcome`, and without `step_columns` answers it `unknown_op` (a server from before it,
     whose frames do not have the op); its URL."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("ECOTONE_")}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _TRIMMED_SERVER, ",".join(features), "serve", env, "--port", "0"],
-        env=environ,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    script = ("-c", _TRIMMED_SERVER, ",".join(features))
+    with ecotone_serving(env, "--port", "0", python=script) as proc:
         assert proc.stderr is not None
         line = proc.stderr.readline()
         match = re.search(r"at (ws://127\.0\.0\.1:\d+)", line)
         assert match, line
         yield match[1]
-    finally:
-        proc.kill()
-        proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
 
 
 @pytest.mark.parametrize("mode", ["next_step", "same_step"])
