@@ -402,15 +402,21 @@ def test_an_openenv_url_skips_the_rules_openenv_lacks_with_the_reason() -> None:
 class _StepColumnsBreaker(Engine):
     """An engine that gets `step_columns` wrong one way (`how`), and everything else right:
     `swapped` answers a step_columns of two steps with its positions swapped; `lenient` steps
-    what it can of a step_columns with fewer actions than sessions instead of refusing it."""
+    what it can of a step_columns with fewer actions than sessions instead of refusing it;
+    `partial` refuses such a frame as it should, but only after stepping its first session
+    (its env stepped directly, out of the engine's sight)."""
 
     def __init__(self, spec: EnvSpec, how: str) -> None:
         super().__init__(spec)
         self.how = how
+        self.spec = spec
 
     def submit(self, peer: Peer, request: Request) -> Sequence[Call]:
         if type(request) is StepColumns:
-            actions = peer.codec.decode_as(request.actions, list[msgspec.Raw])
+            try:
+                actions = peer.codec.decode_as(request.actions, list[msgspec.Raw])
+            except msgspec.ValidationError:  # not an array: the engine refuses it
+                return super().submit(peer, request)
             if self.how == "swapped" and len(actions) == 2 and not request.resets:
                 request = msgspec.structs.replace(
                     request,
@@ -421,6 +427,10 @@ class _StepColumnsBreaker(Engine):
                 request = msgspec.structs.replace(
                     request, sessions=request.sessions[: len(actions)]
                 )
+            if self.how == "partial" and 0 < len(actions) < len(request.sessions):
+                session = self.sessions.get(request.sessions[0], peer.owner)
+                assert session is not None and session.env is not None
+                session.env.step(peer.codec.decode_as(actions[0], self.spec.action_type))
         return super().submit(peer, request)
 
 
@@ -433,6 +443,23 @@ def _breaker_target(how: str) -> Target:
         connection, spec.info(), label="a step_columns breaker", engine=engine,
         owner=channel.peer.owner,
     )  # fmt: skip
+
+
+def test_the_step_columns_check_compares_errors_by_code_session_and_details() -> None:
+    """Not by message: a server may word one error differently in the two frames."""
+    from ecotone.conformance.checks import _outcome
+    from ecotone.wire import Error, ErrorCode
+
+    def outcome(sid: str, message: str, **details: Any) -> Any:
+        error = Error(id=1, code=ErrorCode.ENV_ERROR, message=message, session=sid,
+                      details=details)  # fmt: skip
+        return _outcome(None, error, {sid: "<session A>"})  # type: ignore[arg-type]
+
+    assert outcome("s1", "step 0 of s1 raised", type="KeyError") == outcome(
+        "s2", "position 0 (session s2) raised", type="KeyError"
+    )
+    assert outcome("s1", "m", session="s1") == outcome("s2", "m", session="s2")
+    assert outcome("s1", "m", type="KeyError") != outcome("s2", "m", type="ValueError")
 
 
 def test_the_step_columns_check_passes_in_process_and_behind_every_server() -> None:
@@ -480,6 +507,11 @@ def test_the_step_columns_check_is_skipped_where_the_server_holds_fewer_than_fou
             "lenient",
             "the answer to a step_columns with one action for two sessions",
             "one error frame (invalid_argument) with the request's id and a message",
+        ),
+        (
+            "partial",
+            "state() of session A after the malformed step_columns",
+            "unchanged",
         ),
     ],
 )

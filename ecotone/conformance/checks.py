@@ -1074,14 +1074,16 @@ def _as_items(response: StepColumnsResult) -> list[ObservationFrame | Error]:
 
 
 def _outcome(r: Runner, item: ObservationFrame | Error, names: dict[str, str]) -> Any:
-    """One item's outcome, comparable across sessions: its observation and task, or its error
-    with the session ids named as `names` says."""
+    """One item's outcome, comparable across sessions: its observation and task, or its
+    error's code, session and details, the session ids named as `names` says (not its message:
+    a server may word the same error for a step_columns and a step_many differently)."""
     if isinstance(item, Error):
-        message = item.message
-        for sid, name in names.items():
-            message = message.replace(sid, name)
         named = names.get(item.session or "", item.session)
-        return {"error": str(item.code), "session": named, "message": message, **item.details}
+        details = {
+            key: names.get(value, value) if isinstance(value, str) else value
+            for key, value in item.details.items()
+        }
+        return {"error": str(item.code), "session": named, **details}
     codec = r.target.connection.core.codec
     observation = codec.decode_as(item.observation, Any)
     task = None if item.task is None else msgspec.to_builtins(item.task)
