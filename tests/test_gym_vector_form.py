@@ -195,3 +195,56 @@ def test_with_errors_raise_a_dead_server_raises_and_leaves_nothing_in_flight() -
                 assert not remote._inflight
         finally:
             remote.close()
+
+
+def _same(a: object, b: object, where: str) -> None:
+    """Equal values of the same types, arrays by dtype and content, dicts key by key."""
+    assert type(a) is type(b), where
+    if isinstance(a, tuple):
+        assert isinstance(b, tuple) and len(a) == len(b), where
+        for k, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same(x, y, f"{where}[{k}]")
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for key in a:
+            _same(a[key], b[key], f"{where}[{key!r}]")
+    elif isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray) and a.dtype == b.dtype, where
+        assert a.shape == b.shape and np.array_equal(a, b), where
+    else:
+        assert a == b, where
+
+
+@pytest.mark.parametrize(
+    "gym_id",
+    [
+        "CartPole-v1",  # Discrete actions, Box observations, episodes of about ten steps
+        "FrozenLake-v1",  # infos (`prob`), Discrete observations, a slippery random walk
+        "Taxi-v4",  # infos with arrays (`action_mask`), truncation at 200 steps
+        "Pendulum-v1",  # Box actions, float32 rewards, truncation at 200
+    ],
+)
+def test_the_batch_steps_as_gymnasiums_sync_vector_env(gym_id: str) -> None:
+    """The lean step (`NextStepBatch`) against Gymnasium's own, the same actions: every
+    observation, reward, flag and info alike, across autoresets and a reseeding reset."""
+    from ecotone.plugins.gymnasium_batch import NextStepBatch
+
+    n = 6
+    fns = [lambda: gymnasium.make(gym_id)] * n
+    lean = NextStepBatch(fns)
+    own = gymnasium.vector.SyncVectorEnv(fns, autoreset_mode=AutoresetMode.NEXT_STEP)
+    space = own.action_space
+    space.seed(7)
+    ended = 0
+    try:
+        for seed in (3, 11):
+            _same(lean.reset(seed=seed), own.reset(seed=seed), f"reset(seed={seed})")
+            for t in range(450):
+                actions = space.sample()
+                want = own.step(actions)
+                _same(lean.step(actions), want, f"step {t}")
+                ended += int(np.sum(want[2] | want[3]))
+    finally:
+        lean.close()
+        own.close()
+    assert ended >= n  # autoresets were part of it

@@ -63,7 +63,8 @@ def _array_space(space: spaces.Space[Any]) -> bool:
 
 
 class GymnasiumVectorEnv(ecotone.Environment[Any, Any, Any]):
-    """Base of the classes the vector form builds: one `SyncVectorEnv` per session."""
+    """Base of the classes the vector form builds: one `SyncVectorEnv` per session (its
+    lean NEXT_STEP form, `ecotone.plugins.gymnasium_batch.NextStepBatch`)."""
 
     gym_id: ClassVar[str] = ""
     make_kwargs: ClassVar[dict[str, Any]] = {}
@@ -75,13 +76,15 @@ class GymnasiumVectorEnv(ecotone.Environment[Any, Any, Any]):
     def _batch(self, num_envs: int) -> Any:
         import gymnasium
 
+        from ecotone.plugins.gymnasium_batch import NextStepBatch
+
         if self._venv is not None and self._venv.num_envs == num_envs:
             return self._venv
         if self._venv is not None:
             self._venv.close()
             self._venv = None
         make = functools.partial(gymnasium.make, self.gym_id, **self.make_kwargs)
-        self._venv = gymnasium.vector.SyncVectorEnv([make] * num_envs)
+        self._venv = NextStepBatch([make] * num_envs)
         return self._venv
 
     def _observation(

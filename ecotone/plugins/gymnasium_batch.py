@@ -1,0 +1,67 @@
+"""The batch a `gymnasium-vector:` session steps: Gymnasium's `SyncVectorEnv`, its step lean.
+
+`SyncVectorEnv.step` handles three autoreset modes, writes each sub-env's reward and flags
+into numpy arrays one element at a time, merges every sub-env's info dict (empty ones too)
+and deep-copies the batch's observations. The vector form autoresets as NEXT_STEP only and
+turns the arrays into bytes at once, so `NextStepBatch.step` does the same steps in the same
+order with none of that per-item work: Python lists turned into arrays once, infos merged
+only where a sub-env has some, the observations concatenated into Gymnasium's own buffer and
+not copied. Everything else (making the sub-envs, reset and its seeding, close) is
+Gymnasium's. What it returns equals what `SyncVectorEnv(..., autoreset_mode=NEXT_STEP)`
+returns for the same calls, values, dtypes and infos (tests/test_gym_vector_form.py pins
+that over envs with infos, Box actions and ends of episodes).
+
+Imported by the vector form when it makes a batch, so that gymnasium is imported only then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium import Env
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.vector.utils import concatenate
+
+_STATE = ("_env_obs", "_observations", "_autoreset_envs", "_add_info", "_rewards")
+"""What the lean step uses of `SyncVectorEnv`'s own (Gymnasium 1.x); without it, its step."""
+
+
+class NextStepBatch(SyncVectorEnv):
+    """`SyncVectorEnv` with NEXT_STEP autoreset and no copy of the observations (callers
+    take them at once), stepped without per-item array writes."""
+
+    def __init__(self, env_fns: Sequence[Callable[[], Env[Any, Any]]]) -> None:
+        super().__init__(env_fns, copy=False, autoreset_mode=AutoresetMode.NEXT_STEP)
+        self._lean = all(hasattr(self, name) for name in _STATE)
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        if not self._lean:  # pragma: no cover - a Gymnasium without the state it uses
+            return super().step(actions)
+        envs = self.envs
+        n = len(envs)
+        if len(actions) != n:
+            raise ValueError(f"{len(actions)} actions for {n} sub-envs")
+        autoreset = self._autoreset_envs.tolist()
+        env_obs = self._env_obs
+        rewards: list[Any] = [0.0] * n
+        terminations: list[Any] = [False] * n
+        truncations: list[Any] = [False] * n
+        infos: dict[str, Any] = {}
+        add_info = self._add_info
+        for i in range(n):
+            if autoreset[i]:
+                env_obs[i], info = envs[i].reset()
+            else:
+                env_obs[i], rewards[i], terminations[i], truncations[i], info = envs[i].step(
+                    actions[i]
+                )
+            if info:
+                infos = add_info(infos, info, i)
+        self._rewards = np.array(rewards, dtype=np.float64)
+        self._terminations = np.array(terminations, dtype=np.bool_)
+        self._truncations = np.array(truncations, dtype=np.bool_)
+        self._observations = concatenate(self.single_observation_space, env_obs, self._observations)
+        self._autoreset_envs = np.logical_or(self._terminations, self._truncations)
+        return self._observations, self._rewards, self._terminations, self._truncations, infos
