@@ -13,6 +13,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 
 from ecotone.gym import batch
 from ecotone.gym import spaces as gspaces
+from tests.arrays import same
 
 N = 5
 
@@ -45,20 +46,6 @@ def _per_item(node: Any, wire: list[Any]) -> Any:
     return concatenate(node.space, items, out)
 
 
-def _same(a: Any, b: Any) -> None:
-    if isinstance(a, dict):
-        assert a.keys() == b.keys()
-        for k in a:
-            _same(a[k], b[k])
-    elif isinstance(a, tuple):
-        assert len(a) == len(b)
-        for x, y in zip(a, b, strict=True):
-            _same(x, y)
-    else:
-        assert a.dtype == b.dtype and a.shape == b.shape
-        np.testing.assert_array_equal(a, b)
-
-
 @pytest.mark.parametrize("name", sorted(NODES))
 def test_a_batch_read_whole_is_what_the_per_item_path_gives(name: str) -> None:
     node = NODES[name]
@@ -67,7 +54,7 @@ def test_a_batch_read_whole_is_what_the_per_item_path_gives(name: str) -> None:
     wire = [node.to_wire(v) for v in values]
     read = batch.reader(node)
     assert read is not None
-    _same(read(wire), _per_item(node, wire))
+    same(read(wire), _per_item(node, wire))
 
 
 @pytest.mark.parametrize("name", ["box", "box-int-2d", "discrete-start", "multibinary"])
@@ -91,7 +78,7 @@ def test_nulls_for_nan_and_bad_shapes_fall_back_to_the_per_item_path() -> None:
     read = batch.reader(NODES["box"])
     assert read is not None
     nulls = [{"obs": [0.0, None, 0.5, 1.0]}]  # JSON has no nan: it arrives as null
-    _same(read(nulls), _per_item(NODES["box"], nulls))
+    same(read(nulls), _per_item(NODES["box"], nulls))
     assert math.isnan(read(nulls)[0, 1])
     integers = batch.reader(NODES["box-int-2d"])
     assert integers is not None

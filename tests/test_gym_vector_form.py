@@ -16,6 +16,7 @@ from ecotone.conformance import run
 from ecotone.gym.batched import BatchedRemoteVectorEnv
 from ecotone.plugins.gymnasium import GymnasiumBridgeError
 from ecotone.plugins.gymnasium_vector import build_vector_env_class
+from tests.arrays import same
 from tests.conftest import RunningServer, run_server
 
 ENV = "gymnasium-vector:CartPole-v1"
@@ -197,24 +198,6 @@ def test_with_errors_raise_a_dead_server_raises_and_leaves_nothing_in_flight() -
             remote.close()
 
 
-def _same(a: object, b: object, where: str) -> None:
-    """Equal values of the same types, arrays by dtype and content, dicts key by key."""
-    assert type(a) is type(b), where
-    if isinstance(a, tuple):
-        assert isinstance(b, tuple) and len(a) == len(b), where
-        for k, (x, y) in enumerate(zip(a, b, strict=True)):
-            _same(x, y, f"{where}[{k}]")
-    elif isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), where
-        for key in a:
-            _same(a[key], b[key], f"{where}[{key!r}]")
-    elif isinstance(a, np.ndarray):
-        assert isinstance(b, np.ndarray) and a.dtype == b.dtype, where
-        assert a.shape == b.shape and np.array_equal(a, b), where
-    else:
-        assert a == b, where
-
-
 @pytest.mark.parametrize(
     "gym_id",
     [
@@ -238,21 +221,21 @@ def test_the_batch_steps_as_gymnasiums_sync_vector_env(gym_id: str) -> None:
     ended = 0
     try:
         for seed in (3, 11):
-            _same(lean.reset(seed=seed), own.reset(seed=seed), f"reset(seed={seed})")
+            same(lean.reset(seed=seed), own.reset(seed=seed), f"reset(seed={seed})")
             for t in range(450):
                 actions = space.sample()
                 if t % 2:  # as a list too: the sub-envs get the same items
                     actions = list(actions)
                 want = own.step(actions)
                 got = lean.step(actions)
-                _same(got, want, f"step {t}")
+                same(got, want, f"step {t}")
                 ended += int(np.sum(want[2] | want[3]))
             # a partial reset after them leaves the rewards and flags the last step returned
             # as they were (its observations are the batch's buffer: taken at once, not kept)
             mask = np.arange(n) % 2 == 0
-            _same(lean.reset(options={"reset_mask": mask}), own.reset(options={"reset_mask": mask}),
+            same(lean.reset(options={"reset_mask": mask}), own.reset(options={"reset_mask": mask}),
                   "reset(reset_mask)")  # fmt: skip
-            _same(got[1:4], want[1:4], "the last step, after a partial reset")
+            same(got[1:4], want[1:4], "the last step, after a partial reset")
     finally:
         lean.close()
         own.close()

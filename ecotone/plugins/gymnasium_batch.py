@@ -6,7 +6,7 @@ and deep-copies the batch's observations. The vector form autoresets as NEXT_STE
 turns the arrays into bytes at once, so `NextStepBatch.step` does the same steps in the same
 order with none of that per-item work: Python lists turned into arrays once, infos merged
 only where a sub-env has some, the observations concatenated into Gymnasium's own buffer and
-not copied (the rewards and flags are, as Gymnasium's are). Everything else (making the
+not copied (the flags are, as Gymnasium's are). Everything else (making the
 sub-envs, reset and its seeding, close) is Gymnasium's. What it returns equals what
 `SyncVectorEnv(..., autoreset_mode=NEXT_STEP)` returns for the same calls: values, dtypes
 and infos (tests/test_gym_vector_form.py pins that over envs with infos, Box actions, ends
@@ -65,10 +65,11 @@ class NextStepBatch(SyncVectorEnv):
         self._truncations = np.array(truncations, dtype=np.bool_)
         self._observations = concatenate(self.single_observation_space, env_obs, self._observations)
         self._autoreset_envs = np.logical_or(self._terminations, self._truncations)
-        # copies, as Gymnasium returns: a reset with a reset_mask changes the flags in place
+        # the flags as copies, as Gymnasium returns them: a reset with a reset_mask changes
+        # them in place (the rewards are a new array each step, which nothing else writes)
         return (
             self._observations,
-            np.copy(self._rewards),
+            self._rewards,
             np.copy(self._terminations),
             np.copy(self._truncations),
             infos,
