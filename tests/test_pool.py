@@ -132,14 +132,15 @@ pool.wait_ready(timeout=60)
 held = pool.take()
 pool.wait_ready(timeout=60)  # the replacement too
 pids = [int(h.id) for h in pool.pool._ready] + [int(held.id)]
-print(json.dumps(pids), flush=True)
 if sys.argv[1] == "ctrl-c":
     try:
         with pool:
+            print(json.dumps(pids), flush=True)  # inside: the test's Ctrl-C lands in the try
             time.sleep(60)
     except KeyboardInterrupt:
         print("interrupted", flush=True)
 else:
+    print(json.dumps(pids), flush=True)
     time.sleep(60)
 """
 
@@ -170,6 +171,40 @@ def test_killing_the_owner_outright_ends_its_pools_servers() -> None:
     proc.kill()
     proc.wait()
     assert wait_until(lambda: not any(pid_alive(p) for p in pids), 15), pids
+
+
+UNSTOPPED = """
+import json, sys
+import ecotone
+server = ecotone.start_server("counter", provider="process")
+pool = ecotone.server_pool("counter", 2, provider="process")
+pool.wait_ready(timeout=60)
+print(json.dumps([int(server.id)] + [int(h.id) for h in pool.pool._ready]), flush=True)
+if sys.argv[1] == "ctrl-c":
+    raise KeyboardInterrupt  # as a Ctrl-C before any with block would
+"""
+
+
+@pytest.mark.parametrize("how", ["end", "ctrl-c"])
+def test_a_program_that_ends_without_stopping_its_servers_exits_and_stops_them(how: str) -> None:
+    # A start_server() handle never stopped and a server_pool() never closed: the program
+    # still exits at once (their loops' threads used to hang it at exit) and its servers end.
+    proc = subprocess.Popen(
+        [sys.executable, "-c", UNSTOPPED, how],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    pids = json.loads(out.splitlines()[0])
+    assert len(pids) == 3
+    assert proc.returncode == (0 if how == "end" else -signal.SIGINT)
+    assert [p for p in pids if pid_alive(p)] == []
 
 
 PODMAN_OWNER = """

@@ -28,6 +28,7 @@ from ecotone.client.aio import AsyncEnvClient, aconnect
 from ecotone.client.sync import EnvClient, connect
 from ecotone.kernel.registry import Registry
 from ecotone.launcher.contract import LaunchSpec, Provider, Resources, ServerHandle
+from ecotone.launcher.exit import forget, stop_at_exit
 
 T = TypeVar("T")
 
@@ -128,7 +129,8 @@ class LaunchedServer:
     """The blocking face of a started server: `start_server(...)` returns one.
 
     Its provider's async calls run in a private event loop thread (an anyio blocking portal
-    on trio), so it can be used from plain threads."""
+    on trio), so it can be used from plain threads. One left running when the program ends is
+    stopped then (`ecotone.launcher.exit`)."""
 
     def __init__(
         self,
@@ -151,6 +153,7 @@ class LaunchedServer:
             self._portal_cm.__exit__(*sys.exc_info())
             raise
         self._stopped = False
+        stop_at_exit(self.stop)  # if the program ends first: the server, and the loop's thread
 
     @property
     def url(self) -> str:
@@ -182,6 +185,7 @@ class LaunchedServer:
         if self._stopped:
             return
         self._stopped = True
+        forget(self.stop)
         try:
             self._portal.call(lambda: self.handle.stop(timeout))
         finally:

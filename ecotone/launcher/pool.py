@@ -21,9 +21,10 @@ error instead of waiting forever.
 
 Every way out stops everything the pool started, handed out or not: leaving the `with` block
 (an exception, Ctrl-C, a cancelled task) cancels the starts under way (each provider removes
-what it had made) and stops every server. If the owner process is killed outright, each
-provider's own rule applies (the process provider's servers end on their lifeline; the
-container providers' are labelled with the owner, so `ecotone gc` removes them).
+what it had made) and stops every server. A `ServerPool` still open when the program ends
+(never closed, or Ctrl-C before its `with` block) is closed at exit. If the owner process is
+killed outright, each provider's own rule applies (the process provider's servers end on their
+lifeline; the container providers' are labelled with the owner, so `ecotone gc` removes them).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from ecotone.client.sync import EnvClient, connect
 from ecotone.kernel.registry import Registry
 from ecotone.launcher.compose import make_spec, provider_for
 from ecotone.launcher.contract import LaunchSpec, Provider, ServerHandle
+from ecotone.launcher.exit import forget, stop_at_exit
 
 log = logging.getLogger("ecotone.launcher")
 
@@ -289,7 +291,8 @@ class PooledServer:
 
 class ServerPool:
     """The blocking face of `AsyncServerPool`: its event loop runs in a private thread (an
-    anyio blocking portal on trio), so it can be used from plain threads."""
+    anyio blocking portal on trio), so it can be used from plain threads. One left open when
+    the program ends is closed then (`ecotone.launcher.exit`)."""
 
     def __init__(self, env: str | LaunchSpec, size: int, **kwargs: Any) -> None:
         self.pool = AsyncServerPool(env, size, **kwargs)
@@ -302,6 +305,7 @@ class ServerPool:
             self._portal_cm.__exit__(*sys.exc_info())
             raise
         self._closed = False
+        stop_at_exit(self.close)  # if the program ends first: its servers, and the loop's thread
 
     @property
     def size(self) -> int:
@@ -350,6 +354,7 @@ class ServerPool:
         if self._closed:
             return
         self._closed = True
+        forget(self.close)
         try:
             self._cm.__exit__(*exc)
         finally:
