@@ -4,8 +4,11 @@ sessions, and the inproc async channel shared by tasks that give up."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -174,6 +177,34 @@ def test_a_blocking_inproc_call_interrupted_leaves_the_session_usable(
             env.reset()
         assert env.reset().observation["count"] == 0
         assert env.step({"delta": 5}).observation["count"] == 5
+
+
+UNCLOSED_INPROC = """
+import atexit
+import ecotone
+from ecotone.kernel import Engine, EnvSpec
+from ecotone.server.transports.inproc import InprocSyncChannel
+from tests.envs import AsyncCounterEnv
+
+atexit.register(lambda: print("closed", AsyncCounterEnv.closes, flush=True))  # runs last
+channel = InprocSyncChannel(Engine(EnvSpec.from_class(AsyncCounterEnv, "x")), "json")
+env = ecotone.Connection("inproc://x", channel=channel).open()
+env.reset(episode_id="e1")
+print(env.step({"delta": 2}).observation["count"], flush=True)
+"""
+
+
+def test_a_program_that_never_closes_its_blocking_inproc_channel_exits_and_closes_its_env() -> None:
+    # An async env's calls run on the channel's portal thread, which used to hang the exit.
+    done = subprocess.run(
+        [sys.executable, "-c", UNCLOSED_INPROC],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=Path(__file__).parent.parent,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["2", "closed ['e1']"]
 
 
 async def test_env_code_raising_keyboard_interrupt_is_its_own_failure() -> None:

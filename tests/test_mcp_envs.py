@@ -195,6 +195,23 @@ def everything_over_http(node_bin: Path) -> Iterator[str]:
         proc.wait(10)
 
 
+UNCLOSED = """
+import sys
+import ecotone
+env = ecotone.connect(f"inproc://mcp+stdio:{sys.argv[1]}/mcp-server-time --local-timezone UTC")
+print(len(env.reset().observation["tools"]), flush=True)
+"""
+
+
+def test_a_program_that_never_closes_its_in_process_mcp_env_still_exits(mcp_bin: Path) -> None:
+    # TRL closes no env: the link's portal thread used to hang the program at exit.
+    done = subprocess.run(
+        [sys.executable, "-c", UNCLOSED, str(mcp_bin)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) >= 2
+
+
 def test_the_everything_server_over_streamable_http(everything_over_http: str) -> None:
     with ecotone.connect(f"inproc://mcp+{everything_over_http}") as env:
         env.reset()

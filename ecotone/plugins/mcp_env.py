@@ -28,6 +28,7 @@ Needs the `mcp` package (`pip install 'ecotone[mcp]'`).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import json
@@ -160,6 +161,10 @@ class _Link:
             raise
         self.tools: dict[str, Any] = {t.name: t for t in listed}
         self.alive = True
+        # One still open when the program ends (an env never closed: TRL closes none) is
+        # closed then, while its portal's thread still runs; left to the interpreter's final
+        # clean-up, closing the portal would wait forever for a loop on a frozen daemon thread.
+        atexit.register(self.close)
 
     async def _list_tools(self) -> list[Any]:
         import anyio
@@ -200,6 +205,7 @@ class _Link:
 
     def close(self) -> None:
         self.alive = False
+        atexit.unregister(self.close)
         with contextlib.suppress(Exception):
             self._stack.close()
 

@@ -12,6 +12,7 @@ loop thread, started on first need); the async channel makes them in the caller'
 
 from __future__ import annotations
 
+import atexit
 import collections
 import contextlib
 from collections.abc import Mapping, Sequence
@@ -57,6 +58,10 @@ class InprocSyncChannel:
         if self._portal is None:
             self._portal_cm = start_blocking_portal("trio")
             self._portal = self._portal_cm.__enter__()
+            # A channel still open when the program ends is closed then, while the portal's
+            # thread still runs: left to the interpreter's final clean-up, closing the portal
+            # would wait forever for a loop on a frozen daemon thread.
+            atexit.register(self.close)
         self._portal.call(call.arun)
 
     def _run(self, calls: Sequence[Call]) -> None:
@@ -97,6 +102,7 @@ class InprocSyncChannel:
             self._run(self.engine.disconnect(self.peer.owner))
         finally:
             if self._portal_cm is not None:
+                atexit.unregister(self.close)
                 self._portal_cm.__exit__(None, None, None)
                 self._portal_cm = self._portal = None
 
