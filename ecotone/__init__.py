@@ -14,6 +14,7 @@ from ecotone.kernel.contract import (
     Observation,
     State,
 )
+from ecotone.kernel.exit import close_at_exit, forget_at_exit
 from ecotone.kernel.hookspecs import hookimpl
 from ecotone.kernel.serving import served_beyond_loopback
 from ecotone.kernel.tasks import TaskError, TaskSet
@@ -174,7 +175,9 @@ __all__ = [
     "alaunch",
     "alaunch_vector",
     "astart_server",
+    "close_at_exit",
     "connect",
+    "forget_at_exit",
     "hookimpl",
     "launch",
     "launch_vector",

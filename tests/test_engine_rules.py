@@ -18,6 +18,7 @@ import ecotone
 from ecotone.kernel import Engine, EnvSpec, Limits, Mode
 from ecotone.plugins.counter import CounterAction, CounterEnv, CounterObservation, CounterState
 from ecotone.server.transports.inproc import InprocAsyncChannel
+from tests.conftest import wait_until
 from tests.engine_driver import Driver, decoded
 
 
@@ -180,13 +181,14 @@ def test_a_blocking_inproc_call_interrupted_leaves_the_session_usable(
 
 
 UNCLOSED_INPROC = """
-import atexit
+import atexit, sys
+# registered before ecotone's own hook (at its import), so it runs after it
+atexit.register(lambda: print("closed", sys.modules["tests.envs"].AsyncCounterEnv.closes))
 import ecotone
 from ecotone.kernel import Engine, EnvSpec
 from ecotone.server.transports.inproc import InprocSyncChannel
 from tests.envs import AsyncCounterEnv
 
-atexit.register(lambda: print("closed", AsyncCounterEnv.closes, flush=True))  # runs last
 channel = InprocSyncChannel(Engine(EnvSpec.from_class(AsyncCounterEnv, "x")), "json")
 env = ecotone.Connection("inproc://x", channel=channel).open()
 env.reset(episode_id="e1")
@@ -205,6 +207,38 @@ def test_a_program_that_never_closes_its_blocking_inproc_channel_exits_and_close
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["2", "closed ['e1']"]
+
+
+def test_blocking_inproc_channels_closed_or_dropped_leave_nothing_registered_for_exit() -> None:
+    """Each channel to an async env registers its close for the program's end; closing it
+    withdraws that, and one dropped unclosed is still collected (held weakly), its entry
+    gone with it: a long-lived program opening many leaks nothing. A closed channel refuses
+    a new call instead of starting a portal nothing would stop."""
+    import gc
+    import weakref
+
+    from ecotone.kernel.exit import open_count
+    from ecotone.server.transports.inproc import InprocSyncChannel
+    from tests.envs import AsyncCounterEnv
+
+    spec = EnvSpec.from_class(AsyncCounterEnv, "x")
+    before = open_count()
+    for _ in range(200):
+        channel = InprocSyncChannel(Engine(spec), "json")
+        with ecotone.Connection("inproc://x", channel=channel) as conn:
+            conn.open().reset()
+            assert open_count() == before + 1
+    assert open_count() == before
+    with pytest.raises(ConnectionError, match="closed"):
+        channel.send(b"{}")
+
+    dropped = InprocSyncChannel(Engine(spec), "json")
+    ecotone.Connection("inproc://x", channel=dropped).open().reset()
+    assert open_count() == before + 1
+    gone = weakref.ref(dropped)
+    del dropped
+    gc.collect()
+    assert wait_until(lambda: gone() is None and open_count() == before, 5)
 
 
 async def test_env_code_raising_keyboard_interrupt_is_its_own_failure() -> None:

@@ -205,11 +205,21 @@ print(len(env.reset().observation["tools"]), flush=True)
 
 def test_a_program_that_never_closes_its_in_process_mcp_env_still_exits(mcp_bin: Path) -> None:
     # TRL closes no env: the link's portal thread used to hang the program at exit.
-    done = subprocess.run(
-        [sys.executable, "-c", UNCLOSED, str(mcp_bin)], capture_output=True, text=True, timeout=60
+    proc = subprocess.Popen(
+        [sys.executable, "-c", UNCLOSED, str(mcp_bin)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # so that a hang is killed with its MCP server
     )
-    assert done.returncode == 0, done.stderr
-    assert int(done.stdout) >= 2
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert int(out) >= 2
 
 
 def test_the_everything_server_over_streamable_http(everything_over_http: str) -> None:

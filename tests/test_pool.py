@@ -192,15 +192,17 @@ def test_a_program_that_ends_without_stopping_its_servers_exits_and_stops_them(h
     proc = subprocess.Popen(
         [sys.executable, "-c", UNSTOPPED, how],
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
     )
     try:
-        out, _ = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+    assert out, err
     pids = json.loads(out.splitlines()[0])
     assert len(pids) == 3
     assert proc.returncode == (0 if how == "end" else -signal.SIGINT)

@@ -3,8 +3,7 @@
 `contract.py` is what a provider implements (LaunchSpec, Resources, ServerHandle, Provider,
 the specific errors); `providers/` holds the bundled ones (process, podman, docker);
 `compose.py` joins a provider and a client (`ecotone.launch`, `start_server`); `pool.py` keeps
-servers started ahead (`ecotone.server_pool`); `exit.py` stops, when the program ends, what
-those two blocking faces left running; `vector.py` makes a VectorEnv over launched
+servers started ahead (`ecotone.server_pool`); `vector.py` makes a VectorEnv over launched
 servers (`ecotone.launch_vector`); `images.py` builds images (`ecotone build`); `k8s.py` writes
 Kubernetes manifests (`ecotone export k8s`); `config.py` reads the `[launch]` table.
 

@@ -26,9 +26,9 @@ import anyio.from_thread
 
 from ecotone.client.aio import AsyncEnvClient, aconnect
 from ecotone.client.sync import EnvClient, connect
+from ecotone.kernel.exit import close_at_exit, forget_at_exit
 from ecotone.kernel.registry import Registry
 from ecotone.launcher.contract import LaunchSpec, Provider, Resources, ServerHandle
-from ecotone.launcher.exit import forget, stop_at_exit
 
 T = TypeVar("T")
 
@@ -130,7 +130,7 @@ class LaunchedServer:
 
     Its provider's async calls run in a private event loop thread (an anyio blocking portal
     on trio), so it can be used from plain threads. One left running when the program ends is
-    stopped then (`ecotone.launcher.exit`)."""
+    stopped then (`ecotone.kernel.exit`)."""
 
     def __init__(
         self,
@@ -153,7 +153,8 @@ class LaunchedServer:
             self._portal_cm.__exit__(*sys.exc_info())
             raise
         self._stopped = False
-        stop_at_exit(self.stop)  # if the program ends first: the server, and the loop's thread
+        # if the program ends first: the server, and the loop's thread
+        self._at_exit = close_at_exit(self.stop)
 
     @property
     def url(self) -> str:
@@ -185,7 +186,7 @@ class LaunchedServer:
         if self._stopped:
             return
         self._stopped = True
-        forget(self.stop)
+        forget_at_exit(self._at_exit)
         try:
             self._portal.call(lambda: self.handle.stop(timeout))
         finally:

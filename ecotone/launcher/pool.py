@@ -42,10 +42,10 @@ import anyio.from_thread
 
 from ecotone.client.aio import AsyncEnvClient, aconnect
 from ecotone.client.sync import EnvClient, connect
+from ecotone.kernel.exit import close_at_exit, forget_at_exit
 from ecotone.kernel.registry import Registry
 from ecotone.launcher.compose import make_spec, provider_for
 from ecotone.launcher.contract import LaunchSpec, Provider, ServerHandle
-from ecotone.launcher.exit import forget, stop_at_exit
 
 log = logging.getLogger("ecotone.launcher")
 
@@ -292,7 +292,7 @@ class PooledServer:
 class ServerPool:
     """The blocking face of `AsyncServerPool`: its event loop runs in a private thread (an
     anyio blocking portal on trio), so it can be used from plain threads. One left open when
-    the program ends is closed then (`ecotone.launcher.exit`)."""
+    the program ends is closed then (`ecotone.kernel.exit`)."""
 
     def __init__(self, env: str | LaunchSpec, size: int, **kwargs: Any) -> None:
         self.pool = AsyncServerPool(env, size, **kwargs)
@@ -305,7 +305,8 @@ class ServerPool:
             self._portal_cm.__exit__(*sys.exc_info())
             raise
         self._closed = False
-        stop_at_exit(self.close)  # if the program ends first: its servers, and the loop's thread
+        # if the program ends first: its servers, and the loop's thread
+        self._at_exit = close_at_exit(self.close)
 
     @property
     def size(self) -> int:
@@ -354,7 +355,7 @@ class ServerPool:
         if self._closed:
             return
         self._closed = True
-        forget(self.close)
+        forget_at_exit(self._at_exit)
         try:
             self._cm.__exit__(*exc)
         finally:

@@ -28,7 +28,6 @@ Needs the `mcp` package (`pip install 'ecotone[mcp]'`).
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import importlib
 import json
@@ -162,9 +161,8 @@ class _Link:
         self.tools: dict[str, Any] = {t.name: t for t in listed}
         self.alive = True
         # One still open when the program ends (an env never closed: TRL closes none) is
-        # closed then, while its portal's thread still runs; left to the interpreter's final
-        # clean-up, closing the portal would wait forever for a loop on a frozen daemon thread.
-        atexit.register(self.close)
+        # closed then, while its portal's thread still runs (`ecotone.kernel.exit`).
+        self._at_exit = ecotone.close_at_exit(self.close, weak=True)
 
     async def _list_tools(self) -> list[Any]:
         import anyio
@@ -205,7 +203,9 @@ class _Link:
 
     def close(self) -> None:
         self.alive = False
-        atexit.unregister(self.close)
+        ecotone.forget_at_exit(
+            getattr(self, "_at_exit", None)
+        )  # None: its start failed before it registered
         with contextlib.suppress(Exception):
             self._stack.close()
 

@@ -12,7 +12,6 @@ loop thread, started on first need); the async channel makes them in the caller'
 
 from __future__ import annotations
 
-import atexit
 import collections
 import contextlib
 from collections.abc import Mapping, Sequence
@@ -25,6 +24,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 import ecotone.kernel
 from ecotone.kernel import Call, Engine, Mode, Peer, Registry
+from ecotone.kernel.exit import close_at_exit, forget_at_exit
 from ecotone.wire import codec_for
 
 
@@ -59,9 +59,8 @@ class InprocSyncChannel:
             self._portal_cm = start_blocking_portal("trio")
             self._portal = self._portal_cm.__enter__()
             # A channel still open when the program ends is closed then, while the portal's
-            # thread still runs: left to the interpreter's final clean-up, closing the portal
-            # would wait forever for a loop on a frozen daemon thread.
-            atexit.register(self.close)
+            # thread still runs (`ecotone.kernel.exit`).
+            self._at_exit = close_at_exit(self.close, weak=True)
         self._portal.call(call.arun)
 
     def _run(self, calls: Sequence[Call]) -> None:
@@ -85,6 +84,8 @@ class InprocSyncChannel:
             calls.extend(self.engine.abandon(call, "the caller was interrupted"))
 
     def send(self, data: bytes) -> None:
+        if self._closed:  # its portal is gone: a call now would start one nothing stops
+            raise ConnectionError("the inproc channel is closed")
         self._run(self.peer.receive(data))
 
     def receive(self, deadline: float | None) -> list[bytes | str]:
@@ -102,7 +103,7 @@ class InprocSyncChannel:
             self._run(self.engine.disconnect(self.peer.owner))
         finally:
             if self._portal_cm is not None:
-                atexit.unregister(self.close)
+                forget_at_exit(self._at_exit)
                 self._portal_cm.__exit__(None, None, None)
                 self._portal_cm = self._portal = None
 
