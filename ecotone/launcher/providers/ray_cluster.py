@@ -363,23 +363,36 @@ def _kill(ray: Any, actor: Any) -> None:
 
 
 def _gc(ray: Any) -> list[str]:
-    removed = []
+    """Ask every ecotone actor for its owner at once, then stop those whose owner is gone, at
+    once: an actor that cannot answer (its node died, it waits for resources) costs the whole
+    run one timeout, not one each."""
+    actors = []
     for entry in ray.util.list_named_actors(all_namespaces=True):
         name, namespace = entry["name"], entry["namespace"]
         if namespace != NAMESPACE or not name.startswith(NAME_PREFIX):
             continue
         try:
-            actor = ray.get_actor(name, namespace=namespace)
-            owner = ray.get(actor.owner.remote(), timeout=10)
+            actors.append((name, ray.get_actor(name, namespace=namespace)))
         except Exception:
             continue
+    asked = [(name, actor, actor.owner.remote()) for name, actor in actors]
+    if asked:
+        ray.wait([ref for _, _, ref in asked], num_returns=len(asked), timeout=10)
+    orphans = []
+    for name, actor, ref in asked:
+        try:
+            owner = ray.get(ref, timeout=0)
+        except Exception:  # no answer in time, or the actor died: not judged this run
+            continue
         if owner and not owner_alive(owner):
-            try:
-                ray.get(actor.stop.remote(5.0), timeout=15)
-            except Exception:
-                pass
-            ray.kill(actor, no_restart=True)
-            removed.append(f"ray actor {name} (owner {owner} is gone)")
+            orphans.append((name, actor, owner))
+    stops = [actor.stop.remote(5.0) for _, actor, _ in orphans]
+    if stops:
+        ray.wait(stops, num_returns=len(stops), timeout=15)
+    removed = []
+    for name, actor, owner in orphans:
+        _kill(ray, actor)
+        removed.append(f"ray actor {name} (owner {owner} is gone)")
     return removed
 
 
