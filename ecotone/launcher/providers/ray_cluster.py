@@ -33,6 +33,7 @@ and ecotone installed on its nodes. The rules it keeps, beyond the provider cont
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -355,29 +356,30 @@ def _node_died(exc: BaseException) -> bool:
     )
 
 
-def _kill(ray: Any, actor: Any) -> None:
+def _kill(ray: Any, actor: Any) -> bool:
+    """Whether the kill was sent (an actor already gone makes it fail: nothing to kill)."""
     try:
         ray.kill(actor, no_restart=True)
     except Exception:
-        pass
+        return False
+    return True
 
 
 def _gc(ray: Any) -> list[str]:
     """Ask every ecotone actor for its owner at once, then stop those whose owner is gone, at
     once: an actor that cannot answer (its node died, it waits for resources) costs the whole
-    run one timeout, not one each."""
-    actors = []
+    run one timeout, not one each, and none of them stops the run."""
+    asked = []
     for entry in ray.util.list_named_actors(all_namespaces=True):
         name, namespace = entry["name"], entry["namespace"]
         if namespace != NAMESPACE or not name.startswith(NAME_PREFIX):
             continue
         try:
-            actors.append((name, ray.get_actor(name, namespace=namespace)))
+            actor = ray.get_actor(name, namespace=namespace)
+            asked.append((name, actor, actor.owner.remote()))
         except Exception:
             continue
-    asked = [(name, actor, actor.owner.remote()) for name, actor in actors]
-    if asked:
-        ray.wait([ref for _, _, ref in asked], num_returns=len(asked), timeout=10)
+    _wait(ray, [ref for _, _, ref in asked], 10.0)
     orphans = []
     for name, actor, ref in asked:
         try:
@@ -386,14 +388,23 @@ def _gc(ray: Any) -> list[str]:
             continue
         if owner and not owner_alive(owner):
             orphans.append((name, actor, owner))
-    stops = [actor.stop.remote(5.0) for _, actor, _ in orphans]
-    if stops:
-        ray.wait(stops, num_returns=len(stops), timeout=15)
-    removed = []
-    for name, actor, owner in orphans:
-        _kill(ray, actor)
-        removed.append(f"ray actor {name} (owner {owner} is gone)")
-    return removed
+    stops = []
+    for _, actor, _ in orphans:
+        with contextlib.suppress(Exception):
+            stops.append(actor.stop.remote(5.0))
+    _wait(ray, stops, 15.0)  # then killed, stopped or not
+    return [
+        f"ray actor {name} (owner {owner} is gone)"
+        for name, actor, owner in orphans
+        if _kill(ray, actor)
+    ]
+
+
+def _wait(ray: Any, refs: list[Any], timeout: float) -> None:
+    """Until every ref is ready or `timeout` passed; a wait that fails only ends sooner."""
+    if refs:
+        with contextlib.suppress(Exception):
+            ray.wait(refs, num_returns=len(refs), timeout=timeout)
 
 
 PROVIDER = RayProvider()

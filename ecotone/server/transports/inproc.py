@@ -49,6 +49,7 @@ class InprocSyncChannel:
         self.peer: Peer = engine.peer(codec_for(codec))
         self._portal_cm: contextlib.AbstractContextManager[BlockingPortal] | None = None
         self._portal: BlockingPortal | None = None
+        self._at_exit: int | None = None  # the close registered at exit, once a portal runs
         self._closed = False
 
     def _make(self, call: Call) -> None:
