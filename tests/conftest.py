@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -88,6 +89,25 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, step: float
             return True
         time.sleep(step)
     return predicate()
+
+
+def run_program(*args: str, timeout: float) -> tuple[int, str, str]:
+    """Run a Python program in its own session: its return code, stdout and stderr. One still
+    running after `timeout` is killed with everything it started, then TimeoutExpired raised."""
+    proc = subprocess.Popen(
+        [sys.executable, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode, out, err
 
 
 def make_registry(*plugins: object) -> Registry:

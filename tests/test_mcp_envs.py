@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import ecotone
-from tests.conftest import run_server, wait_until
+from tests.conftest import run_program, run_server, wait_until
 
 ON_CI = os.environ.get("CI", "").lower() in ("true", "1")
 
@@ -205,20 +205,8 @@ print(len(env.reset().observation["tools"]), flush=True)
 
 def test_a_program_that_never_closes_its_in_process_mcp_env_still_exits(mcp_bin: Path) -> None:
     # TRL closes no env: the link's portal thread used to hang the program at exit.
-    proc = subprocess.Popen(
-        [sys.executable, "-c", UNCLOSED, str(mcp_bin)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # so that a hang is killed with its MCP server
-    )
-    try:
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode == 0, err
+    returncode, out, err = run_program("-c", UNCLOSED, str(mcp_bin), timeout=60)
+    assert returncode == 0, err
     assert int(out) >= 2
 
 

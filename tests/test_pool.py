@@ -19,7 +19,7 @@ import pytest
 
 import ecotone
 from ecotone.launcher.pool import AsyncServerPool, PoolClosed
-from tests.conftest import wait_until
+from tests.conftest import run_program, wait_until
 from tests.engines import engine_client, env_image, podman_engine  # noqa: F401 - fixtures
 
 
@@ -189,23 +189,11 @@ if sys.argv[1] == "ctrl-c":
 def test_a_program_that_ends_without_stopping_its_servers_exits_and_stops_them(how: str) -> None:
     # A start_server() handle never stopped and a server_pool() never closed: the program
     # still exits at once (their loops' threads used to hang it at exit) and its servers end.
-    proc = subprocess.Popen(
-        [sys.executable, "-c", UNSTOPPED, how],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    returncode, out, err = run_program("-c", UNSTOPPED, how, timeout=60)
     assert out, err
     pids = json.loads(out.splitlines()[0])
     assert len(pids) == 3
-    assert proc.returncode == (0 if how == "end" else -signal.SIGINT)
+    assert returncode == (0 if how == "end" else -signal.SIGINT)
     assert [p for p in pids if pid_alive(p)] == []
 
 

@@ -149,6 +149,7 @@ class _Link:
         from anyio.from_thread import start_blocking_portal
 
         self._stack = contextlib.ExitStack()
+        self._at_exit: int | None = None  # the close registered at exit, once connected
         try:
             self.portal = self._stack.enter_context(start_blocking_portal("asyncio"))
             self.session = self._stack.enter_context(
@@ -203,9 +204,7 @@ class _Link:
 
     def close(self) -> None:
         self.alive = False
-        ecotone.forget_at_exit(
-            getattr(self, "_at_exit", None)
-        )  # None: its start failed before it registered
+        ecotone.forget_at_exit(self._at_exit)
         with contextlib.suppress(Exception):
             self._stack.close()
 
