@@ -92,16 +92,21 @@ _OPENENV = (
 )
 _ECOTONE = "{py} bench/ecotone_driver.py --url {ws_url} --steps {steps} --sessions {sessions}"
 _VECTOR = "{py} bench/vector_driver.py --url {ws_url} --steps 300 --sessions {sessions}"
-_VECTOR_256 = "{py} bench/vector_driver.py --url {ws_url} --steps 100 --sessions 256"
+# The native counter's vector steps take about 100 us at 64 sub-envs: 2,000 of them (600 at
+# 256) time 0.15-0.3 s, where 300 timed some 30 ms and one scheduling hiccup moved a rep by
+# a third. The in-process reference runs the same count.
+_COUNTER_VECTOR = "{py} bench/vector_driver.py --url {ws_url} --steps 2000 --sessions {sessions}"
+_VECTOR_256 = "{py} bench/vector_driver.py --url {ws_url} --steps 600 --sessions 256"
 _VECTOR_UNIX = (
-    "{py} bench/vector_driver.py --url unix://{sock} --steps 300 --sessions {sessions} "
+    "{py} bench/vector_driver.py --url unix://{sock} --steps 2000 --sessions {sessions} "
     "--codec msgpack"
 )
 _VECTOR_UNIX_256 = (
-    "{py} bench/vector_driver.py --url unix://{sock} --steps 100 --sessions 256 --codec msgpack"
+    "{py} bench/vector_driver.py --url unix://{sock} --steps 600 --sessions 256 --codec msgpack"
 )
 _VECTOR_2 = "{py} bench/vector_driver.py --servers 2 --steps 300 --sessions {sessions}"
-_VECTOR_256_2 = "{py} bench/vector_driver.py --servers 2 --steps 100 --sessions 256"
+_COUNTER_2 = "{py} bench/vector_driver.py --servers 2 --steps 1000 --sessions {sessions}"
+_VECTOR_256_2 = "{py} bench/vector_driver.py --servers 2 --steps 400 --sessions 256"
 _BATCHES_2 = _VECTOR_2 + " --vector-form"
 _ECOTONE_TCP = (
     "{py} bench/ecotone_driver.py --url tcp://127.0.0.1:{port} --steps {steps} "
@@ -136,20 +141,25 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("ecotone-http", "openenv-client-async", "K", _OPENENV + " --mode async"),
     # Vector stepping (issue: many remote envs at near the machine's limit). `steps` here is
     # vector steps, so each sub-env takes that many; sessions = sub-envs.
-    Scenario("ecotone", "vector-batched", "K", _VECTOR + " --mode batched"),
+    Scenario("ecotone", "vector-batched", "K", _COUNTER_VECTOR + " --mode batched"),
     Scenario("ecotone", "vector-per-socket", "K", _VECTOR + " --mode per-socket"),
-    Scenario("ecotone", "gym-inproc", "K", _VECTOR + " --mode gym-inproc"),
+    Scenario("ecotone", "gym-inproc", "K", _COUNTER_VECTOR + " --mode gym-inproc"),
     Scenario("ecotone", "vector-batched-256", "256", _VECTOR_256 + " --mode batched"),
     Scenario("ecotone", "gym-inproc-256", "256", _VECTOR_256 + " --mode gym-inproc"),
     # The same over a unix socket with MessagePack: the leanest wire the vector env has.
-    Scenario("ecotone", "vector-batched-msgpack", "K", _VECTOR + " --mode batched --codec msgpack"),
+    Scenario(
+        "ecotone",
+        "vector-batched-msgpack",
+        "K",
+        _COUNTER_VECTOR + " --mode batched --codec msgpack",
+    ),
     Scenario("ecotone-unix", "vector-batched", "K", _VECTOR_UNIX + " --mode batched"),
     Scenario("ecotone-unix", "vector-batched-256", "256", _VECTOR_UNIX_256 + " --mode batched"),
     # The same over two servers the driver starts itself (process provider, one per core):
     # `step` (both servers step at once), and EnvPool's send/recv loop (`pool`: a server's
     # batch goes back as soon as it answers, while the other steps).
-    Scenario("ecotone", "vector-2srv", "K", _VECTOR_2 + " --mode batched"),
-    Scenario("ecotone", "vector-2srv-pool", "K", _VECTOR_2 + " --mode batched --pool"),
+    Scenario("ecotone", "vector-2srv", "K", _COUNTER_2 + " --mode batched"),
+    Scenario("ecotone", "vector-2srv-pool", "K", _COUNTER_2 + " --mode batched --pool"),
     Scenario("ecotone", "vector-2srv-256", "256", _VECTOR_256_2 + " --mode batched"),
     Scenario("ecotone", "vector-2srv-pool-256", "256", _VECTOR_256_2 + " --mode batched --pool"),
     # CartPole-v1 through the Gymnasium bridge, against Gymnasium's own vector envs in process

@@ -5,6 +5,7 @@ sub-env held back, failures (env errors, deadlines, a killed server process) and
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import signal
@@ -23,7 +24,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 import ecotone
-from ecotone.client.vector import stack
+from ecotone.client.vector import split_actions, stack
 from ecotone.plugins.counter import CounterObservation
 from ecotone.recording import read_episodes
 from tests.conftest import RunningServer, run_server, wait_until
@@ -702,6 +703,61 @@ def test_256_sub_envs_on_one_server_reset_step_and_autoreset(
         obs, rewards, _, truncated, _ = venv.step({"delta": deltas})  # next_step autoreset
         assert stack(obs, "count").tolist() == [0] * n  # reset_options carry no start
         assert not rewards.any() and not truncated.any()
+
+
+def test_actions_given_as_arrays_split_into_plain_values_one_per_sub_env() -> None:
+    split = [{"delta": 0, "aim": [1.0, 1.0]}, {"delta": 1, "aim": [1.0, 1.0]}]
+    assert split_actions({"delta": np.arange(2), "aim": np.ones((2, 2))}, 2) == split
+    assert type(split_actions({"delta": np.arange(3)}, 3)[2]["delta"]) is int
+    assert split_actions({"delta": [5, 6, 7]}, 2) == [{"delta": 5}, {"delta": 6}]
+    assert (
+        split_actions(np.arange(2), 2) == [0, 1] and type(split_actions(np.arange(2), 2)[0]) is int
+    )
+    assert split_actions(np.zeros((2, 3)), 2) == [[0.0] * 3] * 2
+    with pytest.raises(ValueError, match="'delta' has 2 values for 3 sub-envs"):
+        split_actions({"delta": np.arange(2)}, 3)
+    assert split_actions({}, 2) == [{}, {}]
+    for scalar in (1, np.array(1)):
+        with pytest.raises(ValueError, match="'delta' is not one value per sub-env"):
+            split_actions({"delta": scalar}, 3)
+    with pytest.raises(ValueError, match="2 actions given for 3 sub-envs"):
+        split_actions(np.arange(2), 3)
+
+
+def test_stepping_256_sub_envs_sets_off_almost_no_garbage_collection() -> None:
+    """Actions, observations and frames are acyclic wire data the cyclic collector does not
+    track: a step of 256 sub-envs (256 actions decoded and 256 observations made on the
+    server side, 256 observations decoded on the client's, all in this process over
+    inproc://) stays below the 700 tracked allocations that start a collection. Tracked,
+    they set off about one a step, and every tenth of those a walk of older objects (at 256
+    sub-envs in one process that was 40% of the step's time)."""
+    assert not gc.is_tracked(CounterObservation(count=1))
+    assert not gc.is_tracked(ecotone.wire.frames.StepItem(session="s"))
+
+    class Cyclic(CounterObservation, gc=True):  # the way out for a type that must be tracked
+        pass
+
+    assert gc.is_tracked(Cyclic(count=1))
+    n, steps = 256, 100
+    with ecotone.VectorEnv("inproc://counter", n, observation_type=CounterObservation) as venv:
+        venv.reset(seed=0)
+        actions = [{"delta": 1} for _ in range(n)]
+        venv.step(actions)
+        runs: list[int] = []
+
+        def count(phase: str, info: dict[str, Any]) -> None:
+            if phase == "start":
+                runs.append(info["generation"])
+
+        gc.collect()
+        gc.callbacks.append(count)
+        try:
+            for _ in range(steps):
+                obs, *_ = venv.step(actions)
+        finally:
+            gc.callbacks.remove(count)
+        assert stack(obs, "count").tolist() == [steps + 1] * n
+    assert len(runs) < steps // 5, f"{len(runs)} collections in {steps} steps: {runs[:20]}"
 
 
 def test_record_to_writes_each_sub_env_episode_from_the_client(

@@ -513,13 +513,35 @@ def typed_decoder(codec: Any, observation: Any) -> TypedAnswers:
 
 def split_actions(actions: Any, n: int) -> list[Any]:
     """N per-env actions from a sequence (or an array, along its first axis), or from a dict
-    of per-field arrays (`{"delta": np.array([...])}` -> one dict per sub-env)."""
+    of per-field arrays (`{"delta": np.array([...])}` -> one dict per sub-env). numpy arrays
+    become plain values here, in one `tolist` each (what the wire carries anyway), rather
+    than one numpy scalar per sub-env for the encoder to convert item by item."""
     if isinstance(actions, dict):
-        return [{k: v[i] for k, v in actions.items()} for i in range(n)]
-    out = list(actions)
+        keys = list(actions)
+        if not keys:
+            return [{} for _ in range(n)]
+        columns = [_column(actions[k], k, n) for k in keys]
+        if len(keys) == 1:
+            key = keys[0]
+            return [{key: value} for value in columns[0]]
+        return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
+    out = actions.tolist() if isinstance(actions, np.ndarray) and actions.ndim else list(actions)
     if len(out) != n:
         raise ValueError(f"{len(out)} actions given for {n} sub-envs")
     return out
+
+
+def _column(values: Any, field: str, n: int) -> list[Any]:
+    """The first `n` values of one field of a dict of per-field arrays, as a list."""
+    try:
+        column = values.tolist() if isinstance(values, np.ndarray) else list(values)
+    except TypeError:
+        column = None
+    if not isinstance(column, list):  # a scalar (a 0-d array's `tolist` is one too)
+        raise ValueError(f"action field {field!r} is not one value per sub-env: {values!r}")
+    if len(column) < n:
+        raise ValueError(f"action field {field!r} has {len(column)} values for {n} sub-envs")
+    return column[:n] if len(column) > n else column
 
 
 def seeds_for(seed: int | Sequence[int | None] | None, n: int) -> list[int | None]:

@@ -11,10 +11,11 @@ from ecotone.wire import TaskRef
 ObsT = TypeVar("ObsT")
 
 
-class StepResult(msgspec.Struct, Generic[ObsT], frozen=True, kw_only=True):
+class StepResult(msgspec.Struct, Generic[ObsT], frozen=True, kw_only=True, gc=False):
     """What a client returns from `reset` and `step`: the observation and its reward/flags.
 
     `observation` is the env's Observation type when the client knows it, else plain data.
+    Decoded wire data, so not tracked by the cyclic garbage collector (as `Observation`).
     """
 
     observation: ObsT

@@ -63,14 +63,23 @@ class InvalidAction(ValueError):
         self.details = details
 
 
-class Action(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Base for actions. Unknown fields are rejected, so a typo in a field name is an error."""
+class Action(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, gc=False):
+    """Base for actions. Unknown fields are rejected, so a typo in a field name is an error.
+
+    Actions and observations are wire data, made anew for every step and acyclic (what can
+    be encoded cannot hold a cycle), so Python's cyclic garbage collector does not track
+    them (`gc=False`, inherited): a batch of hundreds of them per step would otherwise set
+    off collections that walk the whole heap. A subclass that must be part of a reference
+    cycle declares `gc=True`."""
 
     metadata: dict[str, Any] = {}
 
 
-class Observation(msgspec.Struct, kw_only=True):
-    """Base for observations: what the agent sees after reset and after each step."""
+class Observation(msgspec.Struct, kw_only=True, gc=False):
+    """Base for observations: what the agent sees after reset and after each step.
+
+    Not tracked by the cyclic garbage collector, as `Action` (a subclass in a reference
+    cycle declares `gc=True`)."""
 
     reward: float | None = None
     """Reward for the transition that produced this observation (None after reset)."""

@@ -36,8 +36,9 @@ RequestId = int | str
 """A client-chosen request id, echoed back in the response."""
 
 
-class Frame(msgspec.Struct, tag_field="op", kw_only=True, omit_defaults=True):
-    """Base of every frame. `op` (the tag) says which frame it is."""
+class Frame(msgspec.Struct, tag_field="op", kw_only=True, omit_defaults=True, gc=False):
+    """Base of every frame. `op` (the tag) says which frame it is. Frames are acyclic wire
+    data, so the cyclic garbage collector does not track them (`gc=False`, inherited)."""
 
     id: RequestId | None = None
 
@@ -120,7 +121,9 @@ class Close(RequestFrame, tag="close"):
     session_bound: ClassVar[bool] = True
 
 
-class ResetArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+class ResetArgs(
+    msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True, gc=False
+):
     """A `reset` inside `step_many`: the fields of the `reset` request but its session."""
 
     seed: int | None = None
@@ -128,7 +131,9 @@ class ResetArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_d
     options: dict[str, Any] = {}
 
 
-class StepItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+class StepItem(
+    msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True, gc=False
+):
     """One session's action inside `step_many`, or its reset: exactly one of `action` and
     `reset` (servers whose `welcome` lists the `step_many.reset` feature take resets)."""
 
