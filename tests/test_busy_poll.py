@@ -4,6 +4,7 @@ slow, silent, vanishing and hostile peers, and the settings' errors."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
@@ -21,7 +22,7 @@ import ecotone
 from ecotone.client._blocking import DeadlineReceiver
 from ecotone.client._sync import io as sync_io
 from ecotone.kernel import Limits
-from ecotone.server.transports.sockets import LeanSocketStream
+from ecotone.server.transports.sockets import LeanSocketStream, receive_within
 from ecotone.wire import polling
 from ecotone.wire.polling import BusyPoll
 from tests.conftest import ecotone_serving
@@ -243,6 +244,50 @@ def test_the_server_reader_lets_other_tasks_run_and_sees_its_stream_closed_under
                 await stream.receive_some()
         assert ticks == 20
         await peer.aclose()
+
+    trio.run(main)
+
+
+def test_the_server_reader_keeps_its_deadline_while_spinning_and_while_blocked() -> None:
+    async def main() -> None:
+        stream, peer, poll = _lean_pair(1_000_000)  # a 1 s spin, longer than the deadline
+        began = trio.current_time()
+        assert await stream.receive_within(65536, 0.05) is None
+        assert 0.04 < trio.current_time() - began < 0.5  # the deadline cut the spin short
+        assert poll.ran_out_count == 1
+        short, peer2, poll2 = _lean_pair(1000)  # a 1 ms spin, then a blocking wait
+        began = trio.current_time()
+        assert await short.receive_within(65536, 0.1) is None
+        assert 0.09 < trio.current_time() - began < 0.6
+        assert poll2.ran_out_count == 1  # so the next waits block at once (the policy)
+        async with trio.open_nursery() as nursery:  # bytes while blocked, before the deadline
+            nursery.start_soon(_send_later, peer2, b"late", 0.05)
+            assert await short.receive_within(65536, 5) == b"late"
+        fresh, peer3, poll3 = _lean_pair(1_000_000)
+        async with trio.open_nursery() as nursery:  # bytes while spinning
+            nursery.start_soon(_send_later, peer3, b"soon", 0.002)
+            assert await fresh.receive_within(65536, 5) == b"soon"
+        assert poll3.caught_count == 1
+        await peer2.aclose()
+        assert await short.receive_within(65536, 5) == b""  # EOF is bytes, not a timeout
+        for each in (stream, short, peer, fresh, peer3):
+            await each.aclose()
+
+    trio.run(main)
+
+
+def test_any_other_stream_gets_the_same_deadline_from_a_cancel_scope() -> None:
+    async def main() -> None:
+        a, b = trio.socket.socketpair()
+        stream, peer = trio.SocketStream(a), trio.SocketStream(b)
+        assert await receive_within(stream, 100, 0.05) is None
+        await peer.send_all(b"x")
+        assert await receive_within(stream, 100, 0.05) == b"x"
+        await peer.send_all(b"y")
+        assert await receive_within(stream, 100, math.inf) == b"y"
+        await peer.aclose()
+        assert await receive_within(stream, 100, 1) == b""
+        await stream.aclose()
 
     trio.run(main)
 

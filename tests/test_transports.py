@@ -21,9 +21,11 @@ from typing import Any
 
 import msgspec
 import pytest
+import trio
 
 import ecotone
 from ecotone.kernel import Limits
+from ecotone.server.transports.sockets import SendLock
 from ecotone.wire.framing import FrameDecoder, TooLarge, detect_codec, encode
 from tests.conftest import RunningServer, ecotone_serving, run_server, wait_until
 
@@ -517,3 +519,37 @@ def test_detect_codec_reads_the_first_byte() -> None:
     big_map = msgspec.msgpack.encode({str(i): i for i in range(20)})
     assert big_map[0] == 0xDE
     assert detect_codec(big_map) == "msgpack"
+
+
+# --- the writers' lock ------------------------------------------------------------------------
+
+
+def test_the_send_lock_keeps_writers_apart_in_turn_and_survives_a_cancelled_waiter() -> None:
+    async def main() -> None:
+        lock = SendLock()
+        order: list[str] = []
+        async with lock:  # uncontended: taken at once, no scheduler pass
+            assert lock.locked()
+        assert not lock.locked()
+
+        async def writer(name: str, hold: float) -> None:
+            async with lock:
+                order.append(name + "+")
+                await trio.sleep(hold)
+                order.append(name + "-")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(writer, "a", 0.05)
+            await trio.sleep(0.01)
+            for name in "bcd":
+                nursery.start_soon(writer, name, 0.0)
+                await trio.sleep(0.005)  # each parks before the next comes
+            await trio.sleep(0.01)
+            with trio.CancelScope() as doomed:  # a waiter cancelled while it waits
+                doomed.cancel()
+                async with lock:
+                    order.append("never")
+        assert order == ["a+", "a-", "b+", "b-", "c+", "c-", "d+", "d-"]
+        assert not lock.locked()
+
+    trio.run(main)

@@ -22,7 +22,7 @@ import collections
 import struct
 import time
 import typing
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple, Optional, Union
 
 import msgspec
@@ -533,6 +533,11 @@ def split_actions(actions: Any, n: int) -> list[Any]:
 
 def _column(values: Any, field: str, n: int) -> list[Any]:
     """The first `n` values of one field of a dict of per-field arrays, as a list."""
+    if isinstance(values, Mapping):  # its keys are not values; nested dicts are not split
+        raise ValueError(
+            f"action field {field!r} is a mapping, not one value per sub-env: "
+            "give a list of actions, one per sub-env"
+        )
     try:
         column = values.tolist() if isinstance(values, np.ndarray) else list(values)
     except TypeError:

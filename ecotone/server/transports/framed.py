@@ -15,6 +15,7 @@ import trio
 
 from ecotone.kernel import Peer
 from ecotone.server.runner import Runner
+from ecotone.server.transports.sockets import SendLock, receive_within
 from ecotone.wire import codec_for
 from ecotone.wire.framing import FrameDecoder, TooLarge, detect_codec, encode
 
@@ -41,7 +42,7 @@ class FramedConnection:
         self.guard = guard
         """Drop a peer that stalls mid-frame, or stays silent holding no session (stdio's
         peer is the process that started the server: not guarded)."""
-        self._lock = trio.Lock()
+        self._lock = SendLock()
         self._room = trio.Event()
         self.dead = False
 
@@ -49,16 +50,8 @@ class FramedConnection:
         """The peer's sink: its whole outbox, framed, in one write, taken under the lock so
         answers leave in the order the engine produced them. The usual case (nobody
         mid-write) takes no scheduler pass."""
-        lock = self._lock
-        if lock.locked():
-            async with lock:
-                await self._write(peer)
-            return
-        lock.acquire_nowait()
-        try:
+        async with self._lock:
             await self._write(peer)
-        finally:
-            lock.release()
 
     async def _write(self, peer: Peer) -> None:
         frames = peer.take()
@@ -88,12 +81,11 @@ class FramedConnection:
                     wait = limits.message_timeout
                 elif self.guard and limits.idle_connection_timeout is not None:
                     wait = limits.idle_connection_timeout
-                with trio.move_on_after(wait) as scope:
-                    try:
-                        data = await self.receive.receive_some(RECEIVE_SIZE)
-                    except _GONE:
-                        return
-                if scope.cancelled_caught:
+                try:
+                    data = await receive_within(self.receive, RECEIVE_SIZE, wait)
+                except _GONE:
+                    return
+                if data is None:
                     held = peer is not None and runner.engine.sessions.held_by(peer.owner)
                     if not decoder.partial and held:
                         continue

@@ -64,6 +64,43 @@ async def send_within(
         raise trio.BrokenResourceError("the peer stopped reading")
 
 
+class SendLock:
+    """The lock a connection's writers take so that their writes do not interleave.
+
+    trio's Lock costs about a microsecond to take and give back even when nobody else wants
+    it (it registers the holder for deadlock detection), and a request/response connection
+    takes it once per answer. This one is a flag while uncontended and takes no scheduler
+    pass then; waiters park and are handed the lock in turn, as trio's are.
+
+        async with lock:
+            await stream.send_all(data)
+    """
+
+    __slots__ = ("_held", "_waiters")
+
+    def __init__(self) -> None:
+        self._held = False
+        self._waiters = trio.lowlevel.ParkingLot()
+
+    def locked(self) -> bool:
+        return self._held
+
+    async def __aenter__(self) -> None:
+        if not self._held:
+            self._held = True
+            return
+        await self._waiters.park()  # woken holding it: `release` handed it over
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+    def release(self) -> None:
+        if self._waiters:
+            self._waiters.unpark()  # the first waiter holds it now
+        else:
+            self._held = False
+
+
 CHECKPOINT_EVERY_S: Final = 25e-6
 """How often a spinning read passes through trio's scheduler."""
 
@@ -130,25 +167,42 @@ class LeanSocketStream(trio.abc.HalfCloseableStream):
             os.sched_yield()  # a process ready to run on this core goes first
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        size = max_bytes or 65536
+        data = await self.receive_within(max_bytes or 65536, math.inf)
+        assert data is not None  # no deadline: it came, or EOF (b"")
+        return data
+
+    async def receive_within(self, size: int, seconds: float) -> bytes | None:
+        """`receive_some(size)`, or None if nothing came within `seconds` (inf: no limit).
+        A read caught while spinning takes no cancel scope: a trio scope costs a few
+        microseconds to enter and leave, a large part of a small request's whole cost; only
+        a wait that blocks takes one."""
         poll = self._poll
+        began = time.perf_counter()
         if poll is not None:
-            seconds = poll.spin_for()
-            if seconds:
-                data = await self._spin(poll, size, seconds)
+            spin = poll.spin_for()
+            if spin:
+                data = await self._spin(poll, size, min(spin, seconds))
                 if data is not None:
                     return data
-            began = time.perf_counter()
-            await trio.lowlevel.wait_readable(self._fd)
-            poll.blocked(time.perf_counter() - began)
-        else:
-            await trio.lowlevel.wait_readable(self._fd)
-        try:
-            return os.read(self._fd, size)
-        except BlockingIOError:  # spurious wake-up
-            return bytes(await self.stream.receive_some(size))
-        except OSError as exc:
-            raise trio.BrokenResourceError(str(exc)) from exc
+        blocked = time.perf_counter()
+        while True:
+            if seconds == math.inf:
+                await trio.lowlevel.wait_readable(self._fd)
+            else:
+                left = seconds - (time.perf_counter() - began)
+                with trio.move_on_after(max(left, 0.0)) as scope:
+                    await trio.lowlevel.wait_readable(self._fd)
+                if scope.cancelled_caught:
+                    return None
+            try:
+                data = os.read(self._fd, size)
+            except BlockingIOError:  # spurious wake-up: wait again, within the same deadline
+                continue
+            except OSError as exc:
+                raise trio.BrokenResourceError(str(exc)) from exc
+            if poll is not None:
+                poll.blocked(time.perf_counter() - blocked)
+            return data
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         try:
@@ -197,6 +251,18 @@ class TlsStream(trio.abc.Stream):
     def setsockopt(self, level: int, option: int, value: int | bytes) -> None:
         if self.socket is not None:
             self.socket.setsockopt(level, option, value)
+
+
+async def receive_within(stream: trio.abc.ReceiveStream, size: int, seconds: float) -> bytes | None:
+    """`stream.receive_some(size)`, or None if nothing came within `seconds` (inf: no
+    limit): a `LeanSocketStream`'s own `receive_within`, else under a cancel scope."""
+    if isinstance(stream, LeanSocketStream):
+        return await stream.receive_within(size, seconds)
+    if seconds == math.inf:
+        return bytes(await stream.receive_some(size))
+    with trio.move_on_after(seconds):
+        return bytes(await stream.receive_some(size))
+    return None
 
 
 def connection_stream(stream: Any, limits: Limits) -> Any:

@@ -23,6 +23,7 @@ import trio
 
 from ecotone.kernel import Peer
 from ecotone.server.runner import Runner
+from ecotone.server.transports.sockets import SendLock, receive_within
 from ecotone.wire import wsframing as wsf
 
 log = logging.getLogger("ecotone.websocket")
@@ -43,7 +44,7 @@ class WsPeer:
         self.stream = stream
         self._pending = pending
         self._reader = wsf.FrameReader(masked=True, max_message=self.limits.max_frame_bytes)
-        self._send_lock = trio.Lock()
+        self._send_lock = SendLock()
         self._batch: list[bytes] | None = None
         self._last_rx = trio.current_time()
         self._closing = False
@@ -103,16 +104,8 @@ class WsPeer:
     async def write_answers(self, peer: Peer) -> None:
         """A peer's sink: every answer in its outbox, as messages, in one write. Taken under
         the send lock, so answers leave in the order the engine produced them."""
-        lock = self._send_lock
-        if lock.locked():
-            async with lock:
-                await self._write_answers(peer)
-            return
-        lock.acquire_nowait()  # uncontended: skip the checkpoint `async with` would add
-        try:
+        async with self._send_lock:  # uncontended: no scheduler pass
             await self._write_answers(peer)
-        finally:
-            lock.release()
 
     async def _write_answers(self, peer: Peer) -> None:
         frames = peer.take()
@@ -129,16 +122,8 @@ class WsPeer:
             self.dead = True  # the receive loop sees the broken connection and cleans up
 
     async def _send_bytes(self, data: bytes) -> None:
-        lock = self._send_lock
-        if lock.locked():
-            async with lock:
-                await self.stream.send_all(data)
-            return
-        lock.acquire_nowait()  # uncontended: skip the checkpoint `async with` would add
-        try:
+        async with self._send_lock:  # uncontended: no scheduler pass
             await self.stream.send_all(data)
-        finally:
-            lock.release()
 
     async def _flush(self) -> None:
         await self.flush_answers()
@@ -180,19 +165,19 @@ class WsPeer:
                     wait, why = limits.idle_connection_timeout, "idle, holding no session"
                 else:
                     wait, why = math.inf, ""
-                with trio.move_on_after(wait) as scope:
-                    try:
-                        data = bytes(await self.stream.receive_some(RECEIVE_SIZE))
-                    except _GONE:
-                        return
-                if scope.cancelled_caught:
+                try:
+                    got = await receive_within(self.stream, RECEIVE_SIZE, wait)
+                except _GONE:
+                    return
+                if got is None:
                     if not reader.partial and self.holds_sessions():
                         continue  # silent, but it has sessions: theirs is idle_timeout
                     log.info("closing a WebSocket connection: %s", why)
                     await self.close(1008 if reader.partial else 1000, why)
                     return
-                if not data:
+                if not got:
                     return
+                data = got
             self._last_rx = trio.current_time()
             # Nothing below suspends for inline work, so everything answered for this chunk
             # is written once, at the end.
