@@ -3,11 +3,14 @@ Gymnasium's own SyncVectorEnv on each server, the same steps as in process."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import gymnasium
 import numpy as np
 import pytest
+from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 import ecotone
@@ -20,6 +23,34 @@ from tests.arrays import same
 from tests.conftest import RunningServer, run_server
 
 ENV = "gymnasium-vector:CartPole-v1"
+
+
+class Flaky(gymnasium.Env[np.ndarray, np.int64]):
+    """Action 0 or 1: a step (observations count the episode's steps); 2: the env raises;
+    3: the step takes `SLOW` seconds."""
+
+    SLOW = 0.6
+    observation_space = spaces.Box(-1.0, 1.0, (4,), np.float32)
+    action_space = spaces.Discrete(4)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(4, np.float32), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        if action == 2:
+            raise RuntimeError("the env broke")
+        if action == 3:
+            time.sleep(self.SLOW)
+        self.t += 1
+        return np.full(4, self.t / 100, np.float32), 1.0, False, False, {}
+
+
+FLAKY = "EcotoneTestFlaky-v0"
+gymnasium.register(id=FLAKY, entry_point=f"{__name__}:Flaky")
 
 
 @pytest.fixture(scope="module")
@@ -240,3 +271,81 @@ def test_the_batch_steps_as_gymnasiums_sync_vector_env(gym_id: str) -> None:
         lean.close()
         own.close()
     assert ended >= n  # autoresets were part of it
+
+
+@pytest.mark.parametrize("errors", ["info", "raise"])
+def test_an_env_that_raises_fails_its_batch_alone_and_it_is_reset_next_step(
+    errors: str,
+) -> None:
+    with run_server("gymnasium-vector:" + FLAKY) as a, run_server("gymnasium-vector:" + FLAKY) as b:
+        remote = ecotone.gym.make_vec([a.url, b.url], 4, errors=errors)
+        try:
+            remote.reset(seed=0)
+            remote.step(np.zeros(4, dtype=np.int64))
+            actions = np.array([0, 0, 2, 0])  # the second batch's env raises
+            if errors == "raise":
+                with pytest.raises(ecotone.EpisodeLost) as lost:
+                    remote.step(actions)
+                assert list(lost.value.errors) == [1]
+                assert isinstance(lost.value.cause, ecotone.ServerError)
+                assert lost.value.cause.code == "env_error"
+                obs, rewards, terminated, truncated, infos = lost.value.result
+            else:
+                obs, rewards, terminated, truncated, infos = remote.step(actions)
+            assert rewards.tolist() == [1.0, 1.0, 0.0, 0.0]
+            assert truncated.tolist() == [False, False, True, True] and not terminated.any()
+            assert infos["error_code"][2] == "env_error" and "the env broke" in infos["error"][2]
+            np.testing.assert_allclose(obs[:, 0], [0.02, 0.02, 0.01, 0.01])  # its last good one
+            obs, rewards, terminated, truncated, infos = remote.step(np.zeros(4, dtype=np.int64))
+            assert rewards.tolist() == [1.0, 1.0, 0.0, 0.0]  # reset in place of a step
+            np.testing.assert_allclose(obs[:, 0], [0.03, 0.03, 0.0, 0.0])
+            assert not (terminated | truncated).any() and "_error" not in infos
+            obs, *_ = remote.step(np.zeros(4, dtype=np.int64))
+            np.testing.assert_allclose(obs[:, 0], [0.04, 0.04, 0.01, 0.01])
+        finally:
+            remote.close()
+
+
+def test_a_step_past_step_timeout_fails_its_batch_and_its_late_answer_is_dropped() -> None:
+    with run_server("gymnasium-vector:" + FLAKY) as a, run_server("gymnasium-vector:" + FLAKY) as b:
+        remote = ecotone.gym.make_vec([a.url, b.url], 4, errors="info", step_timeout=0.25)
+        try:
+            remote.reset(seed=0)
+            began = time.monotonic()
+            obs, rewards, _, truncated, infos = remote.step(np.array([3, 0, 0, 0]))
+            assert time.monotonic() - began < Flaky.SLOW  # the other batch did not wait
+            assert infos["error_code"][0] == "timeout" and not infos["_error"][2]
+            assert rewards.tolist() == [0.0, 0.0, 1.0, 1.0]
+            assert truncated.tolist() == [True, True, False, False]
+            time.sleep(Flaky.SLOW)  # the late answer comes in meanwhile
+            obs, rewards, _, truncated, infos = remote.step(np.zeros(4, dtype=np.int64))
+            assert "_error" not in infos and not truncated.any()
+            np.testing.assert_allclose(obs[:, 0], [0.0, 0.0, 0.02, 0.02])  # a new episode
+            for t in (1, 2):  # and the answers are each step's own, not the dropped one's
+                obs, rewards, *_ = remote.step(np.zeros(4, dtype=np.int64))
+                np.testing.assert_allclose(obs[:, 0], np.array([t, t, 2 + t, 2 + t]) / 100)
+                assert rewards.tolist() == [1.0, 1.0, 1.0, 1.0]
+        finally:
+            remote.close()
+
+
+@pytest.mark.parametrize("errors", ["info", "raise"])
+def test_a_server_of_another_env_is_a_bad_observation_not_a_crash(errors: str) -> None:
+    with run_server(ENV) as a, run_server("gymnasium-vector:Pendulum-v1") as b:
+        remote = ecotone.gym.make_vec([a.url, b.url], 4, errors=errors)
+        try:
+            if errors == "raise":
+                with pytest.raises(ecotone.EpisodeLost) as lost:
+                    remote.reset(seed=0)
+                assert list(lost.value.errors) == [1]
+                assert "need (32, 16, 2, 2) bytes" in str(lost.value)
+                return
+            obs, infos = remote.reset(seed=0)
+            assert infos["error_code"][2] == "bad_observation"
+            assert "need (32, 16, 2, 2) bytes" in infos["error"][2]  # and what came: 24 for 2x3
+            assert obs.shape == (4, 4) and not obs[2:].any()
+            obs, rewards, _, truncated, infos = remote.step(np.zeros(4, dtype=np.int64))
+            assert rewards.tolist() == [1.0, 1.0, 0.0, 0.0] and truncated[2:].all()
+            assert infos["error_code"][3] == "bad_observation"  # reset again, refused again
+        finally:
+            remote.close()

@@ -139,6 +139,19 @@ class Failure:
         return cls(CONNECTION_LOST, error, ends_episode=True, session_lost=True)
 
     @classmethod
+    def timed_out(cls, error: TimeoutError) -> Failure:
+        """No answer within the step's deadline: the episode is lost, the session stays."""
+        return cls(TIMEOUT, error, ends_episode=True, session_lost=False)
+
+    def info(self) -> dict[str, Any]:
+        """How a sub-env's infos report it: `error`, `error_code`, `episode_lost`."""
+        return {
+            "error": f"[{self.code}] {self.error}",
+            "error_code": str(self.code),
+            "episode_lost": self.ends_episode,
+        }
+
+    @classmethod
     def mismatch(cls, error: Exception) -> Failure:
         """A sub-env's observation did not decode into the observation type."""
         return cls(
@@ -1428,13 +1441,14 @@ class VectorCore:
                 if sub.busy is not request:
                     continue
                 if cancelled:
-                    code = CANCELLED
                     what = f"the call was cancelled before its {request.kind} was answered"
+                    error = TimeoutError(f"sub-env {sub.index}: {what}")
+                    failure = Failure(CANCELLED, error, ends_episode=True, session_lost=False)
+                    self._fail(sub, failure)
                 else:
-                    code = TIMEOUT
                     what = f"no answer to {request.kind} within {self.step_timeout}s"
-                error = TimeoutError(f"sub-env {sub.index}: {what}")
-                self._fail(sub, Failure(code, error, ends_episode=True, session_lost=False))
+                    error = TimeoutError(f"sub-env {sub.index}: {what}")
+                    self._fail(sub, Failure.timed_out(error))
         return abandoned
 
     def cancel(self, call: Call) -> list[tuple[Link, Any]]:
@@ -1497,9 +1511,7 @@ class VectorCore:
         else:
             info = {}
         if failure is not None:
-            info["error"] = f"[{failure.code}] {failure.error}"
-            info["error_code"] = str(failure.code)
-            info["episode_lost"] = failure.ends_episode
+            info.update(failure.info())
         return info
 
     def _row(self, outcome: Outcome) -> tuple[Any, float, bool, bool]:
@@ -1692,18 +1704,21 @@ class VectorCore:
     def check(self, outcomes: Iterable[Outcome], result: Any) -> Any:
         """Apply the error policy: with `raise`, any failure raises (the result attached)."""
         if self.errors == "raise":
-            failures = self.failures(outcomes)
-            if failures:
-                kind = (
-                    EpisodeLost if any(f.ends_episode for f in failures.values()) else SubEnvError
-                )
-                error = kind({i: f.error for i, f in failures.items()}, result)
-                raise error from error.cause
+            raise_failures(self.failures(outcomes), result)
         return result
 
     def close_recording(self) -> None:
         if self.recorder is not None:
             self.recorder.close()
+
+
+def raise_failures(failures: dict[int, Failure], result: Any) -> None:
+    """`errors="raise"`: raise what `failures` (by sub-env) say, `result` attached: an
+    EpisodeLost if any of them ended an episode, else a SubEnvError. Nothing when none."""
+    if failures:
+        kind = EpisodeLost if any(f.ends_episode for f in failures.values()) else SubEnvError
+        error = kind({i: f.error for i, f in failures.items()}, result)
+        raise error from error.cause
 
 
 def select_subs(core: VectorCore, env_ids: Any) -> list[Sub]:

@@ -8,8 +8,10 @@ public face.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from ecotone.client._sync import io
 from ecotone.client._sync.connection import (
     CLOSE_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -17,6 +19,8 @@ from ecotone.client._sync.connection import (
     EnvClient,
     open_session,
 )
+from ecotone.client.errors import ConnectionLost
+from ecotone.wire import Response
 
 
 def connect(
@@ -51,4 +55,55 @@ def connect(
     )
 
 
-__all__ = ["CLOSE_TIMEOUT", "DEFAULT_TIMEOUT", "Connection", "EnvClient", "connect"]
+class _Waiting:
+    """A connection as `io.read_some` takes it (a vector env's link: `conn`), and its place."""
+
+    __slots__ = ("conn", "index")
+
+    def __init__(self, index: int, conn: Connection) -> None:
+        self.index = index
+        self.conn = conn
+
+
+def poll_any(
+    connections: Sequence[Connection], deadline: float | None = None
+) -> list[tuple[int, list[Response] | ConnectionLost]]:
+    """Wait for answers on any of `connections` to requests sent with `Connection.send`:
+    until at least one has something to read, or `deadline` (a `time.monotonic()` value)
+    passes. Returns, for each connection read, its index in `connections` and its answers
+    (possibly none: a read may bring only a late answer, which is dropped), or the
+    `ConnectionLost` that ended it; nothing when the deadline passed.
+
+    One `select` over their sockets, spinning first as every wait of this client does
+    (`$ECOTONE_BUSY_POLL_US`); one connection is simply polled. EnvPool's loop over several
+    servers: `send` to each, `poll_any`, send again to whichever answered."""
+    if len(connections) == 1:
+        try:
+            return [(0, connections[0].poll(deadline))]
+        except TimeoutError:
+            return []
+        except ConnectionLost as exc:
+            return [(0, exc)]
+    fds = [conn.fileno() for conn in connections]
+    got: list[tuple[int, list[Response] | ConnectionLost]] = []
+    if None in fds:  # a channel without a socket (HTTP, inproc): each read in turn, briefly
+        waiting = [_Waiting(index, conn) for index, conn in enumerate(connections)]
+        io.read_some(waiting, deadline, lambda link, answers: got.append((link.index, answers)))
+        return got
+    for fd in io.wait_readable(fds, deadline):  # type: ignore[arg-type]
+        index = fds.index(fd)
+        try:
+            got.append((index, connections[index].poll_once()))
+        except ConnectionLost as exc:
+            got.append((index, exc))
+    return got
+
+
+__all__ = [
+    "CLOSE_TIMEOUT",
+    "DEFAULT_TIMEOUT",
+    "Connection",
+    "EnvClient",
+    "connect",
+    "poll_any",
+]

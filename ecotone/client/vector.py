@@ -9,10 +9,12 @@ from ecotone.client._async.vector import AsyncVectorEnv
 from ecotone.client._sync.vector import VectorEnv
 from ecotone.client._vector import (
     EpisodeLost,
+    Failure,
     ObservationMismatch,
     StepBatch,
     SubEnvError,
     add_info,
+    raise_failures,
     seeds_for,
     split_actions,
     stack,
@@ -21,11 +23,13 @@ from ecotone.client._vector import (
 __all__ = [
     "AsyncVectorEnv",
     "EpisodeLost",
+    "Failure",
     "ObservationMismatch",
     "StepBatch",
     "SubEnvError",
     "VectorEnv",
     "add_info",
+    "raise_failures",
     "seeds_for",
     "split_actions",
     "stack",

@@ -83,17 +83,23 @@ def read_some(
             end = time.monotonic() + SLICE
             _poll(link, end if deadline is None else min(deadline, end), answered)
         return
-    watched = list(fds)
-    poll = _select_poll()
-    readable = poll.spin(lambda: select.select(watched, [], [], 0)[0] or None, deadline)
-    if not readable:
-        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        began = time.monotonic()
-        readable, _, _ = select.select(watched, [], [], timeout)
-        if readable:
-            poll.blocked(time.monotonic() - began)
-    for fd in readable:  # data is there: one read each, which does not block
+    for fd in wait_readable(list(fds), deadline):  # data is there: one read each, no block
         _poll(fds[fd], None, answered, once=True)
+
+
+def wait_readable(fds: list[int], deadline: float | None) -> list[int]:
+    """Those of `fds` with bytes to read, once at least one has (spinning first, the
+    process's policy for waits on several sockets), or none when `deadline` passes."""
+    poll = _select_poll()
+    readable = poll.spin(lambda: select.select(fds, [], [], 0)[0] or None, deadline)
+    if readable:
+        return readable
+    timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+    began = time.monotonic()
+    readable, _, _ = select.select(fds, [], [], timeout)
+    if readable:
+        poll.blocked(time.monotonic() - began)
+    return readable
 
 
 _SELECT_POLL: BusyPoll | None = None
