@@ -349,3 +349,50 @@ def test_a_server_of_another_env_is_a_bad_observation_not_a_crash(errors: str) -
             assert infos["error_code"][3] == "bad_observation"  # reset again, refused again
         finally:
             remote.close()
+
+
+class Misshapen(gymnasium.Env[np.ndarray, np.int64]):
+    """Observations of Box(0, 9, (3,), int64); action 1 answers 4 of them, 2 floats, 3 two."""
+
+    observation_space = spaces.Box(0, 9, (3,), np.int64)
+    action_space = spaces.Discrete(4)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        return np.zeros(3, np.int64), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        obs = {0: np.ones(3, np.int64), 1: np.ones(4, np.int64), 2: np.ones(3), 3: np.ones(2)}
+        return obs[int(action)], 0.0, False, False, {}
+
+
+@pytest.mark.parametrize(
+    ("actions", "error"),
+    [([0, 1], ValueError), ([0, 2], TypeError), ([1, 3], ValueError), ([0, 0], None)],
+    ids=["a longer one", "floats for ints", "4 and 2 for 2x3", "fits"],
+)
+def test_the_lean_step_refuses_observations_as_gymnasium_does(
+    actions: list[int], error: type[Exception] | None
+) -> None:
+    """Observations the batch cannot hold fail its step as they fail Gymnasium's own (the
+    lean step stacks them in one C call where they fit: never silently otherwise)."""
+    from ecotone.plugins.gymnasium_batch import NextStepBatch
+
+    fns = [Misshapen] * 2
+    lean = NextStepBatch(fns)
+    own = gymnasium.vector.SyncVectorEnv(fns, autoreset_mode=AutoresetMode.NEXT_STEP)
+    try:
+        lean.reset(seed=0)
+        own.reset(seed=0)
+        if error is None:
+            same(lean.step(np.array(actions)), own.step(np.array(actions)), "a step that fits")
+            return
+        with pytest.raises(error):
+            own.step(np.array(actions))
+        with pytest.raises(error):
+            lean.step(np.array(actions))
+    finally:
+        lean.close()
+        own.close()

@@ -5,8 +5,9 @@ into numpy arrays one element at a time, merges every sub-env's info dict (empty
 and deep-copies the batch's observations. The vector form autoresets as NEXT_STEP only and
 turns the arrays into bytes at once, so `NextStepBatch.step` does the same steps in the same
 order with none of that per-item work: Python lists turned into arrays once, infos merged
-only where a sub-env has some, the observations concatenated into Gymnasium's own buffer and
-not copied (the flags are, as Gymnasium's are). Everything else (making the
+only where a sub-env has some, the observations put into Gymnasium's own buffer (stacked in C
+where they have a dimension, not by `np.stack`'s Python loop) and not copied (the flags are,
+as Gymnasium's are). Everything else (making the
 sub-envs, reset and its seeding, close) is Gymnasium's. What it returns equals what
 `SyncVectorEnv(..., autoreset_mode=NEXT_STEP)` returns for the same calls: values, dtypes
 and infos (tests/test_gym_vector_form.py pins that over envs with infos, Box actions, ends
@@ -22,6 +23,7 @@ from typing import Any
 
 import numpy as np
 from gymnasium import Env
+from gymnasium.spaces import Box, MultiBinary, MultiDiscrete
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.vector.utils import concatenate
 
@@ -36,6 +38,31 @@ class NextStepBatch(SyncVectorEnv):
     def __init__(self, env_fns: Sequence[Callable[[], Env[Any, Any]]]) -> None:
         super().__init__(env_fns, copy=False, autoreset_mode=AutoresetMode.NEXT_STEP)
         self._lean = all(hasattr(self, name) for name in _STATE)
+        space = self.single_observation_space
+        self._joins = (
+            isinstance(space, Box | MultiDiscrete | MultiBinary)
+            and len(space.shape) >= 1
+            and isinstance(self._observations, np.ndarray)
+            and self._observations.flags.c_contiguous
+        )
+        """Observations of at least one dimension: stacked into the buffer in two C calls,
+        where Gymnasium's `concatenate` (`np.stack`) handles each in Python (about a fifth
+        of the batch's own time at 32 CartPoles)."""
+
+    def _join(self, env_obs: list[Any]) -> Any:
+        """The sub-envs' observations in the batch's buffer, as `concatenate` puts them there:
+        the same values, the same casting rule; anything of another shape goes to
+        `concatenate`, which says what is wrong."""
+        out = self._observations
+        if self._joins:
+            try:
+                joined = np.array(env_obs)
+            except ValueError:  # shapes that do not stack
+                joined = None
+            if joined is not None and joined.shape == out.shape:
+                np.copyto(out, joined, casting="same_kind")
+                return out
+        return concatenate(self.single_observation_space, env_obs, out)
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         if not self._lean:  # pragma: no cover - a Gymnasium without the state it uses
@@ -63,7 +90,7 @@ class NextStepBatch(SyncVectorEnv):
         self._rewards = np.array(rewards, dtype=np.float64)
         self._terminations = np.array(terminations, dtype=np.bool_)
         self._truncations = np.array(truncations, dtype=np.bool_)
-        self._observations = concatenate(self.single_observation_space, env_obs, self._observations)
+        self._observations = self._join(env_obs)
         self._autoreset_envs = np.logical_or(self._terminations, self._truncations)
         # the flags as copies, as Gymnasium returns them: a reset with a reset_mask changes
         # them in place (the rewards are a new array each step, which nothing else writes)
