@@ -107,7 +107,15 @@ _VECTOR_UNIX_256 = (
 _VECTOR_2 = "{py} bench/vector_driver.py --servers 2 --steps 300 --sessions {sessions}"
 _COUNTER_2 = "{py} bench/vector_driver.py --servers 2 --steps 1000 --sessions {sessions}"
 _VECTOR_256_2 = "{py} bench/vector_driver.py --servers 2 --steps 400 --sessions 256"
-_BATCHES_2 = _VECTOR_2 + " --vector-form"
+# CartPole: 1,000 vector steps of 64 take about 0.5-1 s (300 took 0.15-0.3 s, where one
+# scheduling hiccup moved a rep by a fifth). Gymnasium's AsyncVectorEnv keeps 300: at ten
+# times slower, they take as long.
+_CARTPOLE = "{py} bench/vector_driver.py --url {ws_url} --steps 1000 --sessions {sessions}"
+_CARTPOLE_ASYNC = _VECTOR
+_BATCHES_2 = (
+    "{py} bench/vector_driver.py --servers 2 --steps 1000 --sessions {sessions} --vector-form"
+)
+_BATCHES_2_UNIX = _BATCHES_2 + " --transport unix"
 _ECOTONE_TCP = (
     "{py} bench/ecotone_driver.py --url tcp://127.0.0.1:{port} --steps {steps} "
     "--sessions {sessions}"
@@ -169,13 +177,23 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "ecotone-cartpole", "make-vec-2srv-pool", "K", _VECTOR_2 + " --mode cartpole-remote --pool"
     ),
-    # The same over `gymnasium-vector:CartPole-v1`: a batch per server, one SyncVectorEnv each.
+    # The same over `gymnasium-vector:CartPole-v1`: a batch per server, one SyncVectorEnv each,
+    # over WebSocket (the process provider's default) and over unix sockets.
     Scenario("ecotone-cartpole", "batches-2srv", "K", _BATCHES_2 + " --mode cartpole-remote"),
     Scenario(
         "ecotone-cartpole", "batches-2srv-pool", "K", _BATCHES_2 + " --mode cartpole-remote --pool"
     ),
-    Scenario("ecotone-cartpole", "gym-sync", "K", _VECTOR + " --mode cartpole-sync"),
-    Scenario("ecotone-cartpole", "gym-async", "K", _VECTOR + " --mode cartpole-async"),
+    Scenario(
+        "ecotone-cartpole", "batches-2srv-unix", "K", _BATCHES_2_UNIX + " --mode cartpole-remote"
+    ),
+    Scenario(
+        "ecotone-cartpole",
+        "batches-2srv-unix-pool",
+        "K",
+        _BATCHES_2_UNIX + " --mode cartpole-remote --pool",
+    ),
+    Scenario("ecotone-cartpole", "gym-sync", "K", _CARTPOLE + " --mode cartpole-sync"),
+    Scenario("ecotone-cartpole", "gym-async", "K", _CARTPOLE_ASYNC + " --mode cartpole-async"),
 )
 
 RATIOS: tuple[tuple[str, str], ...] = (
@@ -217,6 +235,10 @@ RATIOS: tuple[tuple[str, str], ...] = (
     ("ecotone-cartpole/batches-2srv", "ecotone-cartpole/gym-async"),
     ("ecotone-cartpole/batches-2srv-pool", "ecotone-cartpole/gym-sync"),
     ("ecotone-cartpole/batches-2srv-pool", "ecotone-cartpole/gym-async"),
+    ("ecotone-cartpole/batches-2srv-unix", "ecotone-cartpole/gym-sync"),
+    ("ecotone-cartpole/batches-2srv-unix", "ecotone-cartpole/gym-async"),
+    ("ecotone-cartpole/batches-2srv-unix-pool", "ecotone-cartpole/gym-sync"),
+    ("ecotone-cartpole/batches-2srv-unix-pool", "ecotone-cartpole/gym-async"),
 )
 """(numerator, denominator) scenario keys for the ratio table."""
 TIME_HEADING = "## Where the time goes"

@@ -284,6 +284,11 @@ def main() -> None:
         "--pool", action="store_true", help="EnvPool's send/recv loop instead of step"
     )
     parser.add_argument(
+        "--transport",
+        default="websocket",
+        help="with --servers: the servers' transport (websocket, tcp, unix, ...)",
+    )
+    parser.add_argument(
         "--vector-form",
         action="store_true",
         help="with --servers and a cartpole mode: serve gymnasium-vector:CartPole-v1 (a batch "
@@ -297,7 +302,7 @@ def main() -> None:
         if args.mode.startswith("cartpole"):
             form = "gymnasium-vector:" if args.vector_form else "gymnasium:"
             env = form + CARTPOLE
-        started = start_servers(env, args.servers)
+        started = start_servers(env, args.servers, transport=args.transport)
         try:
             args.url = ",".join(server.url for server in started)
             _run(parser, args)
