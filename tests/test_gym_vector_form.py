@@ -3,6 +3,7 @@ Gymnasium's own SyncVectorEnv on each server, the same steps as in process."""
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -325,6 +326,32 @@ def test_a_step_past_step_timeout_fails_its_batch_and_its_late_answer_is_dropped
                 obs, rewards, *_ = remote.step(np.zeros(4, dtype=np.int64))
                 np.testing.assert_allclose(obs[:, 0], np.array([t, t, 2 + t, 2 + t]) / 100)
                 assert rewards.tolist() == [1.0, 1.0, 1.0, 1.0]
+        finally:
+            remote.close()
+
+
+def test_an_interrupted_step_loses_the_episodes_it_left_in_flight_and_nothing_else() -> None:
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    with run_server("gymnasium-vector:" + FLAKY) as a, run_server("gymnasium-vector:" + FLAKY) as b:
+        remote = ecotone.gym.make_vec([a.url, b.url], 4, errors="info")
+        try:
+            remote.reset(seed=0)
+            previous = signal.signal(signal.SIGALRM, interrupt)
+            try:
+                signal.setitimer(signal.ITIMER_REAL, Flaky.SLOW / 3)
+                with pytest.raises(KeyboardInterrupt):
+                    remote.step(np.array([3, 0, 0, 0]))  # the first batch is still stepping
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+            obs, rewards, _, truncated, infos = remote.step(np.zeros(4, dtype=np.int64))
+            assert "_error" not in infos and not truncated.any()
+            assert rewards.tolist() == [0.0, 0.0, 1.0, 1.0]  # reset, and a second step
+            np.testing.assert_allclose(obs[:, 0], [0.0, 0.0, 0.02, 0.02])
+            obs, rewards, *_ = remote.step(np.zeros(4, dtype=np.int64))  # no stale answer
+            np.testing.assert_allclose(obs[:, 0], [0.01, 0.01, 0.03, 0.03])
         finally:
             remote.close()
 

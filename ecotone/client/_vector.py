@@ -143,6 +143,12 @@ class Failure:
         """No answer within the step's deadline: the episode is lost, the session stays."""
         return cls(TIMEOUT, error, ends_episode=True, session_lost=False)
 
+    @classmethod
+    def cancelled(cls, error: TimeoutError) -> Failure:
+        """The caller gave up waiting (cancelled, interrupted): what the env did is unknown,
+        so the episode is lost; the session stays."""
+        return cls(CANCELLED, error, ends_episode=True, session_lost=False)
+
     def info(self) -> dict[str, Any]:
         """How a sub-env's infos report it: `error`, `error_code`, `episode_lost`."""
         return {
@@ -1442,9 +1448,7 @@ class VectorCore:
                     continue
                 if cancelled:
                     what = f"the call was cancelled before its {request.kind} was answered"
-                    error = TimeoutError(f"sub-env {sub.index}: {what}")
-                    failure = Failure(CANCELLED, error, ends_episode=True, session_lost=False)
-                    self._fail(sub, failure)
+                    self._fail(sub, Failure.cancelled(TimeoutError(f"sub-env {sub.index}: {what}")))
                 else:
                     what = f"no answer to {request.kind} within {self.step_timeout}s"
                     error = TimeoutError(f"sub-env {sub.index}: {what}")

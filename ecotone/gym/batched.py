@@ -433,11 +433,15 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
             conns = list({id(t.conn): t.conn for t in inflight.values()}.values())
             deadlines = [t.deadline for t in inflight.values() if t.deadline is not None]
             deadline = min(deadlines) if deadlines else None
-        for index, answers in poll_any(conns, deadline):
-            if isinstance(answers, ConnectionLost):
-                self._lost(conns[index], answers)
-            else:
-                self._answered(conns[index], answers)
+        try:
+            for index, answers in poll_any(conns, deadline):
+                if isinstance(answers, ConnectionLost):
+                    self._lost(conns[index], answers)
+                else:
+                    self._answered(conns[index], answers)
+        except BaseException:
+            self._cancel()
+            raise
         if deadline is not None and time.monotonic() >= deadline:
             now = time.monotonic()
             for s, sent in list(inflight.items()):
@@ -447,6 +451,15 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
                     what = f"batch {s}: no answer to step within {self._step_timeout}s"
                     failure = Failure.timed_out(TimeoutError(what))
                     self._ready.append(self._outcome(s, None, failure))
+
+    def _cancel(self) -> None:
+        """The wait was interrupted: what became of the steps in flight is unknown, so their
+        batches' episodes are lost (reset at their next step); late answers are dropped."""
+        for s, sent in list(self._inflight.items()):
+            del self._inflight[s]
+            sent.conn.abandon(sent.rid)
+            what = f"batch {s}: the wait for its step was interrupted"
+            self._ready.append(self._outcome(s, None, Failure.cancelled(TimeoutError(what))))
 
     # --- the gymnasium.vector.VectorEnv API ----------------------------------------------------
 
@@ -463,14 +476,19 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         if self._inflight or self._ready:
             raise ValueError("step with batches in flight: recv() them first")
-        self._start(range(len(self.bounds)), np.asarray(actions))
         ready = self._ready
         by_batch: list[Any] = [None] * len(self.bounds)
-        for _ in self.bounds:
-            while not ready:
-                self._pump()
-            outcome = ready.popleft()
-            by_batch[outcome.batch] = outcome
+        try:
+            self._start(range(len(self.bounds)), np.asarray(actions))
+            for _ in self.bounds:
+                while not ready:
+                    self._pump()
+                outcome = ready.popleft()
+                by_batch[outcome.batch] = outcome
+        except BaseException:  # this call's results go with it (a lost batch is reset next)
+            self._cancel()
+            ready.clear()
+            raise
         return self._checked(by_batch, self._gather(by_batch))
 
     def _start(self, sessions: Sequence[int], batch: np.ndarray) -> None:

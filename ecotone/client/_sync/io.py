@@ -8,6 +8,8 @@ so its lock is no lock, and deadlines are enforced by the channels themselves (S
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
 import select
 import time
 from collections.abc import Callable, Sequence
@@ -88,10 +90,17 @@ def read_some(
 
 
 def wait_readable(fds: list[int], deadline: float | None) -> list[int]:
-    """Those of `fds` with bytes to read, once at least one has (spinning first, the
-    process's policy for waits on several sockets), or none when `deadline` passes."""
+    """Those of `fds` with bytes to read, once at least one has, or none when `deadline`
+    passes. The wait spins first (the process's policy for waits on several sockets) only
+    while this process and as many servers as `fds` fit in the cores it may run on: with
+    local servers that fill them, a spinning client takes the time of the very servers it
+    waits for (two servers and their client on two cores: servers idle 315 us between
+    steps of about 470 with the client spinning, 210 without; 73,000-76,000 against
+    80,000-84,000 steps/s of CartPole batches)."""
     poll = _select_poll()
-    readable = poll.spin(lambda: select.select(fds, [], [], 0)[0] or None, deadline)
+    readable = None
+    if len(fds) < _cores():
+        readable = poll.spin(lambda: select.select(fds, [], [], 0)[0] or None, deadline)
     if readable:
         return readable
     timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -100,6 +109,15 @@ def wait_readable(fds: list[int], deadline: float | None) -> list[int]:
     if readable:
         poll.blocked(time.monotonic() - began)
     return readable
+
+
+@functools.cache
+def _cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - no affinity on this platform
+        return os.cpu_count() or 1
 
 
 _SELECT_POLL: BusyPoll | None = None
