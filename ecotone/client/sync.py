@@ -65,8 +65,20 @@ class _Waiting:
         self.conn = conn
 
 
+def _closed(conn: Connection) -> list[Response] | ConnectionLost:
+    """What a closed connection still has: answers read before it closed, else why nothing
+    more will come."""
+    try:
+        answers = conn.poll_once(0.0)
+    except ConnectionLost as exc:
+        return exc
+    return answers or ConnectionLost(f"the connection to {conn.url} is closed")
+
+
 def poll_any(
-    connections: Sequence[Connection], deadline: float | None = None
+    connections: Sequence[Connection],
+    deadline: float | None = None,
+    fds: Sequence[int | None] | None = None,
 ) -> list[tuple[int, list[Response] | ConnectionLost]]:
     """Wait for answers on any of `connections` to requests sent with `Connection.send`:
     until at least one has something to read, or `deadline` (a `time.monotonic()` value)
@@ -76,7 +88,11 @@ def poll_any(
 
     One `select` over their sockets, spinning first as every wait of this client does
     (`$ECOTONE_BUSY_POLL_US`); one connection is simply polled. EnvPool's loop over several
-    servers: `send` to each, `poll_any`, send again to whichever answered."""
+    servers: `send` to each, `poll_any`, send again to whichever answered. `fds`: the
+    connections' `fileno()`s, where the caller keeps them at hand."""
+    gone = [(i, _closed(conn)) for i, conn in enumerate(connections) if conn.closed]
+    if gone:  # closed while a request was in flight: nothing will come
+        return gone
     if len(connections) == 1:
         try:
             return [(0, connections[0].poll(deadline))]
@@ -84,7 +100,8 @@ def poll_any(
             return []
         except ConnectionLost as exc:
             return [(0, exc)]
-    fds = [conn.fileno() for conn in connections]
+    if fds is None:
+        fds = [conn.fileno() for conn in connections]
     got: list[tuple[int, list[Response] | ConnectionLost]] = []
     if None in fds:  # a channel without a socket (HTTP, inproc): each read in turn, briefly
         waiting = [_Waiting(index, conn) for index, conn in enumerate(connections)]

@@ -200,6 +200,7 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
             **vector_kwargs,
         )
         self._lanes: list[tuple[Connection, str] | None] = []
+        self._fds: dict[int, int | None] = {}  # by id(connection): its socket's
         self._find_lanes()
 
     def _find_lanes(self) -> None:
@@ -210,6 +211,7 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
             None if session is None else (by_url[url], session)
             for url, session in zip(vector.env_urls, vector.session_ids, strict=True)
         ]
+        self._fds = {id(conn): conn.fileno() for conn in vector.connections if not conn.closed}
 
     # --- results -------------------------------------------------------------------------------
 
@@ -433,8 +435,10 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
             conns = list({id(t.conn): t.conn for t in inflight.values()}.values())
             deadlines = [t.deadline for t in inflight.values() if t.deadline is not None]
             deadline = min(deadlines) if deadlines else None
+        known = self._fds
+        fds = [known.get(id(conn)) for conn in conns]
         try:
-            for index, answers in poll_any(conns, deadline):
+            for index, answers in poll_any(conns, deadline, fds):
                 if isinstance(answers, ConnectionLost):
                     self._lost(conns[index], answers)
                 else:

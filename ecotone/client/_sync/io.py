@@ -89,7 +89,7 @@ def read_some(
         _poll(fds[fd], None, answered, once=True)
 
 
-def wait_readable(fds: list[int], deadline: float | None) -> list[int]:
+def wait_readable(fds: Sequence[int], deadline: float | None) -> list[int]:
     """Those of `fds` with bytes to read, once at least one has, or none when `deadline`
     passes. The wait spins first (the process's policy for waits on several sockets) only
     while this process and as many servers as `fds` fit in the cores it may run on: with
