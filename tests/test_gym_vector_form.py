@@ -356,6 +356,25 @@ def test_an_interrupted_step_loses_the_episodes_it_left_in_flight_and_nothing_el
             remote.close()
 
 
+def test_a_connection_closed_under_a_step_in_flight_loses_that_batch_only(
+    servers: tuple[RunningServer, RunningServer],
+) -> None:
+    remote = ecotone.gym.make_vec([s.url for s in servers], 4, errors="info")
+    try:
+        assert isinstance(remote, BatchedRemoteVectorEnv)
+        remote.reset(seed=0)
+        remote.send(np.ones(4, dtype=np.int64))
+        remote.vector.connections[1].close()  # with its batch's step in flight
+        *_, truncated, infos = remote.recv()
+        order = infos["env_id"].argsort()
+        assert truncated[order].tolist() == [False, False, True, True]
+        assert infos["error_code"][order][2] == "connection_lost"
+        _, rewards, _, truncated, _ = remote.step(np.ones(4, dtype=np.int64))
+        assert rewards.tolist() == [1.0, 1.0, 0.0, 0.0] and not truncated.any()  # reopened
+    finally:
+        remote.close()
+
+
 @pytest.mark.parametrize("errors", ["info", "raise"])
 def test_a_server_of_another_env_is_a_bad_observation_not_a_crash(errors: str) -> None:
     with run_server(ENV) as a, run_server("gymnasium-vector:Pendulum-v1") as b:

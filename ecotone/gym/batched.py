@@ -176,6 +176,7 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
         """Each batch's sub-envs, as `send` compares them."""
         self._env_ids = [np.arange(start, stop, dtype=np.int64) for start, stop in self.bounds]
         self._starts = {start: s for s, (start, _) in enumerate(self.bounds)}
+        self._obs_shapes = [(n, *self._shape) for n in sizes]
         item = self._dtype.itemsize * int(np.prod(self._shape))
         self._lengths = [(n * item, n * 8, n, n) for n in sizes]
         """Bytes of each batch's arrays (observations, float64 rewards, bool flags)."""
@@ -220,7 +221,7 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
         if len(results) == 1:
             s, data, failure = results[0]
             if failure is None and data is not None and not data.infos:  # EnvPool's loop
-                obs = np.frombuffer(data.obs, self._dtype).reshape(self._sizes[s], *self._shape)
+                obs = np.frombuffer(data.obs, self._dtype).reshape(self._obs_shapes[s])
                 return (  # copies: the caller's to keep and change
                     obs.copy(),
                     np.frombuffer(data.rewards, np.float64).copy(),
@@ -405,12 +406,12 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
             del inflight[s]
             obs = getattr(answer, "observation", None)
             if type(obs) is BatchObservation:
-                misfit = self._misfit(s, obs)
-                if misfit is None:
+                got = (len(obs.obs), len(obs.rewards), len(obs.terminations), len(obs.truncations))
+                if got == self._lengths[s]:
                     self._last[s] = obs
                     self._ready.append(Outcome(s, obs, None))
                     continue
-                failure = misfit
+                failure = self._misfit(s, obs)
             elif type(answer) is Error:
                 failure = Failure.from_server(ServerError.from_frame(answer))
             else:
