@@ -412,3 +412,31 @@ def test_a_server_that_drops_the_handshake_gives_connection_lost(how: str) -> No
     finally:
         dropper.join(5)
         listener.close()
+
+
+def test_poll_any_returns_the_answers_of_whichever_connections_have_them() -> None:
+    import time
+
+    from ecotone.client.sync import Connection, poll_any
+    from ecotone.wire import Ping, Pong
+
+    with run_server("counter") as a, run_server("counter") as b:
+        conns = [Connection(a.url), Connection(b.url)]
+        try:
+            assert poll_any(conns, time.monotonic() + 0.05) == []  # nothing asked: the deadline
+            conns[1].send(Ping(id=41))
+            conns[0].send(Ping(id=42))
+            got: dict[int, list[Any]] = {0: [], 1: []}
+            while not (got[0] and got[1]):
+                for index, answers in poll_any(conns, time.monotonic() + 5):
+                    assert isinstance(answers, list)
+                    got[index] += answers
+            assert [type(p) for p in got[0] + got[1]] == [Pong, Pong]
+            assert (got[0][0].id, got[1][0].id) == (42, 41)  # each its own connection's
+            conns[1].send(Ping(id=43))
+            conns[1].close()  # with a request in flight: lost, not a select on a dead socket
+            ((index, lost),) = poll_any(conns, time.monotonic() + 5)
+            assert index == 1 and isinstance(lost, ecotone.ConnectionLost)
+        finally:
+            for conn in conns:
+                conn.close()
