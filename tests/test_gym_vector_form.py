@@ -3,6 +3,7 @@ Gymnasium's own SyncVectorEnv on each server, the same steps as in process."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 from collections.abc import Iterator
@@ -330,22 +331,30 @@ def test_a_step_past_step_timeout_fails_its_batch_and_its_late_answer_is_dropped
             remote.close()
 
 
-def test_an_interrupted_step_loses_the_episodes_it_left_in_flight_and_nothing_else() -> None:
+@contextlib.contextmanager
+def interrupted_after(seconds: float) -> Iterator[None]:
+    """Ctrl-C `seconds` into the block, which is expected to be waiting then."""
+
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        with pytest.raises(KeyboardInterrupt):
+            yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_an_interrupted_step_loses_the_episodes_it_left_in_flight_and_nothing_else() -> None:
     with run_server("gymnasium-vector:" + FLAKY) as a, run_server("gymnasium-vector:" + FLAKY) as b:
         remote = ecotone.gym.make_vec([a.url, b.url], 4, errors="info")
         try:
             remote.reset(seed=0)
-            previous = signal.signal(signal.SIGALRM, interrupt)
-            try:
-                signal.setitimer(signal.ITIMER_REAL, Flaky.SLOW / 3)
-                with pytest.raises(KeyboardInterrupt):
-                    remote.step(np.array([3, 0, 0, 0]))  # the first batch is still stepping
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                signal.signal(signal.SIGALRM, previous)
+            with interrupted_after(Flaky.SLOW / 3):
+                remote.step(np.array([3, 0, 0, 0]))  # the first batch is still stepping
             obs, rewards, _, truncated, infos = remote.step(np.zeros(4, dtype=np.int64))
             assert "_error" not in infos and not truncated.any()
             assert rewards.tolist() == [0.0, 0.0, 1.0, 1.0]  # reset, and a second step
@@ -375,6 +384,62 @@ def test_a_connection_closed_under_a_step_in_flight_loses_that_batch_only(
         remote.close()
 
 
+def test_one_server_twice_its_batches_share_a_connection_and_lose_no_answer() -> None:
+    """Two batches on one connection (the same URL twice): the reset of one, made through
+    the vector env underneath, does not swallow the other's answer in flight."""
+    with run_server("gymnasium-vector:" + FLAKY) as a:
+        remote = ecotone.gym.make_vec([a.url, a.url], 4, errors="info", step_timeout=2.0)
+        try:
+            assert isinstance(remote, BatchedRemoteVectorEnv)
+            remote.reset(seed=0)
+            *_, infos = remote.step(np.array([0, 0, 2, 0]))  # the second batch's env raises
+            assert infos["error_code"][2] == "env_error"
+            remote.send(np.array([0, 0]), env_ids=[0, 1])  # in flight on the shared connection
+            remote.send(np.array([0, 0]), env_ids=[2, 3])  # reset there meanwhile
+            began = time.monotonic()
+            obs, rewards, *_, infos = remote.recv()
+            assert time.monotonic() - began < 1.0 and "_error" not in infos
+            order = infos["env_id"].argsort()
+            assert rewards[order].tolist() == [1.0, 1.0, 0.0, 0.0]
+            np.testing.assert_allclose(obs[order][:, 0], [0.02, 0.02, 0.0, 0.0])
+        finally:
+            remote.close()
+
+
+def test_over_http_two_batches_on_one_connection_take_turns() -> None:
+    """HTTP carries one request at a time: two batches on one connection step in turn."""
+    env = "gymnasium-vector:" + FLAKY
+    with run_server(env, transport="http") as a:
+        remote = ecotone.gym.make_vec([a.url, a.url], 4, errors="info", step_timeout=2.0)
+        try:
+            remote.reset(seed=0)
+            for t in range(1, 4):
+                obs, rewards, *_, infos = remote.step(np.zeros(4, dtype=np.int64))
+                assert "_error" not in infos and rewards.tolist() == [1.0] * 4
+                np.testing.assert_allclose(obs[:, 0], [t / 100] * 4)
+        finally:
+            remote.close()
+
+
+def test_an_interrupted_recv_gives_back_what_it_had_taken() -> None:
+    with run_server("gymnasium-vector:" + FLAKY) as a, run_server("gymnasium-vector:" + FLAKY) as b:
+        remote = ecotone.gym.make_vec([a.url, b.url], 4, errors="info")
+        try:
+            remote.reset(seed=0)
+            remote.send(np.array([0, 0, 3, 0]))  # the second batch is slow
+            with interrupted_after(Flaky.SLOW / 3):
+                remote.recv()  # takes the first batch, then waits for the second
+            _, rewards, _, truncated, infos = remote.recv()
+            assert infos["env_id"].tolist() == [0, 1, 2, 3]
+            assert rewards.tolist() == [1.0, 1.0, 0.0, 0.0]  # the first batch's step, kept
+            assert truncated.tolist() == [False, False, True, True]
+            assert infos["error_code"][2] == "cancelled"
+            with pytest.raises(ValueError, match="send first"):
+                remote.recv()
+        finally:
+            remote.close()
+
+
 @pytest.mark.parametrize("errors", ["info", "raise"])
 def test_a_server_of_another_env_is_a_bad_observation_not_a_crash(errors: str) -> None:
     with run_server(ENV) as a, run_server("gymnasium-vector:Pendulum-v1") as b:
@@ -398,10 +463,11 @@ def test_a_server_of_another_env_is_a_bad_observation_not_a_crash(errors: str) -
 
 
 class Misshapen(gymnasium.Env[np.ndarray, np.int64]):
-    """Observations of Box(0, 9, (3,), int64); action 1 answers 4 of them, 2 floats, 3 two."""
+    """Observations of Box(0, 9, (3,), int64); action 1 answers 4 of them, 2 floats, 3 two,
+    4 three uint64."""
 
     observation_space = spaces.Box(0, 9, (3,), np.int64)
-    action_space = spaces.Discrete(4)
+    action_space = spaces.Discrete(5)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -411,13 +477,20 @@ class Misshapen(gymnasium.Env[np.ndarray, np.int64]):
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         obs = {0: np.ones(3, np.int64), 1: np.ones(4, np.int64), 2: np.ones(3), 3: np.ones(2)}
+        obs[4] = np.ones(3, np.uint64)  # fits, but with int64 numpy would promote to float64
         return obs[int(action)], 0.0, False, False, {}
 
 
 @pytest.mark.parametrize(
     ("actions", "error"),
-    [([0, 1], ValueError), ([0, 2], TypeError), ([1, 3], ValueError), ([0, 0], None)],
-    ids=["a longer one", "floats for ints", "4 and 2 for 2x3", "fits"],
+    [
+        ([0, 1], ValueError),
+        ([0, 2], TypeError),
+        ([1, 3], ValueError),
+        ([0, 0], None),
+        ([0, 4], None),
+    ],
+    ids=["a longer one", "floats for ints", "4 and 2 for 2x3", "fits", "int64 and uint64"],
 )
 def test_the_lean_step_refuses_observations_as_gymnasium_does(
     actions: list[int], error: type[Exception] | None

@@ -18,7 +18,14 @@ Two paths, one for the common case and one for the rest:
   client as much as a server's step of 32 CartPoles.
 * **Everything else** (connecting, opening the sessions, resets, reopening a lost session,
   starting a replacement server, closing) goes through an `ecotone.VectorEnv` of one sub-env
-  per batch (`vector`), whose rules for those are the library's.
+  per batch (`vector`), whose rules for those are the library's. It takes every answer a
+  connection brings while it waits, so before it resets a batch the steps in flight on that
+  batch's connection are read first (two batches share one when a URL is given twice); and
+  a connection that carries one request at a time (HTTP) gets a batch's step only once the
+  step before it there is answered.
+
+Client-side recording (`record_to`) is refused: a batch's steps are byte arrays; record on
+the servers (`ecotone serve --record DIR`).
 
 A step that fails (an error answer, a lost connection, no answer within `step_timeout`)
 fails its batch as `ecotone.VectorEnv` fails a sub-env (`Failure`): the same codes, infos and
@@ -202,17 +209,24 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
         )
         self._lanes: list[tuple[Connection, str] | None] = []
         self._fds: dict[int, int | None] = {}  # by id(connection): its socket's
+        self._one_at_a_time: set[int] = set()
         self._find_lanes()
 
     def _find_lanes(self) -> None:
         """Each batch's connection and session, as the VectorEnv has them now."""
         vector = self.vector
-        by_url = dict(zip(vector.urls, vector.connections, strict=True))
         self._lanes = [
-            None if session is None else (by_url[url], session)
-            for url, session in zip(vector.env_urls, vector.session_ids, strict=True)
+            None if session is None or conn is None else (conn, session)
+            for conn, session in zip(vector.env_connections, vector.session_ids, strict=True)
         ]
         self._fds = {id(conn): conn.fileno() for conn in vector.connections if not conn.closed}
+        self._one_at_a_time = {
+            id(conn)
+            for url, conn in zip(vector.urls, vector.connections, strict=True)
+            if url.startswith(("http:", "https:", "openenv+"))
+        }
+        """Connections that carry one request at a time (HTTP): a batch's step goes on one
+        only once the step before it there is answered."""
 
     # --- results -------------------------------------------------------------------------------
 
@@ -366,6 +380,8 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
             if lane is None:  # pragma: no cover - a batch without a session is broken
                 raise RuntimeError(f"batch {s} has no session")
             conn, session = lane
+            if id(conn) in self._one_at_a_time:
+                self._settle([s])
             core = conn.core
             rid = core.next_id()
             action = core.raw({"actions": batch[at : at + size].tolist()})
@@ -377,6 +393,16 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
                 self._ready.append(self._outcome(s, None, Failure.lost(exc)))
                 continue
             self._inflight[s] = Sent(conn, rid, deadline)
+
+    def _settle(self, batches: Sequence[int]) -> None:
+        """Wait until no step is in flight on the connections of `batches` (the answers
+        wait in `_ready`): before the vector env underneath uses one (it takes every answer
+        a connection brings, and would drop theirs), or before another request goes on one
+        that carries one at a time."""
+        lanes = self._lanes
+        conns = {id(lane[0]) for s in batches if (lane := lanes[s]) is not None}
+        while any(id(sent.conn) in conns for sent in self._inflight.values()):
+            self._pump()
 
     def _lost(self, conn: Connection, exc: ConnectionLost) -> None:
         """`conn` is gone: every step in flight on it fails, every session on it is gone."""
@@ -396,6 +422,7 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
             rid = answer.id
             if rid is None:  # an error the server could not tie to a request: the oldest
                 rid = min((t.rid for t in inflight.values() if t.conn is conn), default=0)
+                conn.abandon(rid)  # its own answer, should one come, is dropped
             s = -1
             for batch, sent in inflight.items():
                 if sent.rid == rid and sent.conn is conn:
@@ -501,6 +528,7 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
         others their slices of `batch`."""
         if self._broken and not self._broken.isdisjoint(sessions):
             broken = [s for s in sessions if s in self._broken]
+            self._settle(broken)
             self._ready.extend(self._reset_batches(broken, None, None))
             keep = [s not in broken for s in sessions for _ in range(self._sizes[s])]
             sessions = [s for s in sessions if s not in broken]
@@ -558,18 +586,21 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
             )
         results: list[Outcome] = []
         count = 0
-        while count < want:
-            if max_ready is not None and count + largest > max_ready:
-                ready.extendleft(reversed(results))  # taken back: nothing is lost
-                raise ValueError(
-                    f"recv(min_ready={want}, max_ready={max_ready}): batches of "
-                    f"{sorted(set(pending))} sub-envs answer whole; none fits"
-                )
-            while not ready:
-                self._pump()
-            outcome = ready.popleft()
-            results.append(outcome)
-            count += sizes[outcome.batch]
+        try:
+            while count < want:
+                if max_ready is not None and count + largest > max_ready:
+                    raise ValueError(
+                        f"recv(min_ready={want}, max_ready={max_ready}): batches of "
+                        f"{sorted(set(pending))} sub-envs answer whole; none fits"
+                    )
+                while not ready:
+                    self._pump()
+                outcome = ready.popleft()
+                results.append(outcome)
+                count += sizes[outcome.batch]
+        except BaseException:  # interrupted, or none fits: what was taken is given back
+            ready.extendleft(reversed(results))
+            raise
         obs, rewards, terminated, truncated, infos = self._gather(results)
         env_ids = self._env_ids
         infos["env_id"] = (

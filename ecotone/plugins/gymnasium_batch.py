@@ -50,17 +50,19 @@ class NextStepBatch(SyncVectorEnv):
         of the batch's own time at 32 CartPoles)."""
 
     def _join(self, env_obs: list[Any]) -> Any:
-        """The sub-envs' observations in the batch's buffer, as `concatenate` puts them there:
-        the same values, the same casting rule; anything of another shape goes to
-        `concatenate`, which says what is wrong."""
+        """The sub-envs' observations in the batch's buffer, as `concatenate` puts them there.
+        Only what stacks into the buffer's own shape and dtype (what an env of this space
+        returns) takes the short way; anything else (another shape, another dtype, mixed
+        ones that numpy would promote) goes to `concatenate`, which casts each item as
+        Gymnasium does, or says what is wrong."""
         out = self._observations
         if self._joins:
             try:
                 joined = np.array(env_obs)
             except ValueError:  # shapes that do not stack
                 joined = None
-            if joined is not None and joined.shape == out.shape:
-                np.copyto(out, joined, casting="same_kind")
+            if joined is not None and joined.shape == out.shape and joined.dtype == out.dtype:
+                np.copyto(out, joined)
                 return out
         return concatenate(self.single_observation_space, env_obs, out)
 

@@ -199,6 +199,11 @@ class AsyncVectorEnv:
         return [link.conn for link in self._core.links]
 
     @property
+    def env_connections(self) -> list[AsyncConnection | None]:
+        """Each sub-env's connection: the one its session lives on (None before it has one)."""
+        return [sub.conn for sub in self._core.subs]
+
+    @property
     def session_ids(self) -> list[str | None]:
         return [sub.session for sub in self._core.subs]
 
