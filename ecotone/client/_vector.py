@@ -168,6 +168,12 @@ class Failure:
         )
 
 
+def pipelines(url: str) -> bool:
+    """Whether a connection to `url` carries several requests at once (HTTP and OpenEnv's
+    profile carry one at a time)."""
+    return not url.startswith(("http:", "https:", "openenv+"))
+
+
 class Link:
     """One server URL: the connection its sub-envs share, and the requests in flight on it."""
 
@@ -188,7 +194,7 @@ class Link:
         self.index = index
         self.url = url
         self.conn: Any = None
-        self.pipelines = not url.startswith(("http:", "https:", "openenv+"))
+        self.pipelines = pipelines(url)
         """HTTP carries one request at a time: frames wait in the outbox for the answer."""
         self.outbox: collections.deque[Any] = collections.deque()
         self.inflight: dict[Any, Request] = {}
@@ -1448,11 +1454,10 @@ class VectorCore:
                     continue
                 if cancelled:
                     what = f"the call was cancelled before its {request.kind} was answered"
-                    self._fail(sub, Failure.cancelled(TimeoutError(f"sub-env {sub.index}: {what}")))
                 else:
                     what = f"no answer to {request.kind} within {self.step_timeout}s"
-                    error = TimeoutError(f"sub-env {sub.index}: {what}")
-                    self._fail(sub, Failure.timed_out(error))
+                error = TimeoutError(f"sub-env {sub.index}: {what}")
+                self._fail(sub, Failure.cancelled(error) if cancelled else Failure.timed_out(error))
         return abandoned
 
     def cancel(self, call: Call) -> list[tuple[Link, Any]]:

@@ -76,9 +76,7 @@ def _closed(conn: Connection) -> list[Response] | ConnectionLost:
 
 
 def poll_any(
-    connections: Sequence[Connection],
-    deadline: float | None = None,
-    fds: Sequence[int | None] | None = None,
+    connections: Sequence[Connection], deadline: float | None = None
 ) -> list[tuple[int, list[Response] | ConnectionLost]]:
     """Wait for answers on any of `connections` to requests sent with `Connection.send`:
     until at least one has something to read, or `deadline` (a `time.monotonic()` value)
@@ -88,8 +86,7 @@ def poll_any(
 
     One `select` over their sockets, spinning first as every wait of this client does
     (`$ECOTONE_BUSY_POLL_US`); one connection is simply polled. EnvPool's loop over several
-    servers: `send` to each, `poll_any`, send again to whichever answered. `fds`: the
-    connections' `fileno()`s, where the caller keeps them at hand."""
+    servers: `send` to each, `poll_any`, send again to whichever answered."""
     gone = [(i, _closed(conn)) for i, conn in enumerate(connections) if conn.closed]
     if gone:  # closed while a request was in flight: nothing will come
         return gone
@@ -100,8 +97,7 @@ def poll_any(
             return []
         except ConnectionLost as exc:
             return [(0, exc)]
-    if fds is None:
-        fds = [conn.fileno() for conn in connections]
+    fds = [conn.fileno() for conn in connections]
     got: list[tuple[int, list[Response] | ConnectionLost]] = []
     if None in fds:  # a channel without a socket (HTTP, inproc): each read in turn, briefly
         waiting = [_Waiting(index, conn) for index, conn in enumerate(connections)]

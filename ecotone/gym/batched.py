@@ -53,6 +53,7 @@ from ecotone.client.vector import (
     SubEnvError,
     VectorEnv,
     add_info,
+    pipelines,
     raise_failures,
     seeds_for,
 )
@@ -159,9 +160,8 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
                 f"{info.name}: a batch's steps are not recorded client-side (record_to); "
                 "record them on the servers (`ecotone serve --record DIR`)"
             )
-        for known in ("observation_type", "autoreset_mode"):
-            if known in vector_kwargs:
-                raise TypeError(f"make_vec over {info.name} sets {known} itself")
+        if "observation_type" in vector_kwargs:
+            raise TypeError(f"make_vec over {info.name} sets observation_type itself")
         self.env_info = info
         url_list = [urls] if isinstance(urls, str) else list(urls)
         servers = min(len(url_list), num_envs)
@@ -208,7 +208,6 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
             **vector_kwargs,
         )
         self._lanes: list[tuple[Connection, str] | None] = []
-        self._fds: dict[int, int | None] = {}  # by id(connection): its socket's
         self._one_at_a_time: set[int] = set()
         self._find_lanes()
 
@@ -219,11 +218,10 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
             None if session is None or conn is None else (conn, session)
             for conn, session in zip(vector.env_connections, vector.session_ids, strict=True)
         ]
-        self._fds = {id(conn): conn.fileno() for conn in vector.connections if not conn.closed}
         self._one_at_a_time = {
             id(conn)
             for url, conn in zip(vector.urls, vector.connections, strict=True)
-            if url.startswith(("http:", "https:", "openenv+"))
+            if not pipelines(url)
         }
         """Connections that carry one request at a time (HTTP): a batch's step goes on one
         only once the step before it there is answered."""
@@ -433,12 +431,12 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
             del inflight[s]
             obs = getattr(answer, "observation", None)
             if type(obs) is BatchObservation:
-                got = (len(obs.obs), len(obs.rewards), len(obs.terminations), len(obs.truncations))
-                if got == self._lengths[s]:
+                misfit = self._misfit(s, obs)
+                if misfit is None:
                     self._last[s] = obs
                     self._ready.append(Outcome(s, obs, None))
                     continue
-                failure = self._misfit(s, obs)
+                failure = misfit
             elif type(answer) is Error:
                 failure = Failure.from_server(ServerError.from_frame(answer))
             else:
@@ -463,10 +461,8 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
             conns = list({id(t.conn): t.conn for t in inflight.values()}.values())
             deadlines = [t.deadline for t in inflight.values() if t.deadline is not None]
             deadline = min(deadlines) if deadlines else None
-        known = self._fds
-        fds = [known.get(id(conn)) for conn in conns]
         try:
-            for index, answers in poll_any(conns, deadline, fds):
+            for index, answers in poll_any(conns, deadline):
                 if isinstance(answers, ConnectionLost):
                     self._lost(conns[index], answers)
                 else:
@@ -602,12 +598,7 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
             ready.extendleft(reversed(results))
             raise
         obs, rewards, terminated, truncated, infos = self._gather(results)
-        env_ids = self._env_ids
-        infos["env_id"] = (
-            env_ids[results[0].batch].copy()
-            if len(results) == 1
-            else np.concatenate([env_ids[o.batch] for o in results])
-        )
+        infos["env_id"] = np.concatenate([self._env_ids[o.batch] for o in results])
         return self._checked(results, (obs, rewards, terminated, truncated, infos))
 
     def close_extras(self, **kwargs: Any) -> None:
