@@ -275,60 +275,63 @@ def test_the_batch_steps_as_gymnasiums_sync_vector_env(gym_id: str) -> None:
     assert ended >= n  # autoresets were part of it
 
 
+@contextlib.contextmanager
+def flaky_pair(**vector_kwargs: Any) -> Iterator[Any]:
+    """`make_vec` of 4 sub-envs over two `Flaky` servers of its own, closed on the way out."""
+    with run_server("gymnasium-vector:" + FLAKY) as a, run_server("gymnasium-vector:" + FLAKY) as b:
+        remote = ecotone.gym.make_vec([a.url, b.url], 4, **vector_kwargs)
+        try:
+            yield remote
+        finally:
+            remote.close()
+
+
 @pytest.mark.parametrize("errors", ["info", "raise"])
 def test_an_env_that_raises_fails_its_batch_alone_and_it_is_reset_next_step(
     errors: str,
 ) -> None:
-    with run_server("gymnasium-vector:" + FLAKY) as a, run_server("gymnasium-vector:" + FLAKY) as b:
-        remote = ecotone.gym.make_vec([a.url, b.url], 4, errors=errors)
-        try:
-            remote.reset(seed=0)
-            remote.step(np.zeros(4, dtype=np.int64))
-            actions = np.array([0, 0, 2, 0])  # the second batch's env raises
-            if errors == "raise":
-                with pytest.raises(ecotone.EpisodeLost) as lost:
-                    remote.step(actions)
-                assert list(lost.value.errors) == [1]
-                assert isinstance(lost.value.cause, ecotone.ServerError)
-                assert lost.value.cause.code == "env_error"
-                obs, rewards, terminated, truncated, infos = lost.value.result
-            else:
-                obs, rewards, terminated, truncated, infos = remote.step(actions)
-            assert rewards.tolist() == [1.0, 1.0, 0.0, 0.0]
-            assert truncated.tolist() == [False, False, True, True] and not terminated.any()
-            assert infos["error_code"][2] == "env_error" and "the env broke" in infos["error"][2]
-            np.testing.assert_allclose(obs[:, 0], [0.02, 0.02, 0.01, 0.01])  # its last good one
-            obs, rewards, terminated, truncated, infos = remote.step(np.zeros(4, dtype=np.int64))
-            assert rewards.tolist() == [1.0, 1.0, 0.0, 0.0]  # reset in place of a step
-            np.testing.assert_allclose(obs[:, 0], [0.03, 0.03, 0.0, 0.0])
-            assert not (terminated | truncated).any() and "_error" not in infos
-            obs, *_ = remote.step(np.zeros(4, dtype=np.int64))
-            np.testing.assert_allclose(obs[:, 0], [0.04, 0.04, 0.01, 0.01])
-        finally:
-            remote.close()
+    with flaky_pair(errors=errors) as remote:
+        remote.reset(seed=0)
+        remote.step(np.zeros(4, dtype=np.int64))
+        actions = np.array([0, 0, 2, 0])  # the second batch's env raises
+        if errors == "raise":
+            with pytest.raises(ecotone.EpisodeLost) as lost:
+                remote.step(actions)
+            assert list(lost.value.errors) == [1]
+            assert isinstance(lost.value.cause, ecotone.ServerError)
+            assert lost.value.cause.code == "env_error"
+            obs, rewards, terminated, truncated, infos = lost.value.result
+        else:
+            obs, rewards, terminated, truncated, infos = remote.step(actions)
+        assert rewards.tolist() == [1.0, 1.0, 0.0, 0.0]
+        assert truncated.tolist() == [False, False, True, True] and not terminated.any()
+        assert infos["error_code"][2] == "env_error" and "the env broke" in infos["error"][2]
+        np.testing.assert_allclose(obs[:, 0], [0.02, 0.02, 0.01, 0.01])  # its last good one
+        obs, rewards, terminated, truncated, infos = remote.step(np.zeros(4, dtype=np.int64))
+        assert rewards.tolist() == [1.0, 1.0, 0.0, 0.0]  # reset in place of a step
+        np.testing.assert_allclose(obs[:, 0], [0.03, 0.03, 0.0, 0.0])
+        assert not (terminated | truncated).any() and "_error" not in infos
+        obs, *_ = remote.step(np.zeros(4, dtype=np.int64))
+        np.testing.assert_allclose(obs[:, 0], [0.04, 0.04, 0.01, 0.01])
 
 
 def test_a_step_past_step_timeout_fails_its_batch_and_its_late_answer_is_dropped() -> None:
-    with run_server("gymnasium-vector:" + FLAKY) as a, run_server("gymnasium-vector:" + FLAKY) as b:
-        remote = ecotone.gym.make_vec([a.url, b.url], 4, errors="info", step_timeout=0.25)
-        try:
-            remote.reset(seed=0)
-            began = time.monotonic()
-            obs, rewards, _, truncated, infos = remote.step(np.array([3, 0, 0, 0]))
-            assert time.monotonic() - began < Flaky.SLOW  # the other batch did not wait
-            assert infos["error_code"][0] == "timeout" and not infos["_error"][2]
-            assert rewards.tolist() == [0.0, 0.0, 1.0, 1.0]
-            assert truncated.tolist() == [True, True, False, False]
-            time.sleep(Flaky.SLOW)  # the late answer comes in meanwhile
-            obs, rewards, _, truncated, infos = remote.step(np.zeros(4, dtype=np.int64))
-            assert "_error" not in infos and not truncated.any()
-            np.testing.assert_allclose(obs[:, 0], [0.0, 0.0, 0.02, 0.02])  # a new episode
-            for t in (1, 2):  # and the answers are each step's own, not the dropped one's
-                obs, rewards, *_ = remote.step(np.zeros(4, dtype=np.int64))
-                np.testing.assert_allclose(obs[:, 0], np.array([t, t, 2 + t, 2 + t]) / 100)
-                assert rewards.tolist() == [1.0, 1.0, 1.0, 1.0]
-        finally:
-            remote.close()
+    with flaky_pair(errors="info", step_timeout=0.25) as remote:
+        remote.reset(seed=0)
+        began = time.monotonic()
+        obs, rewards, _, truncated, infos = remote.step(np.array([3, 0, 0, 0]))
+        assert time.monotonic() - began < Flaky.SLOW  # the other batch did not wait
+        assert infos["error_code"][0] == "timeout" and not infos["_error"][2]
+        assert rewards.tolist() == [0.0, 0.0, 1.0, 1.0]
+        assert truncated.tolist() == [True, True, False, False]
+        time.sleep(Flaky.SLOW)  # the late answer comes in meanwhile
+        obs, rewards, _, truncated, infos = remote.step(np.zeros(4, dtype=np.int64))
+        assert "_error" not in infos and not truncated.any()
+        np.testing.assert_allclose(obs[:, 0], [0.0, 0.0, 0.02, 0.02])  # a new episode
+        for t in (1, 2):  # and the answers are each step's own, not the dropped one's
+            obs, rewards, *_ = remote.step(np.zeros(4, dtype=np.int64))
+            np.testing.assert_allclose(obs[:, 0], np.array([t, t, 2 + t, 2 + t]) / 100)
+            assert rewards.tolist() == [1.0, 1.0, 1.0, 1.0]
 
 
 @contextlib.contextmanager
@@ -349,20 +352,16 @@ def interrupted_after(seconds: float) -> Iterator[None]:
 
 
 def test_an_interrupted_step_loses_the_episodes_it_left_in_flight_and_nothing_else() -> None:
-    with run_server("gymnasium-vector:" + FLAKY) as a, run_server("gymnasium-vector:" + FLAKY) as b:
-        remote = ecotone.gym.make_vec([a.url, b.url], 4, errors="info")
-        try:
-            remote.reset(seed=0)
-            with interrupted_after(Flaky.SLOW / 3):
-                remote.step(np.array([3, 0, 0, 0]))  # the first batch is still stepping
-            obs, rewards, _, truncated, infos = remote.step(np.zeros(4, dtype=np.int64))
-            assert "_error" not in infos and not truncated.any()
-            assert rewards.tolist() == [0.0, 0.0, 1.0, 1.0]  # reset, and a second step
-            np.testing.assert_allclose(obs[:, 0], [0.0, 0.0, 0.02, 0.02])
-            obs, rewards, *_ = remote.step(np.zeros(4, dtype=np.int64))  # no stale answer
-            np.testing.assert_allclose(obs[:, 0], [0.01, 0.01, 0.03, 0.03])
-        finally:
-            remote.close()
+    with flaky_pair(errors="info") as remote:
+        remote.reset(seed=0)
+        with interrupted_after(Flaky.SLOW / 3):
+            remote.step(np.array([3, 0, 0, 0]))  # the first batch is still stepping
+        obs, rewards, _, truncated, infos = remote.step(np.zeros(4, dtype=np.int64))
+        assert "_error" not in infos and not truncated.any()
+        assert rewards.tolist() == [0.0, 0.0, 1.0, 1.0]  # reset, and a second step
+        np.testing.assert_allclose(obs[:, 0], [0.0, 0.0, 0.02, 0.02])
+        obs, rewards, *_ = remote.step(np.zeros(4, dtype=np.int64))  # no stale answer
+        np.testing.assert_allclose(obs[:, 0], [0.01, 0.01, 0.03, 0.03])
 
 
 def test_a_connection_closed_under_a_step_in_flight_loses_that_batch_only(
@@ -422,22 +421,18 @@ def test_over_http_two_batches_on_one_connection_take_turns() -> None:
 
 
 def test_an_interrupted_recv_gives_back_what_it_had_taken() -> None:
-    with run_server("gymnasium-vector:" + FLAKY) as a, run_server("gymnasium-vector:" + FLAKY) as b:
-        remote = ecotone.gym.make_vec([a.url, b.url], 4, errors="info")
-        try:
-            remote.reset(seed=0)
-            remote.send(np.array([0, 0, 3, 0]))  # the second batch is slow
-            with interrupted_after(Flaky.SLOW / 3):
-                remote.recv()  # takes the first batch, then waits for the second
-            _, rewards, _, truncated, infos = remote.recv()
-            assert infos["env_id"].tolist() == [0, 1, 2, 3]
-            assert rewards.tolist() == [1.0, 1.0, 0.0, 0.0]  # the first batch's step, kept
-            assert truncated.tolist() == [False, False, True, True]
-            assert infos["error_code"][2] == "cancelled"
-            with pytest.raises(ValueError, match="send first"):
-                remote.recv()
-        finally:
-            remote.close()
+    with flaky_pair(errors="info") as remote:
+        remote.reset(seed=0)
+        remote.send(np.array([0, 0, 3, 0]))  # the second batch is slow
+        with interrupted_after(Flaky.SLOW / 3):
+            remote.recv()  # takes the first batch, then waits for the second
+        _, rewards, _, truncated, infos = remote.recv()
+        assert infos["env_id"].tolist() == [0, 1, 2, 3]
+        assert rewards.tolist() == [1.0, 1.0, 0.0, 0.0]  # the first batch's step, kept
+        assert truncated.tolist() == [False, False, True, True]
+        assert infos["error_code"][2] == "cancelled"
+        with pytest.raises(ValueError, match="send first"):
+            remote.recv()
 
 
 @pytest.mark.parametrize("errors", ["info", "raise"])
