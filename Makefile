@@ -103,9 +103,9 @@ pytest: $(STAMP) $(OPENENV_VENV)/.installed $(MCP_VENV)/.installed $(MCP_NODE)/.
 	  NEMO_PYTHON=$(if $(wildcard $(NEMO_VENV)/.installed),$(CURDIR)/$(NEMO_VENV)/bin/python,) \
 	  $(PY) -m pytest -q
 
-## make docs: regenerate docs/protocol.md from ecotone/wire
+## make docs: regenerate docs/protocol.md from ecotone/specs
 docs: $(STAMP)
-	$(PY) -m ecotone.wire.docgen > docs/protocol.md
+	$(PY) -m ecotone.specs.docgen > docs/protocol.md
 
 ## make bench: ecotone vs OpenEnv vs the raw transport floor, medians into docs/benchmarks.md
 bench: $(STAMP) $(OPENENV_VENV)/.installed $(RAY_VENV)/.installed

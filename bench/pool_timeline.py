@@ -42,7 +42,7 @@ import numpy as np
 _SERVER = """
 import json, os, signal, sys, time
 import ecotone.plugins.gymnasium_vector as bridge
-import ecotone.server.transports.wsloop as wsloop
+import ecotone.server.wsloop as wsloop
 from ecotone import cli
 
 steps, writes = [], []

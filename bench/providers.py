@@ -29,7 +29,7 @@ import anyio.to_thread
 
 import ecotone
 from ecotone.launcher.compose import astart_server, provider_for
-from ecotone.launcher.contract import ProviderError
+from ecotone.providers.contract import ProviderError
 
 
 @dataclass

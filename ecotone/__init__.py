@@ -15,10 +15,11 @@ from ecotone.kernel.contract import (
     State,
 )
 from ecotone.kernel.exit import close_at_exit, forget_at_exit
-from ecotone.kernel.hookspecs import hookimpl
-from ecotone.kernel.serving import served_beyond_loopback
+from ecotone.kernel.exposure import served_beyond_loopback
 from ecotone.kernel.tasks import TaskError, TaskSet
-from ecotone.wire import ErrorCode, TaskRef, ToolInfo
+from ecotone.specs import ErrorCode, TaskRef, ToolInfo
+from ecotone.specs.hookspecs import hookimpl
+from ecotone.specs.version import VERSION
 
 if TYPE_CHECKING:
     from ecotone.client.aio import AsyncConnection, AsyncEnvClient, aconnect
@@ -48,7 +49,9 @@ if TYPE_CHECKING:
         launch,
         start_server,
     )
-    from ecotone.launcher.contract import (
+    from ecotone.launcher.pool import AsyncServerPool, ServerPool, server_pool
+    from ecotone.launcher.vector import alaunch_vector, launch_vector
+    from ecotone.providers.contract import (
         EngineUnavailable,
         ImageNotFound,
         LaunchSpec,
@@ -57,10 +60,8 @@ if TYPE_CHECKING:
         Resources,
         StartFailed,
     )
-    from ecotone.launcher.pool import AsyncServerPool, ServerPool, server_pool
-    from ecotone.launcher.vector import alaunch_vector, launch_vector
 
-__version__ = "0.2.0"
+__version__ = VERSION
 
 # Imported on first use: an env server (`ecotone serve`) starts without the client and the
 # launcher, and the vector envs need numpy, an optional dependency.
@@ -105,7 +106,7 @@ _LAZY = {
             "Resources",
             "StartFailed",
         ),
-        "ecotone.launcher.contract",
+        "ecotone.providers.contract",
     ),
     **dict.fromkeys(("AsyncServerPool", "ServerPool", "server_pool"), "ecotone.launcher.pool"),
     **dict.fromkeys(("alaunch_vector", "launch_vector"), "ecotone.launcher.vector"),

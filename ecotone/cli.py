@@ -20,10 +20,10 @@ import ecotone
 from ecotone.kernel import Registry, RegistryError
 from ecotone.kernel.config import ConfigError, ServerConfig, load
 from ecotone.kernel.envspec import EnvDefinitionError
-from ecotone.launcher.providers.engines import ENGINES
-from ecotone.server import BackgroundServer, build_engine, serve, transport_for, web_url
+from ecotone.providers.engines import ENGINES
 from ecotone.server.admission import is_loopback, resolve_token, tls_context
 from ecotone.server.logs import configure as configure_logs
+from ecotone.serving import BackgroundServer, build_engine, serve, transport_for, web_url
 
 
 def _mcp_options(p: argparse.ArgumentParser, prefix: str) -> None:
@@ -654,7 +654,7 @@ def _cmd_launch(args: argparse.Namespace) -> int:
 
 
 def _cmd_gc(args: argparse.Namespace) -> int:
-    from ecotone.launcher.contract import EngineUnavailable
+    from ecotone.providers.contract import EngineUnavailable
 
     providers = Registry.discover().providers()
     names = args.provider or sorted(providers)
@@ -682,8 +682,8 @@ def _cmd_gc(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     if args.what == "space":
         return _export_space(args)
-    from ecotone.launcher.images import SERVE_PORT
-    from ecotone.launcher.k8s import manifests, render
+    from ecotone.providers.contract import SERVE_PORT
+    from ecotone.providers.k8s_manifests import manifests, render
 
     objects = manifests(
         args.env,

@@ -18,7 +18,7 @@ import attrs
 import pytest
 
 import ecotone
-from ecotone.kernel import Limits, Registry, serving
+from ecotone.kernel import Limits, Registry, exposure
 from ecotone.kernel.config import (
     AccessConfig,
     AuthConfig,
@@ -27,7 +27,7 @@ from ecotone.kernel.config import (
     ServerConfig,
     TlsConfig,
 )
-from ecotone.server import BackgroundServer
+from ecotone.serving import BackgroundServer
 from tests import envs
 
 pytest_plugins = ["tests.engines"]  # the container engines' fixtures
@@ -221,7 +221,7 @@ def _fresh_env_records() -> Iterator[None]:
     envs.AsyncCounterEnv.closes.clear()
     # A test that served beyond loopback in this process (a test-made namespace's address)
     # must not make the coding env of a later test fail closed as if it were exposed.
-    serving._reset_for_tests()
+    exposure._reset_for_tests()
 
 
 @contextlib.contextmanager

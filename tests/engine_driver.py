@@ -13,7 +13,7 @@ import msgspec
 import trio
 
 from ecotone.kernel import Call, Engine, Mode, Owner, Peer
-from ecotone.wire import Request, codec_for
+from ecotone.specs import Request, codec_for
 
 
 class Driver:

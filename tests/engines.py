@@ -29,9 +29,9 @@ from typing import Any
 
 import pytest
 
-from ecotone.launcher.contract import EngineUnavailable
 from ecotone.launcher.images import build_image
-from ecotone.launcher.providers import engines
+from ecotone.providers import engines
+from ecotone.providers.contract import EngineUnavailable
 
 ENGINES = ("podman", "docker")
 REQUIRE_VAR = "ECOTONE_REQUIRE_ENGINES"

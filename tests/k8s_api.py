@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ecotone.launcher.providers.owner import owner_label
+from ecotone.providers.owner import owner_label
 
 NOW = "2026-12-01T12:00:00Z"
 NAMESPACED = re.compile(r"^/api/v1/namespaces/([^/]+)/(pods|services|secrets)(?:/([^/]+))?(/log)?$")

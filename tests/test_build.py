@@ -25,7 +25,6 @@ import pytest
 import ecotone
 from ecotone import cli
 from ecotone.launcher import images
-from ecotone.launcher.contract import EngineUnavailable, ImageNotFound, default_image
 from ecotone.launcher.images import (
     DEFAULT_BASE,
     EnvSource,
@@ -35,7 +34,8 @@ from ecotone.launcher.images import (
     local_wheel,
     platform_tags,
 )
-from ecotone.launcher.providers import engines
+from ecotone.providers import engines
+from ecotone.providers.contract import EngineUnavailable, ImageNotFound, default_image
 from tests.engines import BASE_IMAGE, EngineProxy, engine_client, unavailable
 
 TEST_TAG = "localhost/ecotone-test-build-counter:latest"

@@ -1,4 +1,4 @@
-"""Busy polling (`ecotone.wire.polling`): readers spin a little for the next bytes before they
+"""Busy polling (`ecotone.kernel.polling`): readers spin a little for the next bytes before they
 block, on both faces. The policy's rules, the server's and the blocking client's readers under
 slow, silent, vanishing and hostile peers, and the settings' errors."""
 
@@ -21,10 +21,9 @@ import trio
 import ecotone
 from ecotone.client._blocking import DeadlineReceiver
 from ecotone.client._sync import io as sync_io
-from ecotone.kernel import Limits
-from ecotone.server.transports.sockets import LeanSocketStream, receive_within
-from ecotone.wire import polling
-from ecotone.wire.polling import BusyPoll
+from ecotone.kernel import Limits, polling
+from ecotone.kernel.polling import BusyPoll
+from ecotone.server.sockets import LeanSocketStream, receive_within
 from tests.conftest import ecotone_serving
 
 # --- the policy ---------------------------------------------------------------------------------
@@ -335,7 +334,7 @@ def test_a_client_in_its_own_process_spins_by_default_and_plays(tmp_path: Path) 
     with ecotone_serving("counter", "--port", "0", cwd=tmp_path) as proc:
         code = (
             "import ecotone, sys\n"
-            "from ecotone.wire import polling\n"
+            "from ecotone.kernel import polling\n"
             "assert polling.alone() and polling.client_budget_us() == polling.DEFAULT_US\n"
             "with ecotone.connect(sys.argv[1]) as env:\n"
             "    env.reset()\n"

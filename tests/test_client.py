@@ -17,7 +17,7 @@ import ecotone
 from ecotone.kernel import RegistryError
 from ecotone.kernel.config import ServerConfig
 from ecotone.plugins.counter import CounterObservation, CounterState
-from ecotone.server import serve
+from ecotone.serving import serve
 from tests.conftest import RunningServer, SessionRecorder, make_registry, run_server
 
 # --- blocking client -------------------------------------------------------------------------
@@ -418,7 +418,7 @@ def test_poll_any_returns_the_answers_of_whichever_connections_have_them() -> No
     import time
 
     from ecotone.client.sync import Connection, poll_any
-    from ecotone.wire import Ping, Pong
+    from ecotone.specs import Ping, Pong
 
     with run_server("counter") as a, run_server("counter") as b:
         conns = [Connection(a.url), Connection(b.url)]

@@ -42,8 +42,8 @@ from ecotone.conformance.schema import SchemaDefinitionError
 from ecotone.kernel import Call, Engine, Peer, Registry
 from ecotone.kernel.envspec import EnvSpec
 from ecotone.kernel.limits import Limits
-from ecotone.server.transports.inproc import InprocSyncChannel
-from ecotone.wire import Request, StepColumns
+from ecotone.specs import Request, StepColumns
+from ecotone.transports.inproc.client import InprocSyncChannel
 from tests import broken_envs
 from tests.conftest import make_registry, run_server
 
@@ -448,7 +448,7 @@ def _breaker_target(how: str) -> Target:
 def test_the_step_columns_check_compares_errors_by_code_session_and_details() -> None:
     """Not by message: a server may word one error differently in the two frames."""
     from ecotone.conformance.checks import _outcome
-    from ecotone.wire import Error, ErrorCode
+    from ecotone.specs import Error, ErrorCode
 
     def outcome(sid: str, message: str, **details: Any) -> Any:
         error = Error(id=1, code=ErrorCode.ENV_ERROR, message=message, session=sid,

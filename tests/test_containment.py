@@ -22,7 +22,9 @@ KINDS = ["thread_hostile", "inline_hostile", "async_hostile"]
 
 def send_step(conn: ecotone.Connection, session: str, action: dict[str, object]) -> None:
     """A step sent without waiting for its answer."""
-    frame = ecotone.wire.Step(id=conn.core.next_id(), session=session, action=conn.core.raw(action))
+    frame = ecotone.specs.Step(
+        id=conn.core.next_id(), session=session, action=conn.core.raw(action)
+    )
     conn.send(frame)
 
 
@@ -152,7 +154,7 @@ def test_sigterm_stops_a_server_whose_env_hangs_within_its_shutdown_deadline() -
         client.reset()
         action = conn.core.raw({"do": "hang"})
         conn.send(
-            ecotone.wire.Step(id=conn.core.next_id(), session=client.session_id, action=action)
+            ecotone.specs.Step(id=conn.core.next_id(), session=client.session_id, action=action)
         )
         time.sleep(0.3)  # the step is running, and will never return
         started = time.monotonic()

@@ -17,7 +17,7 @@ import pytest
 import ecotone
 from ecotone.kernel import Engine, EnvSpec, Limits, Mode
 from ecotone.plugins.counter import CounterAction, CounterEnv, CounterObservation, CounterState
-from ecotone.server.transports.inproc import InprocAsyncChannel
+from ecotone.transports.inproc.client import InprocAsyncChannel
 from tests.conftest import wait_until
 from tests.engine_driver import Driver, decoded
 
@@ -69,7 +69,7 @@ async def test_requests_after_a_close_in_progress_are_answered_after_it() -> Non
     driver = Driver(Engine(EnvSpec.from_class(SlowCloseEnv, "slow_close")))
     peer = driver.peer()
     session = await _started(driver, peer, 1)
-    calls = list(peer.submit(ecotone.wire.Close(id=2, session=session)))
+    calls = list(peer.submit(ecotone.specs.Close(id=2, session=session)))
     assert [c.mode for c in calls] == [Mode.THREAD]  # close() is running
     # A step arrives while the close runs: it waits behind it, then learns the session is gone.
     assert not peer.receive(
@@ -112,10 +112,10 @@ async def test_a_batch_answered_late_leaves_its_sessions_fresh_for_the_idle_reap
     peer = driver.peer()
     a, b = await _started(driver, peer, 1), await _started(driver, peer, 2)
     calls = peer.submit(
-        ecotone.wire.StepMany(
+        ecotone.specs.StepMany(
             id=3,
             steps=[
-                ecotone.wire.StepItem(session=s, action=peer.codec.raw({"delta": 1}))
+                ecotone.specs.StepItem(session=s, action=peer.codec.raw({"delta": 1}))
                 for s in (a, b)
             ],
         )
@@ -156,7 +156,7 @@ def test_a_blocking_inproc_call_interrupted_leaves_the_session_usable(
 ) -> None:
     """Ctrl-C in the caller's thread while it makes an env call (not the env raising: that is
     an env_error): the call is answered as abandoned, and the session goes on."""
-    from ecotone.server.transports.inproc import InprocSyncChannel
+    from ecotone.transports.inproc.client import InprocSyncChannel
 
     class Thready(CounterEnv):
         inline = False
@@ -186,7 +186,7 @@ import atexit, sys
 atexit.register(lambda: print("closed", sys.modules["tests.envs"].AsyncCounterEnv.closes))
 import ecotone
 from ecotone.kernel import Engine, EnvSpec
-from ecotone.server.transports.inproc import InprocSyncChannel
+from ecotone.transports.inproc.client import InprocSyncChannel
 from tests.envs import AsyncCounterEnv
 
 channel = InprocSyncChannel(Engine(EnvSpec.from_class(AsyncCounterEnv, "x")), "json")
@@ -218,7 +218,7 @@ def test_blocking_inproc_channels_closed_or_dropped_leave_nothing_registered_for
     import weakref
 
     from ecotone.kernel.exit import open_count
-    from ecotone.server.transports.inproc import InprocSyncChannel
+    from ecotone.transports.inproc.client import InprocSyncChannel
     from tests.envs import AsyncCounterEnv
 
     spec = EnvSpec.from_class(AsyncCounterEnv, "x")

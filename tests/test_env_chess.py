@@ -14,7 +14,7 @@ import pytest
 import ecotone
 from ecotone.kernel import Engine, EnvSpec
 from ecotone.plugins.chess import ChessAction, ChessEnv, ChessObservation, ChessState
-from ecotone.wire import Error, ObservationFrame, StepManyResult
+from ecotone.specs import Error, ObservationFrame, StepManyResult
 from tests.conftest import run_server
 from tests.engine_driver import Driver
 

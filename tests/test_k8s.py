@@ -20,7 +20,7 @@ import kubernetes_validate
 import pytest
 
 import ecotone
-from ecotone.launcher.k8s import dns_name, manifests, render
+from ecotone.providers.k8s_manifests import dns_name, manifests, render
 from tests.engines import env_image, podman_engine  # noqa: F401 - fixtures
 
 KUBERNETES_VERSIONS = ("1.29.0", "1.31.0", kubernetes_validate.latest_version())

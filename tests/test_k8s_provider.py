@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 
 import ecotone
-from ecotone.launcher.providers.k8s_cluster import OWNER_ANNOTATION, objects
+from ecotone.providers.kubernetes import OWNER_ANNOTATION, objects
 from tests.conftest import run_server
 from tests.k8s_api import FakeApi
 

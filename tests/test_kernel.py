@@ -15,7 +15,7 @@ import pytest
 from ecotone.kernel import Engine, EnvSpec, Limits, Mode
 from ecotone.plugins.counter import CounterEnv
 from ecotone.plugins.echo import EchoEnv
-from ecotone.wire import PROTOCOL_VERSION, codec_for
+from ecotone.specs import PROTOCOL_VERSION, codec_for
 from tests import envs
 from tests.engine_driver import Driver, decoded
 

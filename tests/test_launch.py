@@ -16,7 +16,7 @@ import pytest
 import ecotone
 from ecotone.kernel.config import ConfigError, load
 from ecotone.launcher.config import launch_config
-from ecotone.launcher.providers.process import FOLDER_PREFIX
+from ecotone.providers.process import FOLDER_PREFIX
 from tests.conftest import wait_until
 
 

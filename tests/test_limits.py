@@ -17,7 +17,7 @@ import pytest
 
 import ecotone
 from ecotone.kernel import Limits
-from ecotone.wire import wsframing as wsf
+from ecotone.specs import wsframing as wsf
 from tests import envs
 from tests.conftest import run_server, wait_until
 from tests.wsraw import HandshakeRefused, RawWebSocket

@@ -1,4 +1,4 @@
-"""An env as MCP tools (`ecotone/server/mcp/catalog.py`): one tool per variant of a tagged
+"""An env as MCP tools (`ecotone/transports/mcp/catalog.py`): one tool per variant of a tagged
 union action, `step` for any other; schemas without what the agent never sets or sees."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 
 import ecotone
-from ecotone.server.mcp import catalog
+from ecotone.transports.mcp import catalog
 
 
 class Move(ecotone.Action, tag="move", kw_only=True, forbid_unknown_fields=True):
@@ -60,7 +60,7 @@ def test_an_agent_cannot_set_metadata_nor_another_variants_tag() -> None:
 
 
 def test_a_rubrics_scores_are_hidden_with_the_reward() -> None:
-    from ecotone.server.mcp.catalog import shown
+    from ecotone.transports.mcp.catalog import shown
 
     observation = {
         "count": 3,

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import ecotone
 from ecotone.kernel.config import AuthConfig, MetricsConfig, ServerConfig
-from ecotone.server import BackgroundServer
+from ecotone.serving import BackgroundServer
 from tests.conftest import make_registry, run_server, wait_until
 from tests.httpraw import Http
 

@@ -27,9 +27,9 @@ from ecotone.kernel import (
 )
 from ecotone.plugins.counter import CounterAction, CounterEnv, CounterObservation
 from ecotone.plugins.echo import EchoEnv
-from ecotone.server.transports.inproc import InprocTransport
-from ecotone.server.transports.websocket import WebSocketTransport
-from ecotone.wire import Open, Opened, Reset
+from ecotone.specs import Open, Opened, Reset
+from ecotone.transports.inproc.server import InprocTransport
+from ecotone.transports.websocket.server import WebSocketTransport
 from tests.conftest import SessionRecorder, run_server, wait_until
 from tests.engine_driver import Driver
 from tests.envs import AsyncCounterEnv

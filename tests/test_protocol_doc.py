@@ -1,9 +1,9 @@
-"""docs/protocol.md is generated from ecotone/wire; it must never drift from them."""
+"""docs/protocol.md is generated from ecotone/specs; it must never drift from them."""
 
 from pathlib import Path
 
-from ecotone.wire import ErrorCode, docgen
-from ecotone.wire.frames import REQUEST_OPS
+from ecotone.specs import ErrorCode, docgen
+from ecotone.specs.frames import REQUEST_OPS
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
 

@@ -26,10 +26,10 @@ import pytest
 
 import ecotone
 from ecotone.launcher.compose import astart_server, make_spec, provider_for
-from ecotone.launcher.providers import _container, engines
-from ecotone.launcher.providers._container import check_container_spec, server_command
-from ecotone.launcher.providers._entry import load_secrets
-from ecotone.launcher.providers.owner import (
+from ecotone.providers import _container, engines
+from ecotone.providers._container import check_container_spec, server_command
+from ecotone.providers._entry import load_secrets
+from ecotone.providers.owner import (
     LABEL_OWNER,
     boot_id,
     labels_for,
@@ -103,7 +103,7 @@ def test_server_command_overrides_the_image_and_hides_secrets_behind_the_entry_p
     assert command[:5] == [
         "python3",
         "-m",
-        "ecotone.launcher.providers._entry",
+        "ecotone.providers._entry",
         "/run/secrets",
         "--",
     ]
@@ -712,7 +712,7 @@ def test_a_non_root_launcher_can_use_the_unix_socket_of_its_container(
 
 SERVICE_LAUNCHER = """
 import json, os, signal, sys, time
-from ecotone.launcher.providers import engines
+from ecotone.providers import engines
 
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # a launcher that outlives a Ctrl-C
 # Descriptors held open, as pytest's capture and any real program hold some: the service's

@@ -28,13 +28,13 @@ import pytest
 
 import ecotone
 from ecotone.launcher.compose import make_spec, provider_for
-from ecotone.launcher.contract import (
+from ecotone.providers.contract import (
     EngineUnavailable,
     ReadinessTimeout,
     ServerHandle,
     StartFailed,
 )
-from ecotone.launcher.providers.owner import (
+from ecotone.providers.owner import (
     boot_id,
     machine_id,
     owner_alive,
@@ -42,7 +42,7 @@ from ecotone.launcher.providers.owner import (
     pid_namespace,
     running_here,
 )
-from ecotone.launcher.providers.process import FOLDER_PREFIX, ProcessProvider, ProcessServer
+from ecotone.providers.process import FOLDER_PREFIX, ProcessProvider, ProcessServer
 from tests.conftest import wait_until
 
 TRANSPORTS = ("websocket", "http", "tcp", "unix")

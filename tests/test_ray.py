@@ -24,8 +24,8 @@ import pytest
 
 import ecotone
 from ecotone.launcher.compose import make_spec, provider_for
-from ecotone.launcher.providers import ray_cluster
-from ecotone.launcher.providers.ray_cluster import RayProvider, actor_options
+from ecotone.providers import ray as ray_cluster
+from ecotone.providers.ray import RayProvider, actor_options
 from tests.ray.netns_cluster import NetnsCluster
 
 HERE = Path(__file__).parent

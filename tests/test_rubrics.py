@@ -209,7 +209,7 @@ def test_serve_attaches_a_rubric_from_a_module_in_the_working_directory(tmp_path
 
 def test_an_async_judge_on_a_thread_env_works_in_the_blocking_inproc_channel() -> None:
     from ecotone.kernel import Engine
-    from ecotone.server.transports.inproc import InprocSyncChannel
+    from ecotone.transports.inproc.client import InprocSyncChannel
 
     rubric = WeightedSum({"env": (Reward(), 1.0), "judge": (Fn(judge), 1.0)})
     engine = Engine(EnvSpec.from_class(scored(rubric, ThreadCounter), "scored"))

@@ -250,17 +250,17 @@ def test_the_seccomp_tables_match_this_machines_kernel_headers() -> None:
 def test_auto_fails_closed_without_bubblewrap_on_a_server_reachable_from_elsewhere(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from ecotone.kernel import serving
+    from ecotone.kernel import exposure
     from ecotone.plugins.coding import sandbox as chooser
 
     monkeypatch.setattr(chooser.shutil, "which", lambda name: None)  # no bubblewrap here
     monkeypatch.setattr(chooser, "_chosen", {})
     monkeypatch.delenv("ECOTONE_CODING_SANDBOX", raising=False)
-    serving._reset_for_tests()  # other tests of this process may have served beyond loopback
+    exposure._reset_for_tests()  # other tests of this process may have served beyond loopback
     with ecotone.connect("inproc://coding") as env:  # on loopback: the fallback, said so
         assert env.reset(task="fizzbuzz").observation["sandbox"] == "rlimits-only"
     try:
-        serving.mark_served(True)
+        exposure.mark_served(True)
         assert ecotone.served_beyond_loopback()
         with ecotone.connect("inproc://coding") as env:
             with pytest.raises(ecotone.EnvError, match="refusing to run agent code with rlimits"):
@@ -269,7 +269,7 @@ def test_auto_fails_closed_without_bubblewrap_on_a_server_reachable_from_elsewhe
         with ecotone.connect("inproc://coding") as env:
             assert env.reset(task="fizzbuzz").observation["sandbox"] == "rlimits-only"
     finally:
-        serving._reset_for_tests()
+        exposure._reset_for_tests()
 
 
 def test_ecotone_list_names_the_sandbox_a_mode_gives() -> None:

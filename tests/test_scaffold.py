@@ -82,7 +82,7 @@ def test_the_scaffold_installs_serves_validates_and_passes_its_own_tests(tmp_pat
 
 PLAY = f"""
 import json, ecotone
-from ecotone.server import BackgroundServer
+from ecotone.serving import BackgroundServer
 from ecotone.kernel.config import ServerConfig
 
 with BackgroundServer(ServerConfig(env={NAME!r}, port=0)) as server:
@@ -104,8 +104,8 @@ def test_a_scaffolded_env_builds_into_an_image_and_plays_in_a_container(
     build NAME --engine E`, then `ecotone.launch(NAME, provider=E)`. The image holds the
     plugin's own distribution (repacked from this venv), found by its entry point."""
     import ecotone
-    from ecotone.launcher.contract import default_image
-    from ecotone.launcher.providers.engines import client_for
+    from ecotone.providers.contract import default_image
+    from ecotone.providers.engines import client_for
 
     require_base_image(engine)
     run(sys.executable, "-m", "ecotone", "init", BOXED, "--dir", tmp_path / BOXED, cwd=tmp_path)

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from ecotone.wire import (
+from ecotone.specs import (
     PROTOCOL_VERSION,
     SUBPROTOCOLS,
     CallTool,
@@ -45,7 +45,7 @@ from ecotone.wire import (
     Welcome,
     codec_for,
 )
-from ecotone.wire.frames import REQUEST_OPS
+from ecotone.specs.frames import REQUEST_OPS
 
 CODECS = ["json", "msgpack"]
 
@@ -257,3 +257,16 @@ def test_error_codes_keep_their_wire_values() -> None:
         "forbidden",
         "internal",
     }
+
+
+def test_the_version_is_the_distributions() -> None:
+    import importlib.metadata
+    import tomllib
+    from pathlib import Path
+
+    import ecotone
+    from ecotone.specs.version import VERSION
+
+    project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    assert VERSION == project["project"]["version"] == importlib.metadata.version("ecotone")
+    assert ecotone.__version__ == VERSION

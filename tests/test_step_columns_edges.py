@@ -36,7 +36,7 @@ from ecotone.client.sync import Connection
 from ecotone.kernel import Call, Engine, EnvSpec, Mode, Peer
 from ecotone.plugins.counter import CounterEnv, CounterObservation
 from ecotone.plugins.wordle import WordleEnv
-from ecotone.wire import Error, Hello, StepColumns, Welcome
+from ecotone.specs import Error, Hello, StepColumns, Welcome
 from tests.conftest import ecotone_serving, run_server
 from tests.engine_driver import Driver, decoded
 from tests.envs import AsyncCounterEnv, SlowEnv
@@ -572,7 +572,7 @@ _TRIMMED_SERVER = """
 import sys
 from ecotone import cli
 from ecotone.kernel import answers, engine, operations
-from ecotone.wire import ErrorCode, StepColumns
+from ecotone.specs import ErrorCode, StepColumns
 
 keep = sys.argv[1].split(",")
 operations.FEATURES = tuple(f for f in operations.FEATURES if f in keep)

@@ -27,7 +27,7 @@ from ecotone.client._vector import Call, VectorCore, WireColumns, WireStepMany, 
 from ecotone.kernel import Engine, EnvSpec, Mode, Owner
 from ecotone.kernel.sessions import Phase
 from ecotone.plugins.counter import CounterAction, CounterObservation
-from ecotone.wire import (
+from ecotone.specs import (
     Error,
     Hello,
     Open,
@@ -420,7 +420,7 @@ def test_a_batched_send_of_resets_only_completes_once() -> None:
 async def test_a_guest_may_not_reset_a_shared_session_inside_step_many() -> None:
     engine, owner, ids = await _probe_engine("json")
     host = engine.peer(codec_for("json"), owner, frames=True)
-    assert not host.submit(ecotone.wire.Share(id=1, session=ids["ok"]))
+    assert not host.submit(ecotone.specs.Share(id=1, session=ids["ok"]))
     (shared,) = host.take()
     guest = engine.peer(codec_for("json"), frames=True)
     assert engine.attach(guest.owner, shared.key) == ids["ok"]

@@ -25,8 +25,8 @@ import trio
 
 import ecotone
 from ecotone.kernel import Limits
-from ecotone.server.transports.sockets import SendLock
-from ecotone.wire.framing import FrameDecoder, TooLarge, detect_codec, encode
+from ecotone.server.sockets import SendLock
+from ecotone.specs.framing import FrameDecoder, TooLarge, detect_codec, encode
 from tests.conftest import RunningServer, ecotone_serving, run_server, wait_until
 
 # --- one episode, every transport ------------------------------------------------------------

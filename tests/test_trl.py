@@ -191,7 +191,7 @@ def test_a_parquet_task_file_is_read_through_datasets(trl_python: str, tmp_path:
 
 def test_instances_reconnect_when_the_server_comes_back() -> None:
     from ecotone.kernel.config import ServerConfig
-    from ecotone.server import BackgroundServer
+    from ecotone.serving import BackgroundServer
 
     first = BackgroundServer(ServerConfig(env="counter", port=0)).start()
     port = int(first.url.rsplit(":", 1)[1])
@@ -211,8 +211,8 @@ def test_instances_reconnect_when_the_server_comes_back() -> None:
 
 def test_awkward_names_stay_callable_and_tools_never_clash_with_the_action() -> None:
     from ecotone.client.llm import openai_tools, tool_name
+    from ecotone.specs import EnvInfo, ToolInfo
     from ecotone.trl.signature import make_method
-    from ecotone.wire import EnvInfo, ToolInfo
 
     schema = {
         "properties": {"self": {"type": "string"}, "a-b": {"type": "integer"},

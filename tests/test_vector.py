@@ -733,9 +733,9 @@ def test_stepping_256_sub_envs_sets_off_almost_no_garbage_collection() -> None:
     sub-envs in one process that was 40% of the step's time)."""
     assert not gc.is_tracked(CounterObservation(count=1))
     # each holding a tracked value (a list), which would make a tracked struct tracked
-    assert not gc.is_tracked(ecotone.wire.frames.ResetArgs(options={"a": [1]}))
-    assert not gc.is_tracked(ecotone.wire.frames.StepItem(session="s")) and (
-        ecotone.wire.frames.StepItem.__struct_config__.gc is False
+    assert not gc.is_tracked(ecotone.specs.frames.ResetArgs(options={"a": [1]}))
+    assert not gc.is_tracked(ecotone.specs.frames.StepItem(session="s")) and (
+        ecotone.specs.frames.StepItem.__struct_config__.gc is False
     )
 
     class Cyclic(CounterObservation, gc=True):  # the way out for a type that must be tracked

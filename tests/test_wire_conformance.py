@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ecotone.wire import wsframing as wsf
+from ecotone.specs import wsframing as wsf
 from tests.conftest import RunningServer, run_server
 from tests.httpraw import raw_exchange
 from tests.wsraw import RawWebSocket

@@ -13,7 +13,7 @@ import ssl
 import struct
 import time
 
-from ecotone.wire.polling import BusyPoll, client_budget_us
+from ecotone.kernel.polling import BusyPoll, client_budget_us
 
 _TIMEVAL = struct.Struct("@ll")
 
@@ -22,7 +22,7 @@ class DeadlineReceiver:
     """`recv(deadline)` on a blocking socket: bytes, `b""` at EOF, TimeoutError past it.
 
     On a plain socket a receive first polls without blocking for a while (busy polling,
-    `ecotone.wire.polling`; `$ECOTONE_BUSY_POLL_US`), yielding the CPU between tries."""
+    `ecotone.kernel.polling`; `$ECOTONE_BUSY_POLL_US`), yielding the CPU between tries."""
 
     __slots__ = ("_pending", "_poll", "_set", "sock")
 

@@ -23,7 +23,7 @@ import attrs
 
 from ecotone.client.errors import ServerError
 from ecotone.client.results import StepResult, Task, Tasks
-from ecotone.wire import (
+from ecotone.specs import (
     Codec,
     Error,
     ObservationFrame,

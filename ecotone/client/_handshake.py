@@ -2,7 +2,7 @@
 
 The opening handshake is parsed with h11 (so bytes that follow the 101 response in the same
 read, such as a frame the server sends at once, are kept); frames are read and written with
-`ecotone.wire.wsframing`, which costs far less per message than a general event machine.
+`ecotone.specs.wsframing`, which costs far less per message than a general event machine.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import h11
 
 from ecotone.client.errors import ConnectionLost, EcotoneError, refused
-from ecotone.wire import SUBPROTOCOLS
-from ecotone.wire import wsframing as wsf
+from ecotone.specs import SUBPROTOCOLS
+from ecotone.specs import wsframing as wsf
 
 MAX_MESSAGE = 1 << 31  # the client trusts its server; the server enforces its own limit
 

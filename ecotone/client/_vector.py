@@ -32,7 +32,7 @@ from ecotone.client._core import EnvTypes
 from ecotone.client.errors import ConnectionLost, EcotoneError, ServerError
 from ecotone.client.results import StepResult
 from ecotone.recording import ClientRecorder
-from ecotone.wire import (
+from ecotone.specs import (
     Close,
     Closed,
     Described,
@@ -54,7 +54,7 @@ from ecotone.wire import (
     Tools,
     Welcome,
 )
-from ecotone.wire.frames import Frame, ObservationFrame
+from ecotone.specs.frames import Frame, ObservationFrame
 
 AutoresetMode = Literal["next_step", "same_step", "disabled"]
 ErrorPolicy = Literal["raise", "info"]

@@ -1,30 +1,17 @@
 """Channels: how a client moves frame bytes to a server and back.
 
 A channel knows nothing of frames: it sends one message and returns the messages that have
-arrived. The WebSocket channels live here; other transports contribute channels for their URL
-schemes through the plugin registry (a transport object with `schemes` and `open_channel` /
-`open_async_channel`), which is how `inproc://` reaches an embedded kernel.
+arrived. Each transport's client end contributes a `ChannelFactory` for its URL schemes
+through the `ecotone_channels` hook (`ecotone/transports/*/client.py` for the bundled ones),
+and `open_sync_channel` / `open_async_channel` pick one by the URL's scheme. The table is
+read from the plugins once per process (and again for a scheme it does not know, so a
+transport installed meanwhile is found).
 """
 
 from __future__ import annotations
 
-import socket
-import time
+import threading
 from typing import Any, Protocol
-
-import anyio
-import anyio.abc
-import anyio.lowlevel
-
-from ecotone.client._blocking import DeadlineReceiver
-from ecotone.client._handshake import WsClientProtocol
-from ecotone.client.errors import ConnectionLost, EcotoneError
-from ecotone.client.framed import FramedAsyncChannel, FramedSyncChannel
-from ecotone.client.tls import client_context, connect_tcp
-
-RECEIVE_SIZE = 65536
-FRAMED_SCHEMES = ("tcp", "tcp+tls", "unix", "stdio")
-SEND_TIMEOUT = 30.0
 
 
 class SyncChannel(Protocol):
@@ -43,257 +30,55 @@ class AsyncChannel(Protocol):
     async def aclose(self) -> None: ...
 
 
-class WsSyncChannel:
-    """A WebSocket over a plain blocking socket: no event loop, no background thread."""
+class ChannelFactory(Protocol):
+    """What a transport's client end registers for its URL schemes (`ecotone_channels`).
 
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        path: str,
-        codec: str,
-        connect_timeout: float,
-        *,
-        negotiate: bool = True,
-        token: str | None = None,
-        tls: bool = False,
-    ) -> None:
-        self.proto = WsClientProtocol(host, port, path, codec, negotiate=negotiate, token=token)
-        where = f"{'wss' if tls else 'ws'}://{host}:{port}{path}"
-        try:
-            self.sock = socket.create_connection((host, port), timeout=connect_timeout)
-            if tls:  # the handshake, within the connect timeout still set on the socket
-                self.sock = client_context().wrap_socket(self.sock, server_hostname=host)
-        except OSError as exc:
-            raise ConnectionLost(f"cannot connect to {where}: {exc}") from exc
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._receiver = DeadlineReceiver(self.sock)
-        self._early: list[bytes | str] = []
-        deadline = time.monotonic() + connect_timeout
-        pending: list[bytes | str] = []
-        try:
-            self.sock.sendall(self.proto.opening())
-            while not self.proto.accepted:
-                pending += self.receive(deadline)
-        except TimeoutError:
-            self.sock.close()
-            raise EcotoneError(
-                f"{where} did not complete the WebSocket handshake within {connect_timeout}s"
-            ) from None
-        except OSError as exc:  # reset or closed while shaking hands (a server going away)
-            self.sock.close()
-            raise ConnectionLost(f"{where} dropped the handshake: {exc}") from exc
-        except BaseException:
-            self.sock.close()
-            raise
-        self._early = pending
+    Both methods connect to `url` and return a channel, or raise `ConnectionLost` (nothing
+    answers), `EcotoneError` (something answered that is not this transport's server) or
+    `ValueError` (the URL is malformed). `token`: shown where the transport has headers; a
+    channel without them sets `needs_hello = True` and the connection sends it in `hello`."""
 
-    def send(self, data: bytes) -> None:
-        try:
-            self.sock.sendall(self.proto.message(data))
-        except OSError as exc:
-            raise ConnectionLost(f"connection lost while sending: {exc}") from exc
+    def open(
+        self, url: str, codec: str, connect_timeout: float, token: str | None
+    ) -> SyncChannel: ...
 
-    def receive(self, deadline: float | None) -> list[bytes | str]:
-        if self._early:
-            early, self._early = self._early, []
-            return early
-        try:
-            data = self._receiver.recv(RECEIVE_SIZE, deadline)
-        except TimeoutError:
-            raise
-        except OSError as exc:
-            raise ConnectionLost(f"connection lost: {exc}") from exc
-        messages = self.proto.feed(data)
-        out = self.proto.take_outgoing()
-        if out:
-            try:
-                self.sock.sendall(out)
-            except OSError:
-                pass
-        return messages
-
-    def close(self) -> None:
-        try:
-            data = self.proto.close()
-            if data:
-                self.sock.settimeout(1.0)
-                self.sock.sendall(data)
-        except OSError:
-            pass
-        finally:
-            self.sock.close()
+    async def aopen(
+        self, url: str, codec: str, connect_timeout: float, token: str | None
+    ) -> AsyncChannel: ...
 
 
-class WsAsyncChannel:
-    """A WebSocket over an anyio stream: runs under trio and asyncio alike."""
-
-    def __init__(self, stream: anyio.abc.ByteStream, proto: WsClientProtocol) -> None:
-        self.stream = stream
-        self.proto = proto
-        self._send_lock = anyio.Lock()
-        self._early: list[bytes | str] = []
-        self._out: list[bytes] = []
-        self._flushing = False
-        self._broken: ConnectionLost | None = None
-
-    @classmethod
-    async def open(
-        cls,
-        host: str,
-        port: int,
-        path: str,
-        codec: str,
-        connect_timeout: float,
-        *,
-        negotiate: bool = True,
-        token: str | None = None,
-        tls: bool = False,
-    ) -> WsAsyncChannel:
-        proto = WsClientProtocol(host, port, path, codec, negotiate=negotiate, token=token)
-        try:
-            with anyio.fail_after(connect_timeout):
-                stream = await connect_tcp(host, port, tls)
-        except (OSError, TimeoutError) as exc:
-            raise ConnectionLost(f"cannot connect to ws://{host}:{port}{path}: {exc}") from exc
-        channel = cls(stream, proto)
-        await stream.send(proto.opening())
-        try:
-            with anyio.fail_after(connect_timeout):
-                while not proto.accepted:
-                    channel._early += await channel._receive_raw()
-        except TimeoutError:
-            await stream.aclose()
-            raise EcotoneError(
-                f"ws://{host}:{port}{path} did not complete the WebSocket handshake "
-                f"within {connect_timeout}s"
-            ) from None
-        return channel
-
-    async def send(self, data: bytes) -> None:
-        """Queue one message and make sure it is written.
-
-        Frames queued by tasks that become ready together go out in one write (the first of
-        them flushes after one scheduling pass), which is what lets many sessions multiplexed
-        on one connection cost one syscall instead of one each. Writes are shielded from
-        cancellation: a frame cut in half would corrupt the stream for every other task.
-        """
-        if self._broken is not None:
-            raise self._broken
-        self._out.append(self.proto.message(data))
-        if self._flushing:
-            return
-        self._flushing = True
-        try:
-            await anyio.lowlevel.checkpoint()
-            with anyio.CancelScope(shield=True):
-                with anyio.move_on_after(SEND_TIMEOUT) as scope:
-                    while self._out:
-                        chunk = b"".join(self._out)
-                        self._out.clear()
-                        async with self._send_lock:
-                            await self.stream.send(chunk)
-                if scope.cancelled_caught:
-                    self._broken = ConnectionLost(
-                        f"the server accepted no data for {SEND_TIMEOUT}s: connection dropped"
-                    )
-                    await self.stream.aclose()
-                    raise self._broken
-        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-            self._broken = ConnectionLost(f"connection lost while sending: {exc}")
-            raise self._broken from exc
-        finally:
-            self._flushing = False
-
-    async def _receive_raw(self) -> list[bytes | str]:
-        try:
-            data = await self.stream.receive(RECEIVE_SIZE)
-        except anyio.EndOfStream:
-            data = b""
-        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-            raise ConnectionLost(f"connection lost: {exc}") from exc
-        messages = self.proto.feed(data)
-        out = self.proto.take_outgoing()
-        if out:
-            async with self._send_lock:
-                try:
-                    await self.stream.send(out)
-                except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    pass
-        return messages
-
-    async def receive(self, deadline: float | None = None) -> list[bytes | str]:
-        if self._early:
-            early, self._early = self._early, []
-            return early
-        return await self._receive_raw()
-
-    async def aclose(self) -> None:
-        try:
-            data = self.proto.close()
-            if data:
-                with anyio.move_on_after(1.0, shield=True):
-                    await self.stream.send(data)
-        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self.stream.aclose()
+_lock = threading.Lock()
+_factories: dict[str, Any] | None = None
 
 
-def _channel_transport(scheme: str) -> Any:
-    from ecotone.kernel import Registry
+def channel_factory(url: str) -> ChannelFactory:
+    """The factory registered for `url`'s scheme. ValueError names the schemes installed."""
+    global _factories
+    scheme = url.split(":", 1)[0]
+    factories = _factories
+    if factories is None or scheme not in factories:
+        from ecotone.kernel.registry import Registry
 
-    for entry in Registry.discover().transports().values():
-        if scheme in getattr(entry.value, "schemes", ()):
-            return entry.value
-    raise ValueError(f"no installed transport handles {scheme}:// URLs")
+        with _lock:
+            factories = _factories = {
+                name: entry.value for name, entry in Registry.discover().channels().items()
+            }
+    factory = factories.get(scheme)
+    if factory is None:
+        known = ", ".join(f"{name}://" for name in sorted(factories)) or "none"
+        raise ValueError(f"no installed transport handles {scheme}:// URLs (installed: {known})")
+    return factory
 
 
 def open_sync_channel(
     url: str, codec: str, connect_timeout: float, token: str | None = None
 ) -> SyncChannel:
-    """A channel for `url`: ws://, wss://, http://, https://, tcp://, tcp+tls://, unix://,
-    stdio:, openenv+ws://, openenv+http:// (and their TLS forms) here; other schemes from
-    transports that declare them (inproc://).
-    `token`: shown in a header where there are headers (framed channels have none: the
-    connection sends it in `hello`, see `needs_hello`)."""
-    from ecotone.client._core import parse_url
-    from ecotone.client.http import HttpSyncChannel
-    from ecotone.client.openenv import OpenEnvSyncChannel
-
-    scheme = url.split(":", 1)[0]
-    if scheme in ("ws", "wss"):
-        ep = parse_url(url)
-        return WsSyncChannel(
-            ep.host, ep.port, ep.path, codec, connect_timeout, token=token, tls=scheme == "wss"
-        )
-    if scheme in ("http", "https"):
-        return HttpSyncChannel(url, codec, connect_timeout, token)
-    if scheme.startswith("openenv+"):
-        return OpenEnvSyncChannel(url, codec, connect_timeout, token)
-    if scheme in FRAMED_SCHEMES:
-        return FramedSyncChannel(url, connect_timeout)
-    return _channel_transport(scheme).open_channel(url, codec)
+    """A blocking channel for `url`, from the transport that registered its scheme."""
+    return channel_factory(url).open(url, codec, connect_timeout, token)
 
 
 async def open_async_channel(
     url: str, codec: str, connect_timeout: float, token: str | None = None
 ) -> AsyncChannel:
-    from ecotone.client._core import parse_url
-    from ecotone.client.http import HttpAsyncChannel
-    from ecotone.client.openenv import OpenEnvAsyncChannel
-
-    scheme = url.split(":", 1)[0]
-    if scheme in ("ws", "wss"):
-        ep = parse_url(url)
-        return await WsAsyncChannel.open(
-            ep.host, ep.port, ep.path, codec, connect_timeout, token=token, tls=scheme == "wss"
-        )
-    if scheme in ("http", "https"):
-        return await HttpAsyncChannel.open(url, codec, connect_timeout, token)
-    if scheme.startswith("openenv+"):
-        return await OpenEnvAsyncChannel.open(url, codec, connect_timeout, token)
-    if scheme in FRAMED_SCHEMES:
-        return await FramedAsyncChannel.open(url, connect_timeout)
-    return await _channel_transport(scheme).open_async_channel(url, codec)
+    """An async channel for `url`, from the transport that registered its scheme."""
+    return await channel_factory(url).aopen(url, codec, connect_timeout, token)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ecotone.wire import Error, ErrorCode
+from ecotone.specs import Error, ErrorCode
 
 
 class EcotoneError(Exception):

@@ -23,7 +23,7 @@ import anyio.lowlevel
 from ecotone.client._blocking import DeadlineReceiver
 from ecotone.client.errors import ConnectionLost
 from ecotone.client.tls import client_context, connect_tcp
-from ecotone.wire.framing import FrameDecoder, TooLarge, encode
+from ecotone.specs.framing import FrameDecoder, TooLarge, encode
 
 RECEIVE_SIZE = 65536
 MAX_INCOMING = 1 << 31  # the server enforces its own limit; the client trusts its server

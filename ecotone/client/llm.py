@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ecotone.wire import EnvInfo, ToolInfo
+from ecotone.specs import EnvInfo, ToolInfo
 
 BASE_FIELDS = frozenset({"reward", "done", "truncated", "metadata"})
 """Observation fields every env has, left out of its text."""

@@ -6,7 +6,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from ecotone.wire import TaskRef
+from ecotone.specs import TaskRef
 
 ObsT = TypeVar("ObsT")
 

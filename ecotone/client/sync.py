@@ -20,7 +20,7 @@ from ecotone.client._sync.connection import (
     open_session,
 )
 from ecotone.client.errors import ConnectionLost
-from ecotone.wire import Response
+from ecotone.specs import Response
 
 
 def connect(

@@ -24,8 +24,8 @@ from ecotone.client.llm import (
     observation_text,
     openai_tools,
 )
-from ecotone.kernel.registry import load_named
-from ecotone.wire import EnvInfo, TaskRef, ToolInfo
+from ecotone.kernel.loading import load_named
+from ecotone.specs import EnvInfo, TaskRef, ToolInfo
 
 
 class ToolCaller(Protocol):

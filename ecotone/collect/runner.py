@@ -31,7 +31,7 @@ from ecotone.client.aio import AsyncConnection, AsyncEnvClient
 from ecotone.client.errors import InvalidActionError, ServerError
 from ecotone.collect.policies import ChatPolicy, Policy, PolicyError
 from ecotone.recording.recorder import EpisodeWriter
-from ecotone.wire import EnvInfo, TaskRef
+from ecotone.specs import EnvInfo, TaskRef
 
 
 def _safe(name: str) -> str:

@@ -26,7 +26,7 @@ from ecotone.client.sync import EnvClient
 from ecotone.conformance.generate import generate, invalid_action, object_schema
 from ecotone.conformance.schema import SchemaDefinitionError, refs, resolve, validate
 from ecotone.conformance.target import Target
-from ecotone.wire import (
+from ecotone.specs import (
     Close,
     Error,
     ErrorCode,

@@ -29,10 +29,10 @@ import attrs
 import msgspec
 
 import ecotone
-from ecotone.client.channels import WsSyncChannel
 from ecotone.client.errors import ConnectionLost
 from ecotone.client.framed import FramedSyncChannel
-from ecotone.client.http import HttpSyncChannel
+from ecotone.client.websocket import WsSyncChannel
+from ecotone.transports.http.client import HttpSyncChannel
 
 VALID: list[dict[str, Any]] = [
     {"op": "hello", "id": 1, "version": 1},

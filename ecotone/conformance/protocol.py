@@ -34,7 +34,7 @@ from ecotone.conformance.checks import (
 )
 from ecotone.conformance.generate import generate
 from ecotone.conformance.schema import SchemaDefinitionError
-from ecotone.wire import (
+from ecotone.specs import (
     Close,
     Closed,
     Error,
@@ -72,7 +72,7 @@ async def _connection(r: Runner) -> AsyncIterator[AsyncConnection]:
     target = r.target
     timeout = r.settings.timeout
     if target.engine is not None:
-        from ecotone.server.transports.inproc import InprocAsyncChannel
+        from ecotone.transports.inproc.client import InprocAsyncChannel
 
         channel = InprocAsyncChannel(target.engine, "json")
         conn = AsyncConnection(target.connection.url, timeout=timeout, channel=channel)

@@ -18,8 +18,8 @@ import anyio
 from ecotone.client.errors import EcotoneError
 from ecotone.client.sync import Connection, EnvClient
 from ecotone.kernel import Engine, EnvDefinitionError, EnvSpec, Registry, RegistryError
-from ecotone.server.transports.inproc import InprocSyncChannel
-from ecotone.wire import EnvInfo
+from ecotone.specs import EnvInfo
+from ecotone.transports.inproc.client import InprocSyncChannel
 
 OPENENV_PREFIX = "openenv+"
 

@@ -58,7 +58,7 @@ from ecotone.client.vector import (
     seeds_for,
 )
 from ecotone.gym.spaces import space_from_description
-from ecotone.wire import EnvInfo, Error, Step
+from ecotone.specs import EnvInfo, Error, Step
 
 GYM_VECTOR_KEY = "x-gym-vector"  # ecotone.plugins.gymnasium_vector's (no numpy import here)
 

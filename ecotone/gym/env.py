@@ -31,7 +31,7 @@ from gymnasium.envs.registration import EnvSpec as GymEnvSpec
 from ecotone.client.errors import InvalidActionError
 from ecotone.client.sync import EnvClient, connect
 from ecotone.gym.spaces import RESERVED_RESET_OPTIONS, _nodes
-from ecotone.wire import EnvInfo
+from ecotone.specs import EnvInfo
 
 # --- the gymnasium.Env -------------------------------------------------------------------------
 

@@ -50,7 +50,7 @@ import string
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from ecotone.wire import EnvInfo
+from ecotone.specs import EnvInfo
 
 try:
     import numpy as np

@@ -22,7 +22,7 @@ from ecotone.client.vector import VectorEnv
 from ecotone.gym import batch
 from ecotone.gym.batched import BatchedRemoteVectorEnv, probe, vector_form
 from ecotone.gym.spaces import _nodes
-from ecotone.wire import EnvInfo
+from ecotone.specs import EnvInfo
 
 
 class RemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):

@@ -1,6 +1,6 @@
 """The kernel: the environment contract, sessions, the protocol engine, plugins and config.
 
-Imports only `ecotone.wire`. No sockets, no event loop of its own: the engine is sans-IO and
+Imports only `ecotone.specs`. No sockets, no event loop of its own: the engine is sans-IO and
 a driver (the server's runner, the inproc channels) runs the env calls it hands out.
 """
 
@@ -15,9 +15,9 @@ from ecotone.kernel.contract import (
 )
 from ecotone.kernel.engine import Engine, Owner, Peer
 from ecotone.kernel.envspec import EnvDefinitionError, EnvSpec
-from ecotone.kernel.hookspecs import hookimpl
 from ecotone.kernel.limits import Limits
 from ecotone.kernel.registry import Registry, RegistryError
+from ecotone.specs.hookspecs import hookimpl
 
 __all__ = [
     "Action",

@@ -9,9 +9,9 @@ import msgspec
 
 from ecotone.kernel.contract import InvalidAction
 from ecotone.kernel.validation import describe_validation_error
-from ecotone.wire import Error, ErrorCode
-from ecotone.wire.codec import TOO_DEEP
-from ecotone.wire.frames import RequestId
+from ecotone.specs import Error, ErrorCode
+from ecotone.specs.codec import TOO_DEEP
+from ecotone.specs.frames import RequestId
 
 
 def error(

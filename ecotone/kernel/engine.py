@@ -70,7 +70,7 @@ from ecotone.kernel.incoming import decode_request, too_large
 from ecotone.kernel.limits import Limits
 from ecotone.kernel.operations import Operations, columns_answer
 from ecotone.kernel.sessions import CapacityError, Phase, Session, SessionTable
-from ecotone.wire import (
+from ecotone.specs import (
     CallTool,
     Close,
     Closed,
@@ -102,7 +102,7 @@ from ecotone.wire import (
     StepMany,
     StepManyResult,
 )
-from ecotone.wire.frames import RequestId
+from ecotone.specs.frames import RequestId
 
 log = logging.getLogger("ecotone.engine")
 

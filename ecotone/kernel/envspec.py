@@ -23,7 +23,7 @@ from ecotone.kernel.calls import Mode, mode_of
 from ecotone.kernel.contract import AsyncEnvironment, Environment
 from ecotone.kernel.rubrics import Rubric, check_rubric, scored_factory, scored_mode
 from ecotone.kernel.tasks import TaskError, TaskSet, task_set_of
-from ecotone.wire import EnvInfo
+from ecotone.specs import EnvInfo
 
 
 class EnvDefinitionError(TypeError):

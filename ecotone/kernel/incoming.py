@@ -16,9 +16,9 @@ import msgspec
 
 from ecotone.kernel.answers import error
 from ecotone.kernel.validation import describe_validation_error
-from ecotone.wire import Codec, Error, ErrorCode, Request
-from ecotone.wire.codec import TOO_DEEP
-from ecotone.wire.frames import REQUEST_OPS
+from ecotone.specs import Codec, Error, ErrorCode, Request
+from ecotone.specs.codec import TOO_DEEP
+from ecotone.specs.frames import REQUEST_OPS
 
 
 def too_large(size: int, limit: int) -> Error:

@@ -6,7 +6,7 @@ from typing import Any
 
 import attrs
 
-from ecotone.wire.polling import DEFAULT_US, check_budget
+from ecotone.kernel.polling import DEFAULT_US, check_budget
 
 
 def _positive(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -79,4 +79,4 @@ class Limits:
     busy_poll_us: float = attrs.field(default=DEFAULT_US, validator=_budget)
     """Microseconds a connection's reader polls for the next request without blocking
     before it sleeps (0: never; at most 1 s). Adaptive: a poll that runs out stops it for a
-    while, so an idle or slow peer costs next to nothing (`ecotone.wire.polling`)."""
+    while, so an idle or slow peer costs next to nothing (`ecotone.kernel.polling`)."""

@@ -28,7 +28,7 @@ from ecotone.kernel.limits import Limits
 from ecotone.kernel.rubrics import RubricError
 from ecotone.kernel.sessions import Phase, Session
 from ecotone.kernel.tasks import TASK_OPTIONS, TaskError
-from ecotone.wire import (
+from ecotone.specs import (
     FEATURES,
     PROTOCOL_VERSION,
     CallTool,
@@ -54,7 +54,7 @@ from ecotone.wire import (
     Tools,
     Welcome,
 )
-from ecotone.wire.frames import Frame, RequestId
+from ecotone.specs.frames import Frame, RequestId
 
 if TYPE_CHECKING:
     from ecotone.kernel.engine import Peer

@@ -12,8 +12,8 @@ from typing import Any, Final, final
 import attrs
 import pluggy
 
-from ecotone.kernel import hookspecs
 from ecotone.kernel.envspec import EnvSpec
+from ecotone.specs import hookspecs
 
 ENTRY_POINT_GROUP: Final = "ecotone"
 
@@ -100,6 +100,10 @@ class Registry:
     def transports(self) -> dict[str, Entry]:
         return self._collect("transports")
 
+    def channels(self) -> dict[str, Entry]:
+        """Client channel factories, by URL scheme."""
+        return self._collect("channels")
+
     def providers(self) -> dict[str, Entry]:
         return self._collect("providers")
 
@@ -124,29 +128,3 @@ class Registry:
             known = ", ".join(sorted(transports)) or "none"
             raise RegistryError(f"no transport named {name!r} (installed: {known})")
         return transports[name].value
-
-
-def load_named(spec: str, what: str) -> Any:
-    """The object `MODULE:NAME` names (`NAME` may be dotted), for a user's rubric, policy...
-    `what` says which in errors. MODULE is imported from the installed packages or the
-    working directory. ValueError says what is wrong."""
-    import importlib
-    import os
-    import sys
-
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"a {what} is named MODULE:NAME, not {spec!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"{what} {spec!r}: cannot import {module_name!r}: {exc}") from None
-    value: Any = module
-    for part in attr.split("."):
-        try:
-            value = getattr(value, part)
-        except AttributeError:
-            raise ValueError(f"{what} {spec!r}: {module_name!r} has no {attr!r}") from None
-    return value

@@ -46,6 +46,8 @@ import anyio
 import attrs
 import msgspec
 
+from ecotone.kernel.loading import load_named
+
 
 class RubricError(RuntimeError):
     """A rubric raised, or returned something other than a finite number. `observation` is
@@ -513,8 +515,6 @@ def scored_factory(factory: Callable[[], Any], rubric: Rubric, mode: str) -> Cal
 def load_rubric(spec: str) -> Rubric:
     """The rubric `MODULE:NAME` names (a Rubric, or a function of no arguments making one);
     MODULE is imported from the installed packages or the working directory."""
-    from ecotone.kernel.registry import load_named
-
     value = load_named(spec, "rubric")
     if not isinstance(value, Rubric) and callable(value):
         value = value()

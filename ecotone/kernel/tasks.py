@@ -29,7 +29,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from ecotone.wire import TaskRef
+from ecotone.specs import TaskRef
 
 T = TypeVar("T")
 

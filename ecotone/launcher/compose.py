@@ -11,7 +11,7 @@
 the `with` block. `start_server` / `astart_server` give the server itself (its URL, logs,
 stop) for callers that connect on their own, such as a vector env over several servers.
 
-Composition only, like `ecotone.server`: the provider contract is `ecotone.launcher.contract`.
+Composition only, like `ecotone.server`: the provider contract is `ecotone.providers.contract`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from ecotone.client.aio import AsyncEnvClient, aconnect
 from ecotone.client.sync import EnvClient, connect
 from ecotone.kernel.exit import close_at_exit, forget_at_exit
 from ecotone.kernel.registry import Registry
-from ecotone.launcher.contract import LaunchSpec, Provider, Resources, ServerHandle
+from ecotone.providers.contract import LaunchSpec, Provider, Resources, ServerHandle
 
 T = TypeVar("T")
 

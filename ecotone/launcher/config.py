@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from ecotone.kernel.config import structure_as
-from ecotone.launcher.contract import Resources, server_transport
+from ecotone.providers.contract import Resources, server_transport
 
 
 @attrs.frozen(slots=True, kw_only=True)

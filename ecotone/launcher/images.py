@@ -64,19 +64,19 @@ import attrs
 
 import ecotone
 from ecotone.kernel.registry import Registry
-from ecotone.launcher.contract import (
+from ecotone.providers.contract import (
+    SERVE_PORT,
     EngineUnavailable,
     ImageNotFound,
     ProviderError,
     default_image,
 )
-from ecotone.launcher.providers.engines import check_engine, client_for, find_image, is_unreachable
-from ecotone.launcher.providers.owner import LABEL_ENV, LABEL_MANAGED
+from ecotone.providers.engines import check_engine, client_for, find_image, is_unreachable
+from ecotone.providers.owner import LABEL_ENV, LABEL_MANAGED
 
 DEFAULT_BASE: Final = "localhost/ecotone-base:bookworm"
 """What `make base-image` makes: Debian bookworm (minbase) with its python3, from nothing."""
 DEFAULT_PYTHON: Final = "3.11"
-SERVE_PORT: Final = 8000
 SITE: Final = "/opt/ecotone/site"
 USER: Final = "65534:65534"
 MIN_GLIBC: Final = (2, 17)

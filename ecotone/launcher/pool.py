@@ -45,7 +45,7 @@ from ecotone.client.sync import EnvClient, connect
 from ecotone.kernel.exit import close_at_exit, forget_at_exit
 from ecotone.kernel.registry import Registry
 from ecotone.launcher.compose import make_spec, provider_for
-from ecotone.launcher.contract import LaunchSpec, Provider, ServerHandle
+from ecotone.providers.contract import LaunchSpec, Provider, ServerHandle
 
 log = logging.getLogger("ecotone.launcher")
 

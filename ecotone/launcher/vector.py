@@ -25,7 +25,7 @@ import anyio
 from ecotone.client.vector import AsyncVectorEnv, VectorEnv
 from ecotone.kernel.registry import Registry
 from ecotone.launcher.compose import LaunchedServer, astart_server, start_server
-from ecotone.launcher.contract import LaunchSpec, Provider, ServerHandle
+from ecotone.providers.contract import LaunchSpec, Provider, ServerHandle
 
 
 def start_servers(

@@ -379,8 +379,6 @@ def ecotone_environment_patterns() -> dict[str, str]:
     return {
         f"{PREFIX}ID[?kw=...]": "any registered Gymnasium env, e.g. gymnasium:CartPole-v1 "
         "(needs gymnasium)",
-        "gymnasium-vector:ID[?kw=...]": "the same as batches, one Gymnasium SyncVectorEnv per "
-        "session: what ecotone.gym.make_vec steps fastest (needs gymnasium)",
     }
 
 
@@ -388,10 +386,6 @@ def ecotone_environment_patterns() -> dict[str, str]:
 def ecotone_resolve_environment(name: str) -> type | None:
     if name.startswith(PREFIX):
         return env_class(name)
-    if name.startswith("gymnasium-vector:"):
-        from ecotone.plugins.gymnasium_vector import vector_env_class
-
-        return vector_env_class(name)
     return None
 
 

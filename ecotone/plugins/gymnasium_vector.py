@@ -251,4 +251,17 @@ def vector_env_class(name: str) -> type[GymnasiumVectorEnv]:
     return build_vector_env_class(name)
 
 
+@ecotone.hookimpl
+def ecotone_environment_patterns() -> dict[str, str]:
+    return {
+        f"{PREFIX}ID[?kw=...]": "a Gymnasium env as batches, one SyncVectorEnv per session: "
+        "what ecotone.gym.make_vec steps fastest (needs gymnasium)",
+    }
+
+
+@ecotone.hookimpl
+def ecotone_resolve_environment(name: str) -> type | None:
+    return vector_env_class(name) if name.startswith(PREFIX) else None
+
+
 __all__ = ["GYM_VECTOR_KEY", "PREFIX", "GymnasiumVectorEnv", "build_vector_env_class"]

@@ -14,7 +14,7 @@ from typing import IO, Any, Literal, TypeVar
 
 import msgspec
 
-from ecotone.kernel.hookspecs import hookimpl
+from ecotone.specs.hookspecs import hookimpl
 
 log = logging.getLogger("ecotone.recording")
 

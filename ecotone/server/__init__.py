@@ -1,12 +1,10 @@
-"""The server: registry + protocol engine + runner + a transport, from a ServerConfig.
+"""The server's core: what drives the protocol engine under trio, and what every transport's
+server end shares.
 
-`runner.py` drives the engine under trio (env calls in its own nursery, answers written
-through each peer's sink); `transports/` holds the transports (they move bytes between peers
-and the engine, nothing else); `web/` the web UI's static files. `compose.py` has `serve` and
-`BackgroundServer`.
+`runner.py` drives the engine (env calls in its own nursery, answers written through each
+peer's sink); `admission.py` decides who may connect; `metrics.py` and `logs.py` observe the
+engine; `transport.py` is the contract a transport's server end keeps; `sockets.py`,
+`wsloop.py`, `framed.py` and `asgi.py` are the socket, WebSocket, length-prefixed and ASGI
+machinery the transports (`ecotone/transports/`) are built from. Nothing here imports a
+transport or the client: composing a server from a config is `ecotone/serving/`.
 """
-
-from ecotone.server.compose import BackgroundServer, build_engine, serve, transport_for, web_url
-from ecotone.server.runner import Runner
-
-__all__ = ["BackgroundServer", "Runner", "build_engine", "serve", "transport_for", "web_url"]

@@ -22,9 +22,8 @@ import attrs
 from ecotone.kernel import Limits
 from ecotone.kernel.config import ConfigError
 from ecotone.kernel.engine import token_number
-from ecotone.server.mcp import speaks_streamable_http
-from ecotone.wire import ErrorCode
-from ecotone.wire.http import cookie
+from ecotone.specs import ErrorCode
+from ecotone.specs.http import cookie, speaks_streamable_http
 
 
 class ConnectionGate:

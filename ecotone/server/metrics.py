@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import bisect
 import collections
-import importlib.metadata
 from collections.abc import Iterator
 from typing import Any, Final
 
 from ecotone.kernel import hookimpl
+from ecotone.specs.version import VERSION
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -125,12 +125,8 @@ class _Collector:
         runner = self.metrics.runner
         engine = runner.engine
         sessions = list(engine.sessions)
-        try:
-            version = importlib.metadata.version("ecotone")
-        except importlib.metadata.PackageNotFoundError:
-            version = ""
         yield InfoMetricFamily(
-            "ecotone", "The server.", value={"env": engine.default_env, "version": version}
+            "ecotone", "The server.", value={"env": engine.default_env, "version": VERSION}
         )
         yield GaugeMetricFamily("ecotone_sessions_open", "Sessions open.", value=len(sessions))
         yield GaugeMetricFamily(

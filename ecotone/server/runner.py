@@ -37,7 +37,7 @@ import trio
 from ecotone.kernel import Call, Engine, Mode, Owner, Peer
 from ecotone.kernel.config import McpConfig, OpenEnvConfig
 from ecotone.server.admission import Admission, ConnectionGate
-from ecotone.wire import Codec, Request, Response
+from ecotone.specs import Codec, Request, Response
 
 log = logging.getLogger("ecotone.runner")
 
@@ -57,7 +57,7 @@ def _count_thread_calls(change: int) -> None:
 
 
 def may_busy_poll() -> bool:
-    """Whether a reader of this process may spin waiting for bytes (`ecotone.wire.polling`):
+    """Whether a reader of this process may spin waiting for bytes (`ecotone.kernel.polling`):
     the server runs in the main thread (not a test's or an app's background thread), and no
     env call runs in a worker thread (a spinner would keep the GIL from it). Threads of
     others (an env's own, a plugin's) are not seen: set `limits.busy_poll_us = 0` for such a

@@ -51,8 +51,8 @@ from ecotone.client.llm import (
     tool_name,
 )
 from ecotone.client.sync import Connection, EnvClient
+from ecotone.specs import EnvInfo, ToolInfo
 from ecotone.trl.signature import make_method
-from ecotone.wire import EnvInfo, ToolInfo
 
 RESET_KEYS = frozenset({"seed", "task", "split", "index", "episode_id"})
 """The dataset columns `reset(**row)` hands to the env's reset by default."""

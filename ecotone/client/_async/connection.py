@@ -25,7 +25,7 @@ from ecotone.client._async import io
 from ecotone.client._core import ClientCore, EnvTypes, Matcher, Slot, credentials
 from ecotone.client.errors import ConnectionLost, ServerError
 from ecotone.client.results import StepResult, Task, Tasks
-from ecotone.wire import (
+from ecotone.specs import (
     CallTool,
     Close,
     Describe,

@@ -26,7 +26,7 @@ from ecotone.client._core import ClientCore, EnvTypes, Matcher, Slot, credential
 from ecotone.client._sync import io
 from ecotone.client.errors import ConnectionLost, ServerError
 from ecotone.client.results import StepResult, Task, Tasks
-from ecotone.wire import (
+from ecotone.specs import (
     CallTool,
     Close,
     Describe,

@@ -17,7 +17,7 @@ from typing import Any
 
 from ecotone.client.channels import SyncChannel, open_sync_channel
 from ecotone.client.errors import ConnectionLost
-from ecotone.wire.polling import BusyPoll, client_budget_us
+from ecotone.kernel.polling import BusyPoll, client_budget_us
 
 Channel = SyncChannel
 """The channel type of this face."""
@@ -121,7 +121,7 @@ def _cores() -> int:
 
 
 _SELECT_POLL: BusyPoll | None = None
-"""Spin-then-block for waits on several links (`ecotone.wire.polling`): one policy for the
+"""Spin-then-block for waits on several links (`ecotone.kernel.polling`): one policy for the
 process, made at the first such wait, as its vector envs' waits take turns on its thread (a
 race between threads can only make one wait spin more or less)."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from ecotone.wire import Error, ErrorCode
+from ecotone.specs import Error, ErrorCode
 
 # --- error codes -------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """Sans-IO translation for ecotone clients driving OpenEnv servers: ecotone request frames
 to OpenEnv's `/ws` messages, OpenEnv's answers back to response frames (`mapping` holds the
-table). The channels that move the bytes are `ecotone.client.openenv`'s.
+table). The channels that move the bytes are `ecotone.transports.openenv.client`'s.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ecotone.compat.openenv.mapping import (
     invalid_action_details,
     mcp_error_code,
 )
-from ecotone.wire import (
+from ecotone.specs import (
     PROTOCOL_VERSION,
     CallTool,
     Close,

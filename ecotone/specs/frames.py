@@ -1,0 +1,492 @@
+"""Every frame of the ecotone wire protocol, as msgspec tagged unions.
+
+Rules the protocol keeps:
+
+* Every request carries an `id` chosen by the client (an int or a string). The server answers
+  each request exactly once, with a response carrying the same `id`. Clients match responses by
+  id, so a timed-out request can never be mistaken for the answer to a later one.
+* Pipelining is legal: a client may send many requests before reading. Within one session the
+  server answers in the order the requests arrived; across sessions, answers may interleave.
+* Several sessions may be open on one connection; each request that touches a session names it.
+* Failures are `error` frames, never dropped connections. A bad frame never ends or alters a
+  session.
+* Env-specific payloads (actions, observations, states) travel as nested values encoded with the
+  connection's codec; the kernel decodes them against the env's declared types.
+"""
+
+from typing import Any, ClassVar
+
+import msgspec
+
+from ecotone.specs.errors import ErrorCode
+
+PROTOCOL_VERSION = 1
+"""The version `hello` negotiates. Bumped only for incompatible changes."""
+
+FEATURES: tuple[str, ...] = ("step_many.reset", "step_columns")
+"""The features this package's servers list in `welcome` (and its clients use when listed)."""
+
+SUBPROTOCOLS: dict[str, str] = {
+    "ecotone.v1.json": "json",
+    "ecotone.v1.msgpack": "msgpack",
+}
+"""WebSocket subprotocol name -> codec name. JSON text frames are the default."""
+
+RequestId = int | str
+"""A client-chosen request id, echoed back in the response."""
+
+
+class Frame(msgspec.Struct, tag_field="op", kw_only=True, omit_defaults=True, gc=False):
+    """Base of every frame. `op` (the tag) says which frame it is. Frames are acyclic wire
+    data, so the cyclic garbage collector does not track them (`gc=False`, inherited)."""
+
+    id: RequestId | None = None
+
+
+class RequestFrame(Frame, forbid_unknown_fields=True):
+    """Base of client -> server frames. Unknown fields are rejected as `invalid_frame`."""
+
+    id: RequestId
+    session_bound: ClassVar[bool] = False
+
+
+class EnvCallFrame(RequestFrame, kw_only=True):
+    """Base of requests that call the env: they may ask for a shorter deadline."""
+
+    call_timeout: float | None = None
+    """Seconds the env call may take, at most; the server's (or the env's) deadline when
+    omitted, and never longer than it. Past it the request is answered `timeout`."""
+
+
+# --- requests (client -> server) -------------------------------------------------------------
+
+
+class Hello(RequestFrame, tag="hello"):
+    """Optional first request: check the protocol version and learn what the server serves.
+    On tcp and unix, where there are no headers, it carries the token of a server that
+    requires one: until it does, every other request is answered `unauthorized`."""
+
+    version: int = PROTOCOL_VERSION
+    token: str | None = None
+
+
+class Describe(RequestFrame, tag="describe"):
+    """Ask for an environment's name, description and JSON Schemas (default env if omitted)."""
+
+    env: str | None = None
+
+
+class Open(RequestFrame, tag="open"):
+    """Open a new session with its own env instance. Answered by `opened` or `error`
+    (`capacity`, `unknown_env`, `env_error` if the env's constructor raised)."""
+
+    env: str | None = None
+    """Which env; the server's default env when omitted."""
+
+
+class Reset(EnvCallFrame, tag="reset"):
+    """Start a new episode in a session. Answered by `observation`."""
+
+    session: str
+    seed: int | None = None
+    episode_id: str | None = None
+    options: dict[str, Any] = {}
+    """Passed to the env's `reset()` as keyword arguments. For an env that publishes tasks,
+    `task` (an id, or a record), `split` and `index` choose the episode's task: the kernel
+    reads them and passes the env `task=` the chosen record."""
+    session_bound: ClassVar[bool] = True
+
+
+class Step(EnvCallFrame, tag="step"):
+    """Apply one action. Answered by `observation`, or `error` with `invalid_action` (details
+    name the field), `reset_required`, `episode_done` or `env_error`."""
+
+    session: str
+    action: msgspec.Raw
+    session_bound: ClassVar[bool] = True
+
+
+class GetState(EnvCallFrame, tag="state"):
+    """Ask for the session's current State. Answered by `state`."""
+
+    session: str
+    session_bound: ClassVar[bool] = True
+
+
+class Close(RequestFrame, tag="close"):
+    """Close a session and release its env. Answered by `closed`. Closing an unknown session is
+    an `unknown_session` error; closing twice is therefore visible, never silent."""
+
+    session: str
+    session_bound: ClassVar[bool] = True
+
+
+class ResetArgs(
+    msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True, gc=False
+):
+    """A `reset` inside `step_many`: the fields of the `reset` request but its session."""
+
+    seed: int | None = None
+    episode_id: str | None = None
+    options: dict[str, Any] = {}
+
+
+class StepItem(
+    msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True, gc=False
+):
+    """One session's action inside `step_many`, or its reset: exactly one of `action` and
+    `reset` (servers whose `welcome` lists the `step_many.reset` feature take resets)."""
+
+    session: str
+    action: msgspec.Raw = msgspec.Raw(b"")
+    reset: ResetArgs | None = None
+
+
+class StepMany(EnvCallFrame, tag="step_many"):
+    """Step many sessions in one round trip. Each item is ordered with the other requests of
+    its session; the items run concurrently across sessions. Answered by one `step_many_result`
+    whose items are in the same order as the request's. An item may reset its session instead
+    of stepping it (`reset`, where the server's `welcome` lists `step_many.reset`): it is
+    answered as that `reset` would be, so a vector env's autoresets ride in its steps."""
+
+    steps: list[StepItem]
+
+
+class StepColumns(EnvCallFrame, tag="step_columns"):
+    """`step_many` by columns (servers whose `welcome` lists `step_columns`): the sessions in
+    one array, their actions in another, and no per-item objects on either side. Position `j`
+    steps `sessions[j]` with `actions[j]`, or resets it instead where `j` is in `resets` (its
+    action is then ignored, null by convention), with `reset`'s arguments. Ordered and run
+    exactly as the `step_many` of the same items; answered by one `step_columns_result`."""
+
+    sessions: list[str]
+    actions: msgspec.Raw
+    """An array as long as `sessions`."""
+    resets: list[int] = []
+    """Positions that reset their session instead of stepping it, each at most once."""
+    reset: ResetArgs | None = None
+    """The arguments of those resets (none: a plain reset)."""
+
+
+class ListTools(EnvCallFrame, tag="list_tools"):
+    """Ask which tools the session's env exposes (MCP-style). Answered by `tools`, or
+    `unsupported` when the env exposes none."""
+
+    session: str
+    session_bound: ClassVar[bool] = True
+
+
+class CallTool(EnvCallFrame, tag="call_tool"):
+    """Call one of the env's tools. Answered by `tool_result`; an unknown tool name or bad
+    arguments give `invalid_argument`, a tool that raises gives `env_error`."""
+
+    session: str
+    name: str
+    arguments: dict[str, Any] = {}
+    session_bound: ClassVar[bool] = True
+
+
+class Render(EnvCallFrame, tag="render"):
+    """Ask for the env's custom view of the session (its `render()` method: text, markdown,
+    HTML or a PNG image). Answered by `rendered`, or `unsupported` when the env has none."""
+
+    session: str
+    session_bound: ClassVar[bool] = True
+
+
+class Share(RequestFrame, tag="share"):
+    """Let another connection act in this session: answered by `shared` with a key. Whoever
+    presents the key (the MCP face: an `X-Ecotone-Share` header) may step the session, read
+    its state and call its tools, in order with the owner's requests; resetting, closing and
+    sharing stay with the owner (`forbidden` otherwise), and the session still closes when
+    its owner goes. So an orchestrator keeps reset and reward while an agent acts. The same
+    key is answered every time; it dies with the session."""
+
+    session: str
+    session_bound: ClassVar[bool] = True
+
+
+class SharedSteps(RequestFrame, tag="shared_steps"):
+    """The owner of a shared session asks what its guests' steps observed (rewards, ends
+    included), from step number `since` on (steps are numbered from 0, in the order they
+    ran). Answered by `shared_steps_result`. The server keeps the last 1,024."""
+
+    session: str
+    since: int = 0
+    session_bound: ClassVar[bool] = True
+
+
+class ListTasks(RequestFrame, tag="list_tasks"):
+    """Ask for the splits of an env's tasks and a page of one split (the first split when
+    `split` is omitted): at most `limit` tasks (1000 at most) from `offset`. Answered by
+    `tasks`; an env that publishes no tasks answers with no splits."""
+
+    env: str | None = None
+    split: str | None = None
+    offset: int = 0
+    limit: int = 100
+
+
+class GetTask(RequestFrame, tag="get_task"):
+    """Ask for one task: by `task` (its id), or by `split` and `index`. Answered by `task`, or
+    `invalid_argument` naming what is unknown."""
+
+    env: str | None = None
+    task: str | None = None
+    split: str | None = None
+    index: int | None = None
+
+
+class Ping(RequestFrame, tag="ping"):
+    """Application-level liveness check. Answered by `pong`."""
+
+
+Request = (
+    Hello
+    | Describe
+    | Open
+    | Reset
+    | Step
+    | GetState
+    | Close
+    | StepMany
+    | StepColumns
+    | ListTools
+    | CallTool
+    | Render
+    | Share
+    | SharedSteps
+    | ListTasks
+    | GetTask
+    | Ping
+)
+"""Every client -> server frame."""
+
+REQUEST_OPS: frozenset[str] = frozenset(
+    t.__struct_config__.tag  # type: ignore[misc]
+    for t in (
+        Hello,
+        Describe,
+        Open,
+        Reset,
+        Step,
+        GetState,
+        Close,
+        StepMany,
+        StepColumns,
+        ListTools,
+        CallTool,
+        Render,
+        Share,
+        SharedSteps,
+        ListTasks,
+        GetTask,
+        Ping,
+    )
+)
+
+
+# --- responses (server -> client) ------------------------------------------------------------
+
+
+class EnvInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What an environment is: its name, version, description and JSON Schemas."""
+
+    name: str
+    description: str = ""
+    version: str = ""
+    action_schema: dict[str, Any] = {}
+    observation_schema: dict[str, Any] = {}
+    state_schema: dict[str, Any] = {}
+    readme: str = ""
+    """Longer documentation, as plain text or markdown: the env class's `readme` attribute, or
+    else its module's and class's docstrings."""
+    tasks: dict[str, int] = {}
+    """The env's task splits and how many tasks each holds (none: it publishes no tasks)."""
+    task_schema: dict[str, Any] = {}
+    """The JSON Schema of one task record."""
+
+
+class TaskRef(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Which task an episode runs: its id, and its split and index (none for a task given
+    inline)."""
+
+    id: str
+    split: str | None = None
+    index: int | None = None
+
+
+class ToolInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A tool an env exposes: its name, what it does, and the JSON Schema of its arguments."""
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = {}
+
+
+class Welcome(Frame, tag="welcome"):
+    """Answer to `hello`."""
+
+    version: int
+    server: str
+    envs: list[str]
+    features: list[str] = []
+    """What this server does beyond version 1's frames: `step_many.reset` (a `step_many`
+    item may be a reset, see `StepItem`), `step_columns` (it takes `step_columns`, `step_many`
+    by columns, see `StepColumns`)."""
+
+
+class Described(Frame, tag="described"):
+    """Answer to `describe`."""
+
+    info: EnvInfo
+
+
+class Opened(Frame, tag="opened"):
+    """Answer to `open`: the new session's id (chosen by the server)."""
+
+    session: str
+    env: str
+
+
+class ObservationFrame(Frame, tag="observation"):
+    """Answer to `reset` and `step`: the env's Observation, which carries `reward`, `done`,
+    `truncated` and `metadata` besides the env's own fields. A reset of an env that publishes
+    tasks names the `task` the episode runs."""
+
+    session: str
+    observation: msgspec.Raw
+    task: TaskRef | None = None
+
+
+class StateFrame(Frame, tag="state"):
+    """Answer to `state`: the env's State (`episode_id`, `step_count` and the env's fields)."""
+
+    session: str
+    state: msgspec.Raw
+
+
+class Closed(Frame, tag="closed"):
+    """Answer to `close`."""
+
+    session: str
+
+
+class Error(Frame, tag="error"):
+    """A request failed. `id` is the failed request's id when it could be read, else null.
+    `session` names the session concerned, if any. `details` is structured: for validation
+    errors, `path` is the JSON path of the bad field and `field` its dotted name; for
+    `env_error`, `type` and `message` of the exception."""
+
+    id: RequestId | None  # always present: null when the failed request's id is unknown
+    code: ErrorCode
+    message: str
+    session: str | None = None
+    details: dict[str, Any] = {}
+
+
+class StepManyResult(Frame, tag="step_many_result"):
+    """Answer to `step_many`: for each item, in request order, the `observation` or `error`
+    frame a single `step` would have produced (with the `step_many` request's id)."""
+
+    results: list[ObservationFrame | Error]
+
+
+class StepColumnsResult(Frame, tag="step_columns_result"):
+    """Answer to `step_columns`: what the `step_many_result` of the same items would hold, by
+    columns. `observations[j]` is position `j`'s observation, null where it failed; `errors`
+    has the `error` frame of each position that failed, `tasks` the task of each reset that
+    names one (both by position, omitted when empty). In JSON, whose object keys are strings,
+    the keys of `errors` and `tasks` are the positions as decimal strings (`{"2": {...}}`);
+    in MessagePack they are integers."""
+
+    observations: list[msgspec.Raw]
+    errors: dict[int, Error] = {}
+    tasks: dict[int, TaskRef] = {}
+
+
+class Tools(Frame, tag="tools"):
+    """Answer to `list_tools`."""
+
+    session: str
+    tools: list[ToolInfo]
+
+
+class ToolResult(Frame, tag="tool_result"):
+    """Answer to `call_tool`: whatever the tool returned."""
+
+    session: str
+    result: msgspec.Raw
+
+
+class Rendered(Frame, tag="rendered"):
+    """Answer to `render`: the env's custom view. `kind` is `text`, `markdown`, `html` or
+    `image`; `content` is the text, or for `image` the PNG's bytes in base64."""
+
+    session: str
+    kind: str
+    content: str
+
+
+class Shared(Frame, tag="shared"):
+    """Answer to `share`: the key that lets another connection act in the session."""
+
+    session: str
+    key: str
+
+
+class SharedStepsResult(Frame, tag="shared_steps_result"):
+    """Answer to `shared_steps`: the observations of the guests' steps numbered `since` to
+    `next - 1` (fewer when some are no longer kept: `dropped` says how many were skipped).
+    Ask again with `since = next` for the ones after."""
+
+    session: str
+    observations: list[msgspec.Raw]
+    next: int
+    dropped: int = 0
+
+
+class TaskPage(Frame, tag="tasks"):
+    """Answer to `list_tasks`: every split's size, and `tasks` of `split` from `offset`
+    (`total` in the split)."""
+
+    env: str
+    splits: dict[str, int]
+    split: str | None = None
+    offset: int = 0
+    total: int = 0
+    tasks: list[msgspec.Raw] = []
+
+
+class TaskAnswer(Frame, tag="task"):
+    """Answer to `get_task`: the task record, with its id, split and index."""
+
+    env: str
+    ref: TaskRef
+    task: msgspec.Raw
+
+
+class Pong(Frame, tag="pong"):
+    """Answer to `ping`."""
+
+
+Response = (
+    Welcome
+    | Described
+    | Opened
+    | ObservationFrame
+    | StateFrame
+    | Closed
+    | StepManyResult
+    | StepColumnsResult
+    | Tools
+    | ToolResult
+    | Rendered
+    | Shared
+    | SharedStepsResult
+    | TaskPage
+    | TaskAnswer
+    | Pong
+    | Error
+)
+"""Every server -> client frame."""

@@ -1,0 +1,698 @@
+"""The `http` transport: HTTP/1.1 (h11 on trio, keep-alive) plus WebSocket, on one port.
+
+Served side by side:
+
+* ecotone's native API. `POST /v1/frames` takes any request frame (JSON, or MessagePack with
+  `content-type: application/msgpack`) and answers with the response frame, so every op and
+  every error code is the same as on the other transports. Convenience routes map onto the
+  same frames: `POST /v1/sessions` (open), `POST /v1/sessions/{id}/reset`,
+  `POST /v1/sessions/{id}/step` (`{"action": ...}`), `GET /v1/sessions/{id}/state`,
+  `DELETE /v1/sessions/{id}` (or `POST /v1/sessions/{id}/close`, which a browser can send
+  with `navigator.sendBeacon` as a page unloads), `GET /v1/sessions/{id}/render` (the env's
+  custom view), `GET /v1/describe`. Sessions live across requests and connections (the id is
+  the handle) until closed or idle past `idle_timeout`.
+* With `web=True`, the web UI: `GET /web` and its files (`transports/webui.py`); `GET /`
+  redirects there. Without it those are 404.
+* OpenEnv's HTTP profile (`/reset`, `/step`, `/state`, `/health`, `/metadata`, `/schema`,
+  `/mcp`, `/openapi.json`; see `openenv.py`).
+* WebSocket upgrades: `/` for ecotone frames, `/ws` for OpenEnv's messages.
+
+Status codes for error frames: 400 invalid_frame / unknown_op / unsupported_version,
+404 unknown_session / unknown_env, 409 reset_required / episode_done, 413 too_large,
+415 wrong content type, 422 invalid_action / invalid_argument, 501 unsupported,
+503 capacity, 500 env_error / internal. Slow clients get 408 after `REQUEST_TIMEOUT`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import h11
+import msgspec
+import trio
+
+from ecotone.kernel import Owner
+from ecotone.server.admission import TOKEN_COOKIE
+from ecotone.server.asgi import Streamed, serve_asgi
+from ecotone.server.metrics import CONTENT_TYPE
+from ecotone.server.runner import Runner
+from ecotone.server.sockets import (
+    REFUSED,
+    connection_stream,
+    http_refusal,
+    peer_address,
+    serve_tcp,
+)
+from ecotone.specs import (
+    Close,
+    Codec,
+    Describe,
+    Error,
+    ErrorCode,
+    GetState,
+    GetTask,
+    JsonCodec,
+    ListTasks,
+    MsgpackCodec,
+    Open,
+    Render,
+    Reset,
+    Response,
+    Step,
+)
+from ecotone.specs.codec import TOO_DEEP
+from ecotone.specs.errors import HTTP_STATUS
+from ecotone.specs.http import (
+    JSON,
+    MSGPACK,
+    HttpRequest,
+    HttpResponse,
+    json_response,
+    speaks_streamable_http,
+)
+from ecotone.specs.version import VERSION
+from ecotone.transports.http import webui
+from ecotone.transports.http.upgrade import accept
+from ecotone.transports.mcp.http import McpHttp
+from ecotone.transports.mcp.sdk import available as mcp_missing
+from ecotone.transports.openenv.server import OPENENV_API_VERSION, OpenEnvHttp
+
+log = logging.getLogger("ecotone.http")
+
+RECEIVE_SIZE = 65536
+REQUEST_TIMEOUT = 10.0
+"""Seconds a client has to send a whole request once it has started one."""
+KEEPALIVE_TIMEOUT = 75.0
+"""Seconds an idle keep-alive connection is kept open."""
+MAX_HEAD = 16384
+
+STATUS = HTTP_STATUS
+
+Handler = Callable[[HttpRequest, dict[str, str]], Awaitable[HttpResponse | Streamed]]
+
+
+def _error_frame(code: ErrorCode, message: str, **details: Any) -> HttpResponse:
+    frame = Error(id=None, code=code, message=message, details=details)
+    return HttpResponse(STATUS.get(code, 400), msgspec.json.encode(frame))
+
+
+class HttpServer:
+    """Routes for one kernel. All HTTP requests share one session owner. `web`: also serve
+    the web UI's page and files under /web."""
+
+    def __init__(
+        self,
+        runner: Runner,
+        *,
+        web: bool = False,
+        background: trio.Nursery | None = None,
+        describe_only: bool = False,
+    ) -> None:
+        """`describe_only`: the websocket transport's few plain routes (what clients of
+        OpenEnv read over HTTP beside `/ws`: /health, /metadata, /schema, /openapi.json)."""
+        self.runner = runner
+        self.mcp_http = McpHttp(runner, background) if background is not None else None
+        self.engine = runner.engine
+        self.owner = runner.engine.owner(authenticated=True)  # requests pass Admission
+        """The owner of requests that show no token (a server that needs none); with tokens,
+        each token's requests have an owner of their own (`owner_for`)."""
+        self.json = JsonCodec()
+        self.msgpack = MsgpackCodec()
+        self.openenv = OpenEnvHttp(runner, self.owner)
+        self._owners: dict[int, tuple[Owner, OpenEnvHttp]] = {}
+        self._ids = 0
+        self.routes: list[tuple[re.Pattern[str], dict[str, Handler]]] = []
+        if describe_only:
+            self._route(r"/metrics", GET=self.metrics)
+            self._route(r"/health", GET=self.health)
+            self._route(r"/openapi.json", GET=self.openapi)
+            self._route(r"/metadata", GET=self._sync(self.openenv.metadata))
+            self._route(r"/schema", GET=self._sync(self.openenv.schema))
+            self._route(r"/v1/describe", GET=self.describe)
+            self._task_routes()
+            self.web_assets = {}
+            self.not_found = (
+                "not a WebSocket handshake: this server speaks WebSocket, and answers "
+                "GET /health, /metrics, /metadata, /schema, /openapi.json, /v1/describe and "
+                "the task routes; "
+                "serve with "
+                "--transport http for the HTTP API"
+            )
+            return
+        self.not_found = "Not Found"
+        self._route(r"/v1/frames", POST=self.frames)
+        self._route(r"/v1/describe", GET=self.describe)
+        self._route(r"/v1/sessions", POST=self.open)
+        self._route(r"/v1/sessions/(?P<sid>[^/]+)", DELETE=self.close)
+        self._route(r"/v1/sessions/(?P<sid>[^/]+)/reset", POST=self.reset)
+        self._route(r"/v1/sessions/(?P<sid>[^/]+)/step", POST=self.step)
+        self._route(r"/v1/sessions/(?P<sid>[^/]+)/state", GET=self.state)
+        self._route(r"/v1/sessions/(?P<sid>[^/]+)/render", GET=self.render)
+        self._route(r"/v1/sessions/(?P<sid>[^/]+)/close", POST=self.close)
+        self._route(r"/health", GET=self.health)
+        self._route(r"/metrics", GET=self.metrics)
+        self._route(r"/openapi.json", GET=self.openapi)
+        self._route(r"/reset", POST=lambda r, _: self.openenv_for(r).reset(r))
+        self._route(r"/step", POST=lambda r, _: self.openenv_for(r).step(r))
+        self._route(r"/state", GET=lambda r, _: self.openenv_for(r).state(r))
+        self._route(r"/close", POST=lambda r, _: self.openenv_for(r).close(r))
+        self._route(r"/mcp", POST=self.mcp, GET=self.mcp, DELETE=self.mcp)
+        self._route(r"/metadata", GET=self._sync(self.openenv.metadata))
+        self._route(r"/schema", GET=self._sync(self.openenv.schema))
+        self._task_routes()
+        self.web_assets = webui.load() if web else {}
+        if web:
+            self._route(r"/", GET=self.web_root)
+            self._route(r"/web", GET=self.web_page)
+            self._route(r"/web/", GET=self.web_page)
+            self._route(r"/web/(?P<name>[A-Za-z0-9_.-]+)", GET=self.web_file)
+
+    def _for(self, request: HttpRequest) -> tuple[Owner, OpenEnvHttp]:
+        principal = request.principal
+        if principal is None:
+            return self.owner, self.openenv
+        found = self._owners.get(principal)
+        if found is None:
+            owner = self.engine.owner(authenticated=True, principal=principal)
+            found = self._owners[principal] = (owner, OpenEnvHttp(self.runner, owner))
+        return found
+
+    def owner_for(self, request: HttpRequest) -> Owner:
+        """The owner of this request's sessions: one per token, so a token's holder sees its
+        own sessions only, and `max_sessions_per_token` counts them together."""
+        return self._for(request)[0]
+
+    def openenv_for(self, request: HttpRequest) -> OpenEnvHttp:
+        return self._for(request)[1]
+
+    def _task_routes(self) -> None:
+        """ecotone's `GET /v1/tasks` and `GET /v1/task`, and OpenEnv's Task API."""
+        self._route(r"/v1/tasks", GET=self.list_tasks)
+        self._route(r"/v1/task", GET=self.get_task)
+        self._route(r"/list_environments", GET=self._sync(self.openenv.list_environments))
+        self._route(r"/(?P<env>[^/]+)/splits", GET=self.openenv.splits)
+        self._route(
+            r"/(?P<env>[^/]+)/(?P<what>tasks|num_tasks|task|task_range)",
+            POST=self.openenv.task_api,
+        )
+
+    @staticmethod
+    def _sync(fn: Callable[[], HttpResponse]) -> Handler:
+        async def handler(request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+            return fn()
+
+        return handler
+
+    def _route(self, pattern: str, **methods: Handler) -> None:
+        self.routes.append((re.compile(pattern + r"\Z"), methods))
+
+    async def mcp(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse | Streamed:
+        """MCP's streamable HTTP (the SDK, `ecotone/transports/mcp/http.py`), or OpenEnv's
+        JSON-RPC dialect for plain POSTs."""
+        if speaks_streamable_http(request.method, request.headers):
+            if request.method == "POST" and request.body.lstrip()[:1] == b"[":
+                error = {
+                    "code": -32600,
+                    "message": "Invalid Request: a JSON-RPC batch; MCP (since 2025-06-18) "
+                    "takes one message per request",
+                }
+                return json_response(400, {"jsonrpc": "2.0", "id": None, "error": error})
+            missing = mcp_missing()
+            if missing is not None or self.mcp_http is None:
+                error = {"code": -32603, "message": missing or "MCP is not served here"}
+                return json_response(501, {"jsonrpc": "2.0", "id": None, "error": error})
+            return Streamed(await self.mcp_http.app())
+        if request.method != "POST":
+            return json_response(405, {"detail": "Method Not Allowed"}, [("Allow", "POST")])
+        return await self.openenv_for(request).mcp(request)
+
+    async def handle(self, request: HttpRequest) -> HttpResponse | Streamed:
+        for pattern, methods in self.routes:
+            match = pattern.match(request.path)
+            if match is None:
+                continue
+            handler = methods.get(request.method)
+            if handler is None and request.method == "HEAD":
+                handler = methods.get("GET")
+            if handler is None:
+                allowed = ", ".join(sorted(methods))
+                return json_response(405, {"detail": "Method Not Allowed"}, [("Allow", allowed)])
+            return await handler(request, match.groupdict())
+        return json_response(404, {"detail": self.not_found})
+
+    # --- native API ------------------------------------------------------------------------
+
+    def _next_id(self) -> int:
+        self._ids += 1
+        return self._ids
+
+    async def _dispatch(
+        self, frame: Any, request: HttpRequest, codec: Codec | None = None
+    ) -> HttpResponse:
+        codec = codec or self.json
+        response = await self.runner.ask(self.owner_for(request), codec, frame)
+        return self._frame_response(codec, response)
+
+    def _frame_response(self, codec: Codec, response: Response) -> HttpResponse:
+        status = STATUS.get(response.code, 400) if isinstance(response, Error) else 200
+        kind = MSGPACK if codec.binary else JSON
+        return HttpResponse(status, codec.encode(response), kind)
+
+    def _body(self, request: HttpRequest, required: bool) -> dict[str, Any] | HttpResponse:
+        if not request.body.strip():
+            if required:
+                return _error_frame(ErrorCode.INVALID_FRAME, "this request needs a JSON body")
+            return {}
+        if request.content_type not in (JSON, ""):
+            return HttpResponse(
+                415,
+                msgspec.json.encode(
+                    Error(
+                        id=None,
+                        code=ErrorCode.INVALID_FRAME,
+                        message=f"expected {JSON}, got {request.content_type}",
+                    )
+                ),
+            )
+        try:
+            body = msgspec.json.decode(request.body)
+        except msgspec.DecodeError as exc:
+            return _error_frame(ErrorCode.INVALID_FRAME, f"body is not valid JSON: {exc}")
+        except RecursionError:
+            return _error_frame(ErrorCode.INVALID_FRAME, f"body is {TOO_DEEP}")
+        if not isinstance(body, dict):
+            return _error_frame(ErrorCode.INVALID_FRAME, "body must be a JSON object")
+        return body
+
+    async def frames(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        if request.content_type in (MSGPACK, "application/x-msgpack"):
+            codec: Codec = self.msgpack
+        elif request.content_type in (JSON, ""):
+            codec = self.json
+        else:
+            return HttpResponse(
+                415,
+                msgspec.json.encode(
+                    Error(
+                        id=None,
+                        code=ErrorCode.INVALID_FRAME,
+                        message=f"expected {JSON} or {MSGPACK}, got {request.content_type}",
+                    )
+                ),
+            )
+        return await self._dispatch(request.body, request, codec)
+
+    async def describe(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        return await self._dispatch(
+            Describe(id=self._next_id(), env=request.query.get("env")), request
+        )
+
+    def _ints(self, request: HttpRequest, *names: str) -> dict[str, int] | HttpResponse:
+        out = {}
+        for name in names:
+            value = request.query.get(name)
+            if value is None:
+                continue
+            try:
+                out[name] = int(value)
+            except ValueError:
+                return _error_frame(
+                    ErrorCode.INVALID_ARGUMENT, f"`{name}` must be an integer", field=name
+                )
+        return out
+
+    async def list_tasks(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        """`GET /v1/tasks?split=&offset=&limit=&env=`: the `list_tasks` frame."""
+        numbers = self._ints(request, "offset", "limit")
+        if isinstance(numbers, HttpResponse):
+            return numbers
+        query = request.query
+        frame = ListTasks(
+            id=self._next_id(), env=query.get("env"), split=query.get("split"), **numbers
+        )
+        return await self._dispatch(frame, request)
+
+    async def get_task(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        """`GET /v1/task?id=` or `?split=&index=` (and `env=`): the `get_task` frame."""
+        numbers = self._ints(request, "index")
+        if isinstance(numbers, HttpResponse):
+            return numbers
+        query = request.query
+        frame = GetTask(
+            id=self._next_id(),
+            env=query.get("env"),
+            task=query.get("id"),
+            split=query.get("split"),
+            **numbers,
+        )
+        return await self._dispatch(frame, request)
+
+    async def open(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        body = self._body(request, required=False)
+        if isinstance(body, HttpResponse):
+            return body
+        env = body.get("env")
+        if env is not None and not isinstance(env, str):
+            return _error_frame(ErrorCode.INVALID_FRAME, "`env` must be a string", field="env")
+        return await self._dispatch(Open(id=self._next_id(), env=env), request)
+
+    async def reset(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        body = self._body(request, required=False)
+        if isinstance(body, HttpResponse):
+            return body
+        try:
+            frame = msgspec.convert(
+                {"op": "reset", "id": self._next_id(), "session": params["sid"], **body}, Reset
+            )
+        except msgspec.ValidationError as exc:
+            return _error_frame(ErrorCode.INVALID_FRAME, f"invalid reset body: {exc}")
+        return await self._dispatch(frame, request)
+
+    async def step(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        body = self._body(request, required=True)
+        if isinstance(body, HttpResponse):
+            return body
+        if set(body) != {"action"}:
+            return _error_frame(
+                ErrorCode.INVALID_FRAME, 'the body must be {"action": ...}', field="action"
+            )
+        raw = msgspec.Raw(msgspec.json.encode(body["action"]))
+        return await self._dispatch(
+            Step(id=self._next_id(), session=params["sid"], action=raw), request
+        )
+
+    async def state(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        return await self._dispatch(GetState(id=self._next_id(), session=params["sid"]), request)
+
+    async def render(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        return await self._dispatch(Render(id=self._next_id(), session=params["sid"]), request)
+
+    async def web_root(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        return _to_web(request)
+
+    async def web_page(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        if "token" in request.query:  # it passed Admission: keep it in a cookie, not the URL
+            return _to_web(request)
+        page = webui.asset(self.web_assets, "index.html")
+        assert page is not None  # webui.load checks it is there
+        return page
+
+    async def web_file(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        found = webui.asset(self.web_assets, params["name"])
+        return found if found is not None else json_response(404, {"detail": "Not Found"})
+
+    async def close(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        return await self._dispatch(Close(id=self._next_id(), session=params["sid"]), request)
+
+    async def metrics(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        """Prometheus' text format (`ecotone/server/metrics.py`)."""
+        metrics = self.runner.metrics
+        if metrics is None:
+            return json_response(404, {"detail": "this server keeps no metrics"})
+        return HttpResponse(200, metrics.render(), CONTENT_TYPE)
+
+    async def health(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        return json_response(200, {"status": "healthy"})
+
+    async def openapi(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        paths: dict[str, Any] = {}
+        for pattern, methods in self.routes:
+            path = re.sub(r"\(\?P<(\w+)>[^)]*\)", r"{\1}", pattern.pattern.removesuffix(r"\Z"))
+            paths[path] = {
+                m.lower(): {"responses": {"200": {"description": "OK"}}} for m in methods
+            }
+        spec = self.engine.envs[self.engine.default_env]
+        return json_response(
+            200,
+            {
+                "openapi": "3.1.0",
+                "info": {
+                    "title": f"ecotone: {spec.name}",
+                    "version": OPENENV_API_VERSION,
+                    "x-ecotone-version": VERSION,
+                },
+                "paths": paths,
+            },
+        )
+
+
+# --- the connection loop ----------------------------------------------------------------------
+
+
+def _to_web(request: HttpRequest) -> HttpResponse:
+    """A redirect to the web UI; a `?token=` (checked already) becomes its cookie: HttpOnly,
+    so the page's scripts cannot read it, and SameSite=Strict, so no other site's page can
+    make the browser send it."""
+    headers = [("location", "/web")]
+    token = request.query.get("token")
+    if token:
+        headers.append(("set-cookie", f"{TOKEN_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"))
+    return HttpResponse(303 if token else 302, b"", "text/plain", headers)
+
+
+def _is_websocket(headers: dict[str, str]) -> bool:
+    return "upgrade" in headers.get("connection", "").lower() and (
+        headers.get("upgrade", "").lower() == "websocket"
+    )
+
+
+class _Upgrade(Exception):
+    """The request asks for a WebSocket: carries (method, target, headers, pending bytes)."""
+
+
+class HttpConnection:
+    """One TCP connection: HTTP/1.1 requests with keep-alive, or a WebSocket upgrade.
+
+    With `server=None` (the `websocket` transport) only WebSocket upgrades are accepted."""
+
+    def __init__(self, runner: Runner, server: HttpServer | None, stream: trio.abc.Stream) -> None:
+        self.server = server
+        self.runner = runner
+        self.stream = stream
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+        self.peer = peer_address(stream)
+
+    async def _next_event(self) -> Any:
+        while True:
+            event = self.h11.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            data = await self.stream.receive_some(RECEIVE_SIZE)
+            self.h11.receive_data(bytes(data))
+
+    async def _send(self, response: HttpResponse, close: bool = False, head: bool = False) -> None:
+        """Write a response. `head`: the answer to a HEAD request, the GET's headers (its
+        Content-Length included) and no body (RFC 9110 §9.3.2)."""
+        headers = [
+            ("content-type", response.content_type),
+            ("content-length", str(len(response.body))),
+            *response.headers,
+        ]
+        if close:
+            headers.append(("connection", "close"))
+        data = self.h11.send(h11.Response(status_code=response.status, headers=headers))
+        if response.body and not head:
+            data += self.h11.send(h11.Data(data=response.body))
+        data += self.h11.send(h11.EndOfMessage())
+        await self.stream.send_all(data)
+
+    async def run(self) -> None:
+        limit = self.runner.engine.limits.max_frame_bytes
+        while True:
+            # Wait (long) for the first byte of the next request, then (briefly) for the rest.
+            if self.h11.their_state is h11.IDLE and not self.h11.trailing_data[0]:
+                first: bytes | bytearray = b""
+                with trio.move_on_after(KEEPALIVE_TIMEOUT):
+                    first = await self.stream.receive_some(RECEIVE_SIZE)
+                if not first:  # closed, or idle past the keep-alive timeout
+                    return
+                self.h11.receive_data(bytes(first))
+            request: HttpRequest | None = None
+            too_large = False
+            try:
+                with trio.move_on_after(REQUEST_TIMEOUT):
+                    event = await self._next_event()
+                    if isinstance(event, h11.ConnectionClosed):
+                        return
+                    assert isinstance(event, h11.Request), event
+                    head_size = len(event.target) + sum(
+                        len(name) + len(value) + 4 for name, value in event.headers
+                    )
+                    if head_size > MAX_HEAD:  # h11 limits only what arrives in pieces
+                        await self._send(
+                            json_response(
+                                431,
+                                {"detail": f"request head over {MAX_HEAD} bytes"},
+                            ),
+                            close=True,
+                        )
+                        return
+                    headers: dict[str, str] = {}
+                    for name, value in event.headers:
+                        key = name.decode("latin-1").lower()
+                        text = value.decode("latin-1")
+                        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+                    target = event.target.decode("latin-1")
+                    method = event.method.decode("ascii")
+                    parts = urlsplit(target)
+                    query = dict(parse_qsl(parts.query))
+                    refusal = self.runner.admission.refuse(headers, query, parts.path, method)
+                    if refusal is not None:  # Host, Origin, token: before anything else
+                        refused = _error_frame(refusal.code, refusal.message)
+                        if refusal.status == 401:
+                            refused.headers.append(("www-authenticate", "Bearer"))
+                        await self._send(refused, close=True)
+                        return
+                    if _is_websocket(headers):
+                        # Leave the request deadline before serving the socket: it must not
+                        # bound the WebSocket's whole life.
+                        raise _Upgrade(method, target, headers, bytes(self.h11.trailing_data[0]))
+                    if self.server is None:
+                        await self._send(
+                            HttpResponse(
+                                400,
+                                b"not a WebSocket handshake: this server speaks WebSocket only",
+                                "text/plain",
+                            ),
+                            close=True,
+                        )
+                        return
+                    declared = int(headers.get("content-length", "0") or 0)
+                    if declared > limit:
+                        too_large = True
+                        await self._send(
+                            _error_frame(
+                                ErrorCode.TOO_LARGE,
+                                f"body of {declared} bytes is over the limit of {limit} bytes",
+                                size=declared,
+                                limit=limit,
+                            ),
+                            close=True,
+                        )
+                        return
+                    if self.h11.they_are_waiting_for_100_continue:  # RFC 9110 §10.1.1
+                        interim = h11.InformationalResponse(status_code=100, headers=[])
+                        await self.stream.send_all(self.h11.send(interim))
+                    body = bytearray()
+                    while True:
+                        event = await self._next_event()
+                        if isinstance(event, h11.Data):
+                            body += event.data
+                            if len(body) > limit:
+                                too_large = True
+                                break
+                        elif isinstance(event, h11.EndOfMessage):
+                            break
+                        elif isinstance(event, h11.ConnectionClosed):
+                            return
+                    if not too_large:
+                        parts = urlsplit(target)
+                        request = HttpRequest(
+                            method=method,
+                            path=parts.path or "/",
+                            query=dict(parse_qsl(parts.query)),
+                            headers=headers,
+                            body=bytes(body),
+                            # Both framings at once (RFC 9112 §6.1): answer, then close.
+                            must_close="content-length" in headers
+                            and "transfer-encoding" in headers,
+                            peer=self.peer,
+                            principal=self.runner.admission.principal(headers, query),
+                        )
+            except _Upgrade as upgrade:
+                await accept(self.runner, self.stream, *upgrade.args)
+                return
+            if too_large:
+                await self._send(
+                    _error_frame(
+                        ErrorCode.TOO_LARGE, f"body over the limit of {limit} bytes", limit=limit
+                    ),
+                    close=True,
+                )
+                return
+            if request is None:  # the client was too slow
+                # IDLE: the request head itself is incomplete; h11 lets a server answer then.
+                if self.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+                    await self._send(
+                        json_response(
+                            408,
+                            {
+                                "detail": "request timed out: send the "
+                                f"whole request within {REQUEST_TIMEOUT}s"
+                            },
+                        ),
+                        close=True,
+                    )
+                return
+            assert self.server is not None
+            response = await self.server.handle(request)
+            if isinstance(response, Streamed):
+                if not await serve_asgi(response.app, request, self.stream, self.h11):
+                    return
+            else:
+                await self._send(response, close=request.must_close, head=request.method == "HEAD")
+            if self.h11.our_state is h11.MUST_CLOSE:
+                return
+            self.h11.start_next_cycle()
+
+
+class HttpTransport:
+    """HTTP/1.1 and WebSocket on one port: the native API, OpenEnv's profile, both sockets."""
+
+    name = "http"
+    description = (
+        "HTTP/1.1 + WebSocket: native API, OpenEnv routes, /ws, MCP at /mcp (http://HOST:PORT)"
+    )
+    serves_web = True
+
+    async def serve(
+        self,
+        runner: Runner,
+        host: str,
+        port: int,
+        *,
+        task_status: Any = trio.TASK_STATUS_IGNORED,
+        web: bool = False,
+    ) -> None:
+        async with trio.open_nursery() as background:  # what routes start (MCP's manager)
+            server = HttpServer(runner, web=web, background=background)
+            background.start_soon(server.openenv.sweep)
+            await self._serve(runner, host, port, server, task_status)
+            background.cancel_scope.cancel()
+
+    async def _serve(
+        self, runner: Runner, host: str, port: int, server: HttpServer, task_status: Any
+    ) -> None:
+        async def handler(stream: trio.SocketStream) -> None:
+            try:
+                await HttpConnection(
+                    runner, server, connection_stream(stream, runner.engine.limits)
+                ).run()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            except h11.RemoteProtocolError as exc:
+                await _bad_request(stream, str(exc), exc.error_status_hint)
+            except Exception:  # a bug on one connection must not take the server down
+                log.exception("HTTP connection handler failed; dropping that connection")
+            finally:
+                await trio.aclose_forcefully(stream)
+
+        await serve_tcp(runner, host, port, "http", handler, task_status, http_refusal(REFUSED))
+
+
+async def _bad_request(stream: trio.abc.Stream, reason: str, status: int = 400) -> None:
+    """The answer to bytes h11 refused: 400, or what h11 hints (431 for a head too large)."""
+    body = msgspec.json.encode({"detail": f"bad request: {reason}"})
+    phrase = {431: b"Request Header Fields Too Large"}.get(status, b"Bad Request")
+    head = (
+        b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\nconnection: close\r\n\r\n" % (status, phrase, len(body))
+    )
+    try:
+        await stream.send_all(head + body)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass

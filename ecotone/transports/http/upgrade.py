@@ -1,0 +1,142 @@
+"""WebSocket upgrades on the HTTP/1.1 front door: the opening handshake, answered by path.
+
+`/` (also `/ecotone`, `/v1`) speaks ecotone's protocol, one engine peer per socket, the codec
+chosen by subprotocol (`ecotone.v1.json`, the default when the client offers none, or
+`ecotone.v1.msgpack`); `/ws` speaks OpenEnv's (`ecotone/transports/openenv/server.py`), so
+OpenEnv's own clients work against an ecotone server. Both the `websocket` and the `http`
+transports serve these.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl
+
+import trio
+
+from ecotone.kernel import Peer
+from ecotone.server.runner import Runner
+from ecotone.server.wsloop import WsPeer
+from ecotone.specs import SUBPROTOCOLS, codec_for
+from ecotone.specs import wsframing as wsf
+from ecotone.transports.openenv.server import OpenEnvWebSocket
+
+NATIVE_PATHS = frozenset({"/", "/ecotone", "/v1"})
+OPENENV_PATH = "/ws"
+
+
+class NativeWebSocket(WsPeer):
+    """ecotone's own protocol: any number of sessions, pipelined; one engine peer."""
+
+    def __init__(
+        self,
+        runner: Runner,
+        stream: trio.abc.Stream,
+        codec: str,
+        pending: bytes = b"",
+        principal: int | None = None,
+    ) -> None:
+        super().__init__(runner, stream, pending)
+        self.codec = codec_for(codec)
+        self.binary = self.codec.binary
+        # Its handshake passed Admission, showing token number `principal` (if tokens are set).
+        owner = runner.engine.owner(authenticated=True, principal=principal)
+        self.peer = runner.engine.peer(self.codec, owner, sink=self.write_answers)
+        self._room = trio.Event()
+
+    async def message(self, data: bytes, text: bool) -> None:
+        if text and self.binary:  # the engine answers why text is refused here
+            self.runner.receive(self.peer, data.decode("utf-8", "replace"))
+            return
+        self.runner.receive(self.peer, data)
+
+    async def too_large(self, size: int) -> None:
+        self.peer.too_large(size)
+
+    async def flush_answers(self) -> None:
+        await self.runner.flush()
+
+    async def write_answers(self, peer: Peer) -> None:
+        await super().write_answers(peer)
+        if self.dead or not peer.full:
+            self._room.set()
+
+    async def wait_room(self) -> None:
+        while self.peer.full and not self.peer.closed and not self.dead:
+            self._room = trio.Event()
+            await self._room.wait()
+
+    def holds_sessions(self) -> bool:
+        return self.runner.engine.sessions.held_by(self.peer.owner) > 0
+
+    async def closed(self, stopping: bool) -> None:
+        self.peer.close()
+        self.runner.disconnect(self.peer.owner, "shutdown" if stopping else "disconnect")
+
+
+def _pick_subprotocol(offered: str) -> str | None:
+    for name in (p.strip() for p in offered.split(",")):
+        if name in SUBPROTOCOLS:
+            return name
+    return None
+
+
+async def reject(stream: trio.abc.Stream, status: int, reason: str) -> None:
+    body = reason.encode()
+    head = (
+        f"HTTP/1.1 {status} {'Not Found' if status == 404 else 'Bad Request'}\r\n"
+        "content-type: text/plain\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    ).encode()
+    await stream.send_all(head + body)
+
+
+async def accept(
+    runner: Runner,
+    stream: trio.abc.Stream,
+    method: str,
+    target: str,
+    headers: dict[str, str],
+    pending: bytes = b"",
+) -> None:
+    """Answer a WebSocket opening handshake by path and serve the socket until it closes."""
+    key = headers.get("sec-websocket-key", "")
+    if method != "GET" or headers.get("sec-websocket-version", "") != "13" or not key:
+        await reject(
+            stream,
+            400,
+            "not a WebSocket handshake: GET with Sec-WebSocket-Key and "
+            "Sec-WebSocket-Version: 13 expected",
+        )
+        return
+    path = target.split("?", 1)[0]
+    subprotocol: str | None = None
+    if path == OPENENV_PATH:
+        pass
+    elif path in NATIVE_PATHS:
+        offered = headers.get("sec-websocket-protocol", "")
+        subprotocol = _pick_subprotocol(offered)
+        if offered and subprotocol is None:
+            await reject(
+                stream,
+                400,
+                "none of the offered subprotocols is supported; use one "
+                "of " + ", ".join(SUBPROTOCOLS),
+            )
+            return
+    else:
+        await reject(stream, 404, f"no WebSocket endpoint at {target}")
+        return
+    response = (
+        "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
+        f"sec-websocket-accept: {wsf.accept_key(key)}\r\n"
+    )
+    if subprotocol:
+        response += f"sec-websocket-protocol: {subprotocol}\r\n"
+    await stream.send_all((response + "\r\n").encode())
+    query = dict(parse_qsl(target.partition("?")[2]))
+    principal = runner.admission.principal(headers, query)
+    if path == OPENENV_PATH:
+        await OpenEnvWebSocket(runner, stream, pending, principal).run()
+        return
+    codec = SUBPROTOCOLS[subprotocol] if subprotocol else "json"
+    await NativeWebSocket(runner, stream, codec, pending, principal).run()

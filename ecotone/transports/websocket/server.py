@@ -1,0 +1,74 @@
+"""The `websocket` transport: ecotone frames over WebSocket, on trio.
+
+One WebSocket message is one frame. The codec is chosen by subprotocol: `ecotone.v1.json`
+(text messages, the default when the client offers none) or `ecotone.v1.msgpack` (binary).
+Paths: `/` (also `/ecotone`, `/v1`) speaks ecotone's protocol; `/ws` speaks OpenEnv's, so
+OpenEnv's own clients work against an ecotone server.
+
+How it is built, and why: the opening handshake is parsed by h11 (the same front door as the
+`http` transport, which serves these WebSockets too); frames are read and written by
+`ecotone.specs.wsframing` in the connection's own task. Measured here, a trio-websocket echo
+(a reader task per connection, every message through a channel) answers fewer round trips per
+second than this loop serves env steps, and wsproto's event machinery alone cost the server
+~40 µs per message (see docs/benchmarks.md).
+
+Dead peers: after `ping_interval` seconds without receiving anything the server sends a ping,
+and the peer's TCP stack must acknowledge it within `ping_timeout` (TCP_USER_TIMEOUT); if it
+does not, the kernel aborts the connection and its sessions are closed, so a half-open socket
+never holds sessions. An idle but live client is kept even if it does not answer the ping
+(our blocking client reads only during a call), and idle sessions are reaped after
+`idle_timeout` anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import h11
+import trio
+
+from ecotone.server.runner import Runner
+from ecotone.server.sockets import (
+    REFUSED,
+    connection_stream,
+    http_refusal,
+    serve_tcp,
+)
+from ecotone.transports.http.server import HttpConnection, HttpServer
+from ecotone.transports.http.upgrade import reject
+
+log = logging.getLogger("ecotone.websocket")
+
+
+class WebSocketTransport:
+    """Serves ecotone frames (and OpenEnv's /ws) over WebSocket, and the few plain GETs
+    OpenEnv's consumers read beside it (/health, /metadata, /schema, /openapi.json)."""
+
+    name = "websocket"
+    description = "ecotone frames over WebSocket (JSON or MessagePack by subprotocol)"
+
+    async def serve(
+        self, runner: Runner, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        # Beside the sockets, the plain GETs OpenEnv's consumers read on the same port.
+        routes = HttpServer(runner, describe_only=True)
+
+        async def handler(stream: trio.SocketStream) -> None:
+            try:
+                await HttpConnection(
+                    runner, routes, connection_stream(stream, runner.engine.limits)
+                ).run()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            except h11.RemoteProtocolError as exc:
+                try:
+                    await reject(stream, 400, f"not a WebSocket handshake: {exc}")
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass
+            except Exception:  # a bug on one connection must not take the server down
+                log.exception("connection handler failed; dropping that connection")
+            finally:
+                await trio.aclose_forcefully(stream)
+
+        await serve_tcp(runner, host, port, "ws", handler, task_status, http_refusal(REFUSED))
