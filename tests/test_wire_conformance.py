@@ -4,6 +4,7 @@ library would refuse to send most of them."""
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 import time
@@ -124,6 +125,50 @@ def test_zero_byte_fragments_count_against_the_message_limit() -> None:
         assert reply["code"] == "too_large"
         assert ws.request("ping")["op"] == "pong"  # the connection goes on
         ws.close()
+
+
+def fragment(opcode: int, payload: bytes) -> bytes:
+    """A masked frame that does not end its message (FIN clear)."""
+    frame = bytearray(wsf.encode(opcode, payload, mask=True))
+    frame[0] &= 0x7F
+    return bytes(frame)
+
+
+def test_a_ping_between_fragments_is_answered_before_the_rest_of_the_message(
+    ws_server: RunningServer,
+) -> None:
+    """RFC 6455 §5.4/§5.5.2 (Autobahn cases 5.6-5.8): a ping inside a fragmented message is
+    answered as soon as it is read, not after the message it interrupts."""
+    ws = RawWebSocket(ws_server.url)
+    reader = wsf.FrameReader(masked=False, max_message=1 << 20)
+    ws.sock.settimeout(5.0)
+
+    def read(count: int) -> list[wsf.Event]:
+        events: list[wsf.Event] = []
+        while len(events) < count:
+            chunk = ws.sock.recv(65536)
+            assert chunk, f"the server closed the connection after {events}"
+            events += reader.feed(chunk)
+        return events
+
+    ping = wsf.encode(wsf.PING, b"between", mask=True)
+    pong = wsf.Control(wsf.PONG, b"between")
+    # The ping alone with the first fragment: its pong comes while the message is unfinished.
+    ws.sock.sendall(fragment(wsf.TEXT, b'{"op": "ping", ') + ping)
+    assert read(1) == [pong]
+    ws.sock.sendall(wsf.encode(wsf.CONTINUATION, b'"id": 1}', mask=True))
+    (answer,) = read(1)
+    assert isinstance(answer, wsf.Message)
+    assert json.loads(answer.data) == {"op": "pong", "id": 1}
+    # Fragment, ping and last fragment in one write (read as one chunk, as Autobahn sends
+    # them): the pong still goes out before the answer to the message it interrupted.
+    first, last = fragment(wsf.TEXT, b'{"op": "ping", '), b'"id": 2}'
+    ws.sock.sendall(first + ping + wsf.encode(wsf.CONTINUATION, last, mask=True))
+    events = read(2)
+    assert events[0] == pong, events
+    assert isinstance(events[1], wsf.Message)
+    assert json.loads(events[1].data) == {"op": "pong", "id": 2}
+    ws.sock.close()
 
 
 # --- HTTP ---------------------------------------------------------------------------------

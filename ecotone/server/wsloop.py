@@ -3,15 +3,19 @@
 Rules:
 * Messages are handed to `message()` whole; a message over `max_frame_bytes` is discarded as
   it arrives and reported through `too_large()`, and the stream stays usable.
-* Everything written while handling one received chunk goes out in one write.
+* Everything written while handling one received chunk goes out in one write, except that a
+  ping is answered at once: what the chunk produced before it, then its pong, are written as
+  soon as it is read (so a ping between a message's fragments is answered before the answer
+  to that message, even when the rest of the message came in the same chunk).
 * Pings and closes are answered; after `ping_interval` of silence we ping (see
   `_common.tune_socket` for how a vanished peer is then detected). A peer that breaks the
   protocol gets a close frame with 1002.
 * A subclass opens its engine state in `opened()`, and `closed()` always runs at the end with
   `stopping=True` when the server is shutting down rather than the peer leaving.
 * Engine answers are written by `write_answers` (a peer's sink): every answer waiting in the
-  peer's outbox, in order, as one write. After each received chunk, `flush_answers` runs
-  before the chunk's control frames (pongs, the closing handshake) go out.
+  peer's outbox, in order, as one write. After each received chunk (and at each ping),
+  `flush_answers` runs before the chunk's control frames (pongs, the closing handshake) go
+  out.
 """
 
 from __future__ import annotations
@@ -191,7 +195,12 @@ class WsPeer:
                     elif isinstance(event, wsf.TooLarge):
                         await self.too_large(event.size)
                     elif event.opcode == wsf.PING:
+                        # Answered now, after what came before it and before the rest of the
+                        # chunk: a ping read between a message's fragments is answered before
+                        # that message (RFC 6455 §5.5.2). Only pings pay for the extra write.
                         await self.write(wsf.encode(wsf.PONG, event.payload, mask=False))
+                        await self._flush()
+                        self._batch = []
                     elif event.opcode == wsf.CLOSE:
                         reply = wsf.close_reply(event.payload)  # ProtocolError if it is bad
                         if not self._closing:
