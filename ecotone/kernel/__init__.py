@@ -4,7 +4,7 @@ Imports only `ecotone.specs`. No sockets, no event loop of its own: the engine i
 a driver (the server's runner, the inproc channels) runs the env calls it hands out.
 """
 
-from ecotone.kernel.calls import Call, Mode
+from ecotone.kernel.calls import Call
 from ecotone.kernel.contract import (
     Action,
     AsyncEnvironment,
@@ -13,9 +13,11 @@ from ecotone.kernel.contract import (
     Observation,
     State,
 )
-from ecotone.kernel.engine import Engine, Owner, Peer
+from ecotone.kernel.engine import Engine
 from ecotone.kernel.envspec import EnvDefinitionError, EnvSpec
 from ecotone.kernel.limits import Limits
+from ecotone.kernel.modes import Mode
+from ecotone.kernel.peers import Owner, Peer
 from ecotone.kernel.registry import Registry, RegistryError
 from ecotone.specs.hookspecs import hookimpl
 

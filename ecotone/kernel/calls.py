@@ -1,14 +1,9 @@
-"""Env calls the engine hands to its driver: how each env method is run, and the record of one.
+"""Env calls the engine hands to its driver: how each env method is run, and one record per
+kind of call.
 
-The engine decides, once per env class, how each method runs (`Mode`):
-
-* `INLINE`: called right away, on the thread that fed the engine. Only for envs that declare
-  `inline = True` and whose method is a plain function: fast, never blocking.
-* `THREAD`: a blocking call. The engine returns a `Call`; the driver runs `Call.run` in a
-  worker thread (the server: trio's thread pool; the blocking inproc channel: the caller's
-  own thread).
-* `AWAIT`: a coroutine function. The driver awaits `Call.arun` on its event loop (trio in the
-  server; trio or asyncio in the async inproc channel).
+The engine decides, once per env class, how each method runs (`Mode`, `modes.py`): INLINE
+right away on the thread that fed the engine, THREAD in a worker thread (`Call.run`), AWAIT
+on the driver's event loop (`Call.arun`).
 
 A `Call` never raises out of `run`/`arun`, whatever the env raises (BaseException included:
 `SystemExit` or `KeyboardInterrupt` from env code is the env's failure, not the server's);
@@ -16,83 +11,88 @@ only the driver's own cancellation goes through. The outcome (`value` or `error`
 it, and the driver hands the call back with `Engine.complete`, which turns it into the answer.
 A call past its `timeout` (seconds, None: none) is handed back with `Engine.timed_out`
 instead.
+
+The driver reads only what `Call` itself has (`mode`, `timeout`, `cleanup`, `env`, the
+outcome). Each kind of call is a subclass holding what the engine needs to answer it (the
+session, the peer, the request), so the engine finds its way by the call's type, never by
+probing what it carries.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, ClassVar, final
 
 import anyio
 
+from ecotone.kernel.modes import Mode
 
-class Mode(enum.Enum):
-    INLINE = "inline"
-    THREAD = "thread"
-    AWAIT = "await"
+if TYPE_CHECKING:
+    from ecotone.kernel.envspec import EnvSpec
+    from ecotone.kernel.sessions import Session
+    from ecotone.specs import (
+        CallTool,
+        Close,
+        GetState,
+        ListTools,
+        Open,
+        Render,
+        Reset,
+    )
+    from ecotone.specs.frames import RequestId
 
 
-def mode_of(inline: bool, is_async: bool) -> Mode:
-    """How a method runs: coroutines are awaited; plain functions run inline when the env says
-    it is cheap (`inline = True`), else in a worker thread."""
-    if is_async:
-        return Mode.AWAIT
-    return Mode.INLINE if inline else Mode.THREAD
-
-
-@final
 class Call:
     """One env call the driver must make (`mode` THREAD or AWAIT), and what became of it.
 
-    `session`, `peer`, `request`, `batch` and `finish` are the engine's bookkeeping: the
-    driver only reads `mode` and `cleanup`, calls `run` or `arun`, then
-    `Engine.complete(call)`."""
+    The driver reads `mode`, `timeout` and `cleanup`, calls `run` or `arun`, then hands the
+    call to `Engine.complete` (or, past its deadline, `Engine.timed_out`)."""
 
     __slots__ = (
         "args",
-        "batch",
-        "cleanup",
         "done",
+        "entry",
         "error",
-        "finish",
         "fn",
         "kwargs",
         "mode",
         "peer",
-        "request",
+        "rid",
         "session",
         "started",
         "timeout",
         "value",
     )
 
+    op: ClassVar[str] = "call"
+    """The operation, as `ecotone_call_completed` names it."""
+    what: ClassVar[str] = "call"
+    """What it is, as a `timeout` error says (`the env's WHAT did not end...`)."""
+    cleanup: ClassVar[bool] = False
+    """An env's `close()`: the driver makes it even when it is stopping (shielded)."""
+
     def __init__(
         self,
         mode: Mode,
         fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any] | None,
-        finish: Callable[[Call, list[Call]], Any],
-        *,
-        session: Any = None,
-        peer: Any = None,
-        request: Any = None,
-        started: float = 0.0,
-        cleanup: bool = False,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
     ) -> None:
         self.mode = mode
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
-        self.finish = finish
-        self.session = session
-        self.peer = peer
-        self.request = request
-        self.batch: Any = None
-        self.started = started
-        self.cleanup = cleanup
-        """An env's `close()`: the driver makes it even when it is stopping (shielded)."""
+        self.rid: RequestId | None = None
+        """The id of the request the call answers (None: no request asked for it)."""
+        self.session: Session | None = None
+        """The session whose env the call is made on (None: a constructor, or an env no
+        session holds)."""
+        self.peer: Any = None
+        """Where its answer goes (None: nobody waits for one)."""
+        self.entry: Any = None
+        """The batch item it answers (a `step_many`'s), or None: it answers `peer`."""
+        self.started = 0.0
+        """When it was handed out (`time.perf_counter()`), when someone times calls."""
         self.value: Any = None
         self.error: BaseException | None = None
         self.done = False
@@ -132,4 +132,179 @@ class Call:
 
     def __repr__(self) -> str:
         name = getattr(self.fn, "__qualname__", repr(self.fn))
-        return f"<Call {self.mode.value} {name}>"
+        return f"<{type(self).__name__} {self.mode.value} {name}>"
+
+
+@final
+class OpenCall(Call):
+    """An env's constructor, for an `open` (`value`: the new env)."""
+
+    __slots__ = ("request", "spec")
+    op = "open"
+    what = "open"
+
+    def __init__(self, mode: Mode, spec: EnvSpec, peer: Any, request: Open) -> None:
+        super().__init__(mode, spec.make)
+        self.spec = spec
+        self.peer = peer
+        self.request = request
+        self.rid = request.id
+
+
+class SessionCall(Call):
+    """A call on a session's env, answering `peer` (or, with `entry`, an item of a batch)."""
+
+    __slots__ = ()
+    session: Session
+
+    def __init__(
+        self,
+        mode: Mode,
+        fn: Callable[..., Any],
+        session: Session,
+        peer: Any,
+        args: tuple[Any, ...] = (),
+    ) -> None:
+        super().__init__(mode, fn, args)
+        self.session = session
+        self.peer = peer
+
+
+@final
+class StepCall(SessionCall):
+    """`env.step(action)` (`args[0]`: the typed action)."""
+
+    __slots__ = ()
+    rid: RequestId
+    op = "step"
+    what = "step"
+
+    def __init__(self, mode: Mode, session: Session, peer: Any, action: Any, rid: RequestId):
+        super().__init__(mode, session.env.step, session, peer, (action,))
+        self.rid = rid
+
+
+@final
+class ReplaceCall(SessionCall):
+    """A fresh env instance for a session whose env was set aside, made before its reset."""
+
+    __slots__ = ("request",)
+    op = "open"
+    what = "reset"
+
+    def __init__(self, mode: Mode, session: Session, peer: Any, request: Reset) -> None:
+        super().__init__(mode, session.spec.make, session, peer)
+        self.request = request
+        self.rid = request.id
+
+    @property
+    def env(self) -> Any:
+        return None
+
+
+@final
+class ResetCall(SessionCall):
+    """`env.reset(seed=..., episode_id=..., **options)`."""
+
+    __slots__ = ("request",)
+    op = "reset"
+    what = "reset"
+
+    def __init__(
+        self, mode: Mode, session: Session, peer: Any, request: Reset, kwargs: dict[str, Any]
+    ) -> None:
+        super().__init__(mode, session.env.reset, session, peer)
+        self.kwargs = kwargs
+        self.request = request
+        self.rid = request.id
+
+
+@final
+class StateCall(SessionCall):
+    """`env.state()`."""
+
+    __slots__ = ("request",)
+    op = "state"
+    what = "state"
+
+    def __init__(self, mode: Mode, session: Session, peer: Any, request: GetState) -> None:
+        super().__init__(mode, session.env.state, session, peer)
+        self.request = request
+        self.rid = request.id
+
+
+@final
+class ListToolsCall(SessionCall):
+    """`env.list_tools()`."""
+
+    __slots__ = ("request",)
+    op = "list_tools"
+    what = "list_tools"
+
+    def __init__(self, mode: Mode, session: Session, peer: Any, request: ListTools) -> None:
+        super().__init__(mode, session.env.list_tools, session, peer)
+        self.request = request
+        self.rid = request.id
+
+
+@final
+class CallToolCall(SessionCall):
+    """`env.call_tool(name, arguments)`."""
+
+    __slots__ = ("request",)
+    op = "call_tool"
+    what = "call_tool"
+
+    def __init__(self, mode: Mode, session: Session, peer: Any, request: CallTool) -> None:
+        super().__init__(
+            mode, session.env.call_tool, session, peer, (request.name, request.arguments)
+        )
+        self.request = request
+        self.rid = request.id
+
+
+@final
+class RenderCall(SessionCall):
+    """`env.render()`."""
+
+    __slots__ = ("request",)
+    op = "render"
+    what = "render"
+
+    def __init__(self, mode: Mode, session: Session, peer: Any, request: Render) -> None:
+        super().__init__(mode, session.env.render, session, peer)
+        self.request = request
+        self.rid = request.id
+
+
+@final
+class CloseCall(SessionCall):
+    """`env.close()` of a session leaving the table: asked for by its owner (`request`, which
+    it answers), or retired without a request (`reason`: `disconnect`, `idle`, `shutdown`)."""
+
+    __slots__ = ("quiet", "reason", "request")
+    op = "close"
+    what = "close"
+    cleanup = True
+
+    def __init__(self, mode: Mode, session: Session, peer: Any, request: Close | None) -> None:
+        super().__init__(mode, session.env.close, session, peer)
+        self.request = request
+        self.rid = None if request is None else request.id
+        self.reason = "client"
+        self.quiet = False
+        """Nobody is told (a session whose owner left while its env was being built)."""
+
+
+@final
+class DisposeCall(Call):
+    """`close()` of an env no session holds any more (set aside after a cancelled coroutine
+    call): nobody waits for it, and only a failure is logged."""
+
+    __slots__ = ()
+    op = "close"
+    what = "close"
+    cleanup = True
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(Mode.AWAIT, env.close)

@@ -19,8 +19,8 @@ from typing import Any, get_args, get_origin, get_type_hints
 import attrs
 import msgspec
 
-from ecotone.kernel.calls import Mode, mode_of
 from ecotone.kernel.contract import AsyncEnvironment, Environment
+from ecotone.kernel.modes import Mode, mode_of
 from ecotone.kernel.rubrics import Rubric, check_rubric, scored_factory, scored_mode
 from ecotone.kernel.tasks import TaskError, TaskSet, task_set_of
 from ecotone.specs import EnvInfo

@@ -1,37 +1,57 @@
-"""What each request does with an env: the calls the engine makes and how their outcomes
-become answers.
+"""What each request other than a step does with an env: the call it makes, and how the call's
+outcome becomes the answer.
 
-The engine (`engine.py`) decides *when* a request runs (ordering, batches, ownership); these
-methods, one pair per operation, decide *what* runs: `_begin_OP` checks the request against
-the session and either answers at once, or makes the env call (`_invoke`: inline, or handed to
-the driver as a `Call`); `_finish_OP` turns the call's outcome into the answer frame. Steps
-have their own path (`_begin_step`, `_stepped`) because they are the hot path, and
-`_step_batch` answers a whole `step_many` in one pass when it can.
+The engine (`engine.py`) decides *when* a request runs (ordering, ownership); the methods
+here decide *what* runs: `_begin_OP` checks the request against its session and either
+answers at once or makes the env call (`EngineCore._make`: inline, or handed to the driver);
+the finisher of the call's kind turns its outcome into the answer frame. The finishers are
+registered by call type, so the engine answers a call by what it is.
+
+Rules kept here:
+
+* `open` claims a slot (`capacity` when the server, the connection or the token holds as
+  many sessions as allowed) before the env is built, and gives it back if the constructor
+  fails; a session whose owner left while its env was built is closed quietly.
+* `reset` starts the episode (FRESH, then RUNNING or ENDED by its observation); a reset that
+  raises leaves the session FRESH. Options the env does not take are `invalid_argument`
+  naming them; a reset of a session whose env was set aside makes a fresh instance first.
+* Tools and render answer `unsupported` for an env without them.
+* A client's `close` waits for the session's earlier requests; the session leaves the table
+  (freeing its slot) once its env's `close()` returned, and what was queued behind it learns
+  it is gone.
 """
 
 from __future__ import annotations
 
 import base64
-import itertools
-import logging
-import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ecotone.kernel import answers
-from ecotone.kernel.calls import Call, Mode
-from ecotone.kernel.contract import InvalidAction
-from ecotone.kernel.envspec import EnvSpec
-from ecotone.kernel.limits import Limits
-from ecotone.kernel.rubrics import RubricError
-from ecotone.kernel.sessions import Phase, Session
+from ecotone.kernel.calls import (
+    Call,
+    CallToolCall,
+    CloseCall,
+    DisposeCall,
+    ListToolsCall,
+    Mode,
+    OpenCall,
+    RenderCall,
+    ReplaceCall,
+    ResetCall,
+    StateCall,
+)
+from ecotone.kernel.core import EngineCore, log
+from ecotone.kernel.sessions import CapacityError, Session
+from ecotone.kernel.states import Event, advance, ends_episode
 from ecotone.kernel.tasks import TASK_OPTIONS, TaskError
 from ecotone.specs import (
     FEATURES,
     PROTOCOL_VERSION,
     CallTool,
+    Close,
+    Closed,
     Describe,
     Described,
     Error,
@@ -42,10 +62,16 @@ from ecotone.specs import (
     ListTasks,
     ListTools,
     ObservationFrame,
+    Open,
+    Opened,
     Render,
     Rendered,
     Reset,
     Response,
+    Share,
+    Shared,
+    SharedSteps,
+    SharedStepsResult,
     StateFrame,
     TaskAnswer,
     TaskPage,
@@ -54,171 +80,45 @@ from ecotone.specs import (
     Tools,
     Welcome,
 )
-from ecotone.specs.frames import Frame, RequestId
+from ecotone.specs.frames import RequestId
 
 if TYPE_CHECKING:
-    from ecotone.kernel.engine import Peer
+    from ecotone.kernel.peers import Peer
 
-log = logging.getLogger("ecotone.engine")
-
-_NO_RESETS: Final = itertools.repeat(None)
-"""What `_step_batch` zips with a batch's items when none is a reset."""
-
-SERVER_NAME: Final = "ecotone"
-_TIMED_OPS: Final = frozenset({"reset", "state", "close", "list_tools", "call_tool", "render"})
+SERVER_NAME = "ecotone"
 
 
-class _Observed(msgspec.Struct, tag_field="op", tag="observation", gc=False):
-    """An `observation` frame holding the env's observation itself rather than its encoding:
-    a batch of them encodes in one pass, to the bytes of `ObservationFrame`s (the same tag and
-    fields in the same order; `id` is a request's, never None). Built positionally, and
-    untracked by the garbage collector (it is in no reference cycle): it is made per item."""
+class Operations(EngineCore):
+    """The per-operation half of the engine."""
 
-    session: str
-    observation: Any
-    id: RequestId
-
-
-class _StepManyAnswer(Frame, tag="step_many_result", gc=False):
-    """`StepManyResult` whose items are `_Observed` or `Error` frames; the same bytes."""
-
-    results: list[Any]
-
-    @classmethod
-    def of(cls, rid: RequestId, results: list[Any]) -> _StepManyAnswer:
-        return cls(id=rid, results=results)
-
-
-class _ColumnsAnswer(Frame, tag="step_columns_result", gc=False):
-    """`StepColumnsResult` whose observations are the env's own (or already encoded)."""
-
-    observations: list[Any]
-    errors: dict[int, Error] = {}
-    tasks: dict[int, Any] = {}
-
-
-def columns_answer(rid: RequestId, results: list[Any]) -> _ColumnsAnswer:
-    """The `step_columns_result` of a batch's results (`_Observed`, `ObservationFrame` or
-    `Error` frames, in request order)."""
-    observations: list[Any] = []
-    append = observations.append
-    errors: dict[int, Error] = {}
-    tasks: dict[int, Any] = {}
-    for position, frame in enumerate(results):
-        kind = type(frame)
-        if kind is _Observed:
-            append(frame.observation)
-        elif kind is Error:
-            append(None)
-            errors[position] = frame
-        else:  # an ObservationFrame: a reset, or an observation encoded on its own
-            append(frame.observation)
-            if frame.task is not None:
-                tasks[position] = frame.task
-    return _ColumnsAnswer(id=rid, observations=observations, errors=errors, tasks=tasks)
-
-
-def _not_running(session: Session, rid: RequestId) -> Error:
-    """Why a step of `session` cannot run now (its episode is not running)."""
-    phase = session.phase
-    if phase is Phase.FRESH:
-        return answers.reset_required(session.id, rid)
-    if phase is Phase.BROKEN:
-        return answers.broken(session.id, rid)
-    return answers.episode_done(session.id, rid)
-
-
-def _step_failed(session: Session, exc: BaseException, rid: RequestId) -> Error:
-    """A step that raised: `env_error`. A rubric's failure comes after the env's step
-    happened: when that step ended the episode, so does the session's."""
-    if isinstance(exc, RubricError):
-        obs = exc.observation
-        if getattr(obs, "done", False) or getattr(obs, "truncated", False):
-            session.phase = Phase.ENDED
-    return answers.env_error(exc, rid, session.id, "step")
-
-
-class Operations:
-    """The per-operation half of the engine (a base class of `Engine`)."""
-
-    envs: dict[str, EnvSpec]
-    default_env: str
-    limits: Limits
-    clock: Callable[[], float]
-    _on_step: Any
-    _on_episode: Any
-    _on_call: Any
-    steps_total: int = 0
-    """Steps answered with an observation (for /metrics)."""
-
-    def _invoke(
-        self,
-        mode: Mode,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any] | None,
-        finish: Callable[[Call, list[Call]], Any],
-        session: Session | None,
-        peer: Peer | None,
-        request: Any,
-        jobs: list[Call],
-        cleanup: bool = False,
-        timeout: float | None = None,
-    ) -> Any:
-        """Call `fn` now (INLINE) and return its answer, or return the Call for the driver,
-        which makes it within `timeout` seconds."""
-        call = Call(
-            mode,
-            fn,
-            args,
-            kwargs,
-            finish,
-            session=session,
-            peer=peer,
-            request=request,
-            cleanup=cleanup,
-            started=time.perf_counter() if self._on_call is not None else 0.0,
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._finishers.update(
+            {
+                OpenCall: self._opened,
+                ReplaceCall: self._replaced,
+                ResetCall: self._reset_done,
+                StateCall: self._state_done,
+                ListToolsCall: self._tools_listed,
+                CallToolCall: self._tool_called,
+                RenderCall: self._rendered,
+                CloseCall: self._close_done,
+                DisposeCall: self._disposed,
+            }
         )
-        if mode is Mode.INLINE:
-            call.run()
-            if call.started:
-                self._timed(call)
-            return finish(call, jobs)
-        call.timeout = timeout
-        return call
+        self._begin: dict[type, Any] = {
+            Reset: self._begin_reset,
+            GetState: self._begin_state,
+            Close: self._begin_close,
+            ListTools: self._begin_list_tools,
+            CallTool: self._begin_call_tool,
+            Render: self._begin_render,
+            Share: self._begin_share,
+            SharedSteps: self._begin_shared_steps,
+        }
+        """How each request on an idle session begins, by its frame type."""
 
-    def _timed(self, call: Call) -> None:
-        """Tell `ecotone_call_completed` how long an env call (not a step) took."""
-        duration = time.perf_counter() - call.started
-        session: Session | None = call.session
-        if session is None:  # a constructor's call, or a retired session's close
-            for item in call.request if isinstance(call.request, tuple) else ():
-                if isinstance(item, Session):
-                    session = item
-                elif isinstance(item, EnvSpec):
-                    spec: EnvSpec | None = item
-                    break
-            else:
-                spec = None if session is None else session.spec
-        else:
-            spec = session.spec
-        if spec is None:
-            return
-        name = getattr(call.fn, "__name__", "")
-        self._on_call(
-            session_id=None if session is None else session.id,
-            env=spec.name,
-            op=name if name in _TIMED_OPS else "open",
-            duration_s=duration,
-        )
-
-    def _limit(self, spec: EnvSpec, asked: float | None = None) -> float | None:
-        """The deadline of a call of `spec`'s env: the env's own, else the server's; a request
-        may ask for less, never more."""
-        limit = spec.call_timeout if spec.call_timeout is not None else self.limits.call_timeout
-        if asked is not None and asked > 0 and (limit is None or asked < limit):
-            return asked
-        return limit
+    # --- requests of no session ---------------------------------------------------------------
 
     def _hello(self, req: Hello) -> Response:
         if req.version != PROTOCOL_VERSION:
@@ -236,17 +136,6 @@ class Operations:
             envs=list(self.envs),
             features=list(FEATURES),
         )
-
-    def _spec(self, name: str | None, rid: RequestId) -> EnvSpec | Error:
-        spec = self.envs.get(name or self.default_env)
-        if spec is None:
-            return answers.error(
-                ErrorCode.UNKNOWN_ENV,
-                f"this server does not serve env {name!r}; it serves: {', '.join(self.envs)}",
-                rid,
-                env=name,
-            )
-        return spec
 
     def _describe(self, req: Describe) -> Response:
         spec = self._spec(req.env, req.id)
@@ -300,290 +189,68 @@ class Operations:
             return answers.unencodable(spec.name, "a task", exc, req.id, None)
         return TaskAnswer(id=req.id, env=spec.name, ref=ref, task=raw)
 
-    def _begin_step(
-        self,
-        session: Session,
-        peer: Peer,
-        raw_action: msgspec.Raw,
-        rid: RequestId,
-        asked: float | None = None,
-    ) -> Any:
-        phase = session.phase
-        if phase is not Phase.RUNNING:
-            return _not_running(session, rid)
-        spec = session.spec
+    # --- open ---------------------------------------------------------------------------------
+
+    def _begin_open(self, peer: Peer, req: Open, jobs: list[Call]) -> Any:
+        """A slot claimed, then the env's constructor made: the answer, or the call."""
+        spec = self._spec(req.env, req.id)
+        if isinstance(spec, Error):
+            return spec
         try:
-            action = peer.codec.decode_as(raw_action, spec.action_type)
-        except msgspec.DecodeError as exc:
-            if not raw_action:
-                return answers.no_action(rid, session.id)
-            return answers.invalid_action(exc, spec.name, rid, session.id)
-        except RecursionError:
-            return answers.too_deep(spec.name, rid, session.id)
-        started = time.perf_counter() if self._on_step is not None else 0.0
-        mode = spec.mode
-        if mode is not Mode.INLINE:
-            call = Call(
-                mode,
-                session.env.step,
-                (action,),
-                None,
-                self._finish_step,
-                session=session,
-                peer=peer,
-                request=rid,
-                started=started,
+            self.sessions.reserve(
+                peer.owner,
+                self.limits.max_sessions_per_connection,
+                self.limits.max_sessions_per_token,
             )
-            call.timeout = self._limit(spec, asked)
-            return call
-        try:
-            obs = session.env.step(action)
-        except InvalidAction as exc:
-            return answers.rejected(exc, spec.name, rid, session.id)
-        except BaseException as exc:  # env code: even SystemExit is the env's failure
-            return _step_failed(session, exc, rid)
-        finally:
-            session.last_used = self.clock()
-        return self._stepped(session, peer, rid, action, obs, started)
+        except CapacityError as exc:
+            details: dict[str, Any] = {"active": exc.active, "limit": exc.limit}
+            if exc.per_owner:
+                details["scope"] = "connection"
+            elif exc.per_token:
+                details["scope"] = "token"
+            return answers.error(ErrorCode.CAPACITY, str(exc), req.id, **details)
+        call = OpenCall(Mode.INLINE if spec.inline else Mode.THREAD, spec, peer, req)
+        return self._make(call, jobs, self._limit(spec))
 
-    def _finish_step(self, call: Call, jobs: list[Call]) -> Response:
-        session: Session = call.session
-        exc = call.error
-        if exc is not None:
-            if isinstance(exc, InvalidAction):
-                return answers.rejected(exc, session.spec.name, call.request, session.id)
-            return _step_failed(session, exc, call.request)
-        return self._stepped(
-            session, call.peer, call.request, call.args[0], call.value, call.started
-        )
-
-    def _stepped(
-        self,
-        session: Session,
-        peer: Peer,
-        rid: RequestId,
-        action: Any,
-        obs: Any,
-        started: float,
-    ) -> Response:
-        try:
-            raw = peer.codec.raw(obs)
-        except (TypeError, msgspec.EncodeError) as exc:
-            return answers.unencodable(session.spec.name, "an observation", exc, rid, session.id)
-        ended = getattr(obs, "done", False) or getattr(obs, "truncated", False)
-        session.phase = Phase.ENDED if ended else Phase.RUNNING
-        self.steps_total += 1
-        if session.guests is not None and peer.owner is not session.owner:
-            session.record_guest_step(peer.codec, bytes(raw))  # for its owner: `shared_steps`
-        if self._on_step is not None:
-            self._on_step(
-                session_id=session.id,
-                env=session.spec.name,
-                action=action,
-                observation=obs,
-                duration_s=time.perf_counter() - started,
+    def _opened(self, call: OpenCall, jobs: list[Call]) -> Response:
+        req, spec, peer = call.request, call.spec, call.peer
+        if call.error is not None:
+            self.sessions.release(peer.owner)
+            kind = type(call.error).__qualname__
+            return answers.error(
+                ErrorCode.ENV_ERROR,
+                f"environment {spec.name!r} failed to start: {kind}: {call.error}",
+                req.id,
+                type=kind,
+                message=str(call.error),
             )
-        return ObservationFrame(id=rid, session=session.id, observation=raw)
+        session = self.sessions.add(spec, call.value, peer.owner, self.clock())
+        if peer.owner.closed:  # the peer left while the env was being built
+            self._retire(session, "disconnect", jobs, quiet=True)
+            return answers.error(ErrorCode.UNKNOWN_SESSION, "connection closed", req.id)
+        self.opened_total += 1
+        if self._on_opened is not None:
+            self._on_opened(session_id=session.id, env=spec.name)
+        return Opened(id=req.id, session=session.id, env=spec.name)
 
-    def _batchable(
-        self, sessions: list[Session | None], resets: list[Reset | Error | None] | None
-    ) -> bool:
-        """The sessions can be answered in one synchronous pass: each is unknown, or idle and
-        either not running (an error) or stepping inline (resetting, when `resets`)."""
-        running, inline = Phase.RUNNING, Mode.INLINE
-        for session in sessions:
-            if session is not None:
-                if session.active is not None or session.queue:
-                    return False
-                if session.guests is not None:  # a shared session: `_stepped` records
-                    return False
-                if session.spec.mode is not inline and (
-                    session.phase is running or resets is not None
-                ):
-                    return False
-                if resets is not None and session.env is None:
-                    return False  # set aside after a timeout: the reset makes a new instance
-        return True
-
-    def _step_columns(
-        self,
-        peer: Peer,
-        ids: list[str],
-        sessions: list[Session],
-        actions: list[Any],
-        rid: RequestId,
-    ) -> bytes | None:
-        """`_step_batch` for a `step_columns` of steps only, its sessions idle, the caller's
-        own and of one inline env (`SessionTable.idle_own`), the actions already of its action type:
-        the observations go straight into the answer's array, the errors by position. Returns
-        the encoded `step_columns_result`, or None, having done nothing."""
-        if len(set(ids)) != len(ids):
-            return None
-        running, ended = Phase.RUNNING, Phase.ENDED
-        name = sessions[0].spec.name
-        observations: list[Any] = []
-        append = observations.append
-        errors: dict[int, Error] = {}
-        now = self.clock()
-        for session, action in zip(sessions, actions, strict=True):
-            session.last_used = now
-            if session.phase is not running:
-                errors[len(observations)] = _not_running(session, rid)
-                append(None)
-                continue
-            try:
-                obs = session.env.step(action)
-            except InvalidAction as exc:
-                errors[len(observations)] = answers.rejected(exc, name, rid, session.id)
-                append(None)
-                continue
-            except BaseException as exc:
-                errors[len(observations)] = _step_failed(session, exc, rid)
-                append(None)
-                continue
-            try:  # an Observation has both flags (no getattr default to look up)
-                if obs.done or obs.truncated:
-                    session.phase = ended  # as `_stepped` does once encoded (undone if not)
-            except AttributeError:
-                if getattr(obs, "done", False) or getattr(obs, "truncated", False):
-                    session.phase = ended
-            append(obs)
-        self.steps_total += len(observations) - len(errors)
-        try:
-            return peer.codec.encode(
-                _ColumnsAnswer(id=rid, observations=observations, errors=errors)
-            )
-        except (TypeError, msgspec.EncodeError):
-            pass
-        results = [
-            errors.get(j) or _Observed(ids[j], obs, rid) for j, obs in enumerate(observations)
-        ]
-        return self._encode_each(peer, sessions, results, rid, columns_answer)  # type: ignore[arg-type]
-
-    def _encode_each(
-        self,
-        peer: Peer,
-        sessions: list[Session | None],
-        results: list[Any],
-        rid: RequestId,
-        shape: Callable[[RequestId, list[Any]], Any],
-    ) -> bytes:
-        """A batch's answer when some observation cannot be encoded: each on its own, as the
-        general path would, so that it alone becomes an env_error and its episode goes on."""
-        running = Phase.RUNNING
-        for position, frame in enumerate(results):
-            if type(frame) is _Observed:
-                stepped = sessions[position]
-                assert stepped is not None
-                stepped.phase = running
-                self.steps_total -= 1  # `_stepped` counts it again
-                results[position] = self._stepped(stepped, peer, rid, None, frame.observation, 0)
-        return peer.codec.encode(shape(rid, results))
-
-    def _step_batch(
-        self,
-        peer: Peer,
-        ids: list[str],
-        sessions: list[Session | None],
-        actions: list[Any],
-        rid: RequestId,
-        resets: list[Reset | Error | None] | None,
-        columns: bool,
-    ) -> bytes | None:
-        """A whole `step_many` answered synchronously, when every item can be: its session is
-        unknown, or idle and either not running (an error) or stepping inline and sync; the
-        items name distinct sessions. `ids` are the items' sessions, `actions` their encoded
-        actions. `resets` (None: no item
-        is one) has each reset item's `Reset` frame (or the error it is) at its place; resets
-        of inline sessions are answered here too. Returns the encoded `step_many_result` (a
-        `step_columns_result` when `columns`), the same bytes the general path and one encode
-        would give; or None, having done nothing.
-
-        The hot path of a vector env: no per-item call objects, and the observations are
-        encoded with the frame around them in one pass (per item only when one cannot be
-        encoded, so that it alone becomes an `env_error`)."""
-        if not self._batchable(sessions, resets) or len(set(ids)) != len(ids):
-            return None
-        running, ended = Phase.RUNNING, Phase.ENDED
-        results: list[Any] = []
-        append = results.append
-        stepped_here = 0
-        clock = self.clock
-        decode = peer.codec.decode_as
-        no_jobs: list[Call] = []
-        for session_id, session, action, reset in zip(
-            ids, sessions, actions, resets or _NO_RESETS, strict=False
-        ):
-            if session is None:
-                append(answers.unknown_session(session_id, rid))
-                continue
-            if reset is not None:  # inline (checked above): answered now, no job left
-                if type(reset) is Error:
-                    append(reset)
-                    continue
-                try:
-                    append(self._begin_reset(session, peer, reset, no_jobs))  # type: ignore[arg-type]
-                except Exception as exc:  # an engine bug: this item fails, the batch goes on
-                    log.exception("internal error in a step_many reset item")
-                    append(answers.internal(exc, rid, session_id))
-                continue
-            if session.phase is not running:
-                append(_not_running(session, rid))
-                continue
-            spec = session.spec
-            try:
-                action = decode(action, spec.action_type)
-            except msgspec.DecodeError as exc:
-                if not action:
-                    append(answers.no_action(rid, session_id))
-                else:
-                    append(answers.invalid_action(exc, spec.name, rid, session_id))
-                continue
-            except RecursionError:
-                append(answers.too_deep(spec.name, rid, session_id))
-                continue
-            try:
-                obs = session.env.step(action)
-            except InvalidAction as exc:
-                append(answers.rejected(exc, spec.name, rid, session_id))
-                continue
-            except BaseException as exc:
-                append(_step_failed(session, exc, rid))
-                continue
-            # As `_stepped` does once the observation is encoded (undone below if not).
-            if getattr(obs, "done", False) or getattr(obs, "truncated", False):
-                session.phase = ended
-            append(_Observed(session_id, obs, rid))
-            stepped_here += 1
-        self.steps_total += stepped_here
-        now = clock()
-        for session in sessions:
-            if session is not None:
-                session.last_used = now
-        shape = columns_answer if columns else _StepManyAnswer.of
-        try:
-            return peer.codec.encode(shape(rid, results))
-        except (TypeError, msgspec.EncodeError):
-            pass
-        return self._encode_each(peer, sessions, results, rid, shape)
-
-    # --- the other session requests -------------------------------------------------------------
+    # --- reset --------------------------------------------------------------------------------
 
     def _begin_reset(self, session: Session, peer: Peer, req: Reset, jobs: list[Call]) -> Any:
         spec = session.spec
         if session.env is None:  # set aside after a timeout: a fresh instance first
-            return self._invoke(
-                Mode.INLINE if spec.inline else Mode.THREAD,
-                spec.make,
-                (),
-                None,
-                self._finish_replace,
-                session,
-                peer,
-                req,
-                jobs,
-                timeout=self._limit(spec),
-            )
+            replace = ReplaceCall(Mode.INLINE if spec.inline else Mode.THREAD, session, peer, req)
+            return self._make(replace, jobs, self._limit(spec))
+        kwargs = self._reset_kwargs(session, req)
+        if type(kwargs) is Error:
+            return kwargs
+        advance(session, Event.RESET)
+        call = ResetCall(spec.mode, session, peer, req, kwargs)  # type: ignore[arg-type]
+        return self._make(call, jobs, self._limit(spec, req.call_timeout))
+
+    def _reset_kwargs(self, session: Session, req: Reset) -> dict[str, Any] | Error:
+        """The arguments of `env.reset` (the task it chose included), or the error of options
+        the env does not take or a task it cannot give."""
+        spec = session.spec
         accepted = spec.reset_options
         tasks = spec.tasks
         if tasks is not None and accepted is not None:
@@ -611,24 +278,12 @@ class Operations:
                 )
             kwargs.pop("split", None)
             kwargs.pop("index", None)
-        session.phase = Phase.FRESH
-        return self._invoke(
-            spec.mode,
-            session.env.reset,
-            (),
-            kwargs,
-            self._finish_reset,
-            session,
-            peer,
-            req,
-            jobs,
-            timeout=self._limit(spec, req.call_timeout),
-        )
+        return kwargs
 
-    def _finish_replace(self, call: Call, jobs: list[Call]) -> Response | None:
-        """A fresh env instance for a BROKEN session was made: now the reset itself."""
-        session: Session = call.session
-        req: Reset = call.request
+    def _replaced(self, call: ReplaceCall, jobs: list[Call]) -> Response | None:
+        """A fresh env instance for a session whose env was set aside: now the reset itself
+        (None when that reset is a call of its own, which answers the request)."""
+        session, req = call.session, call.request
         if call.error is not None:
             kind = type(call.error).__qualname__
             return answers.error(
@@ -641,18 +296,17 @@ class Operations:
                 message=str(call.error),
             )
         session.env = call.value
-        session.phase = Phase.FRESH
+        advance(session, Event.REPLACED)
         outcome = self._begin_reset(session, call.peer, req, jobs)
-        if type(outcome) is Call:
+        if isinstance(outcome, Call):
             session.active = outcome  # the session stays busy: this reset is not answered yet
-            outcome.batch = call.batch  # a step_many's reset item: that call answers it
+            outcome.entry = call.entry  # a step_many's reset item: that call answers it
             jobs.append(outcome)
             return None
         return outcome
 
-    def _finish_reset(self, call: Call, jobs: list[Call]) -> Response:
-        session: Session = call.session
-        req: Reset = call.request
+    def _reset_done(self, call: ResetCall, jobs: list[Call]) -> Response:
+        session, req = call.session, call.request
         if call.error is not None:
             return answers.env_error(call.error, req.id, session.id, "reset")
         obs = call.value
@@ -660,8 +314,7 @@ class Operations:
             raw = call.peer.codec.raw(obs)
         except (TypeError, msgspec.EncodeError) as exc:
             return answers.unencodable(session.spec.name, "an observation", exc, req.id, session.id)
-        ended = getattr(obs, "done", False) or getattr(obs, "truncated", False)
-        session.phase = Phase.ENDED if ended else Phase.RUNNING
+        advance(session, Event.FINISHED if ends_episode(obs) else Event.OBSERVED)
         if self._on_episode is not None:
             self._on_episode(
                 session_id=session.id,
@@ -672,24 +325,15 @@ class Operations:
             )
         return ObservationFrame(id=req.id, session=session.id, observation=raw, task=session.task)
 
+    # --- state, tools, render -----------------------------------------------------------------
+
     def _begin_state(self, session: Session, peer: Peer, req: GetState, jobs: list[Call]) -> Any:
         spec = session.spec
-        return self._invoke(
-            spec.mode,
-            session.env.state,
-            (),
-            None,
-            self._finish_state,
-            session,
-            peer,
-            req,
-            jobs,
-            timeout=self._limit(spec, req.call_timeout),
-        )
+        call = StateCall(spec.mode, session, peer, req)
+        return self._make(call, jobs, self._limit(spec, req.call_timeout))
 
-    def _finish_state(self, call: Call, jobs: list[Call]) -> Response:
-        session: Session = call.session
-        req: GetState = call.request
+    def _state_done(self, call: StateCall, jobs: list[Call]) -> Response:
+        session, req = call.session, call.request
         if call.error is not None:
             return answers.env_error(call.error, req.id, session.id, "state")
         try:
@@ -712,21 +356,11 @@ class Operations:
         spec = session.spec
         if not spec.has_tools:
             return self._no_tools(session, req.id)
-        return self._invoke(
-            spec.mode,
-            session.env.list_tools,
-            (),
-            None,
-            self._finish_list_tools,
-            session,
-            peer,
-            req,
-            jobs,
-            timeout=self._limit(spec, req.call_timeout),
-        )
+        call = ListToolsCall(spec.mode, session, peer, req)
+        return self._make(call, jobs, self._limit(spec, req.call_timeout))
 
-    def _finish_list_tools(self, call: Call, jobs: list[Call]) -> Response:
-        req: ListTools = call.request
+    def _tools_listed(self, call: ListToolsCall, jobs: list[Call]) -> Response:
+        req = call.request
         try:
             if call.error is not None:
                 raise call.error
@@ -743,22 +377,11 @@ class Operations:
         spec = session.spec
         if not spec.has_tools:
             return self._no_tools(session, req.id)
-        return self._invoke(
-            spec.mode,
-            session.env.call_tool,
-            (req.name, req.arguments),
-            None,
-            self._finish_call_tool,
-            session,
-            peer,
-            req,
-            jobs,
-            timeout=self._limit(spec, req.call_timeout),
-        )
+        call = CallToolCall(spec.mode, session, peer, req)
+        return self._make(call, jobs, self._limit(spec, req.call_timeout))
 
-    def _finish_call_tool(self, call: Call, jobs: list[Call]) -> Response:
-        session: Session = call.session
-        req: CallTool = call.request
+    def _tool_called(self, call: CallToolCall, jobs: list[Call]) -> Response:
+        session, req = call.session, call.request
         exc = call.error
         if isinstance(exc, LookupError):
             return answers.error(
@@ -785,26 +408,15 @@ class Operations:
                 req.id,
                 req.session,
             )
-        return self._invoke(
-            spec.mode,
-            session.env.render,
-            (),
-            None,
-            self._finish_render,
-            session,
-            peer,
-            req,
-            jobs,
-            timeout=self._limit(spec, req.call_timeout),
-        )
+        call = RenderCall(spec.mode, session, peer, req)
+        return self._make(call, jobs, self._limit(spec, req.call_timeout))
 
-    def _finish_render(self, call: Call, jobs: list[Call]) -> Response:
-        session: Session = call.session
-        req: Render = call.request
+    def _rendered(self, call: RenderCall, jobs: list[Call]) -> Response:
+        req = call.request
         if call.error is not None:
             return answers.env_error(call.error, req.id, req.session, "render")
         view = call.value
-        spec = session.spec
+        spec = call.session.spec
         if isinstance(view, bytes | bytearray | memoryview):
             kind, content = "image", base64.b64encode(bytes(view)).decode("ascii")
         elif isinstance(view, str) or view is None:
@@ -820,3 +432,69 @@ class Operations:
                 message=f"render() returned {type(view).__qualname__}",
             )
         return Rendered(id=req.id, session=req.session, kind=kind, content=content)
+
+    # --- sharing ------------------------------------------------------------------------------
+
+    def _begin_share(self, session: Session, peer: Peer, req: Share, jobs: list[Call]) -> Any:
+        return Shared(id=req.id, session=session.id, key=self.sessions.share(session))
+
+    def _begin_shared_steps(
+        self, session: Session, peer: Peer, req: SharedSteps, jobs: list[Call]
+    ) -> Any:
+        kept = list(session.guest_steps or ())
+        first = session.guest_count - len(kept)
+        since = max(0, req.since)
+        start = max(since, first)
+        mine = peer.codec
+        observations = [
+            msgspec.Raw(encoded)
+            if type(codec) is type(mine)
+            else mine.raw(codec.decode_as(encoded, Any))
+            for codec, encoded in kept[start - first :]
+        ]
+        return SharedStepsResult(
+            id=req.id,
+            session=session.id,
+            observations=observations,
+            next=session.guest_count,
+            dropped=start - since,
+        )
+
+    # --- closing ------------------------------------------------------------------------------
+
+    def _begin_close(self, session: Session, peer: Peer, req: Close, jobs: list[Call]) -> Any:
+        if session.env is None:  # set aside after a timeout: closed once its call ends
+            self._leave(session, "client")
+            return Closed(id=req.id, session=session.id)
+        # The session stays in the table until its env is closed: requests arriving meanwhile
+        # queue behind the close and learn afterwards, in order, that it is gone.
+        call = CloseCall(session.spec.mode, session, peer, req)
+        return self._make(call, jobs, self._limit(session.spec))
+
+    def _close_done(self, call: CloseCall, jobs: list[Call]) -> Response | None:
+        """A session's env closed: a client's close leaves the table now and is answered; a
+        retired session left it already, and only its end is told."""
+        session = call.session
+        if call.error is not None:
+            log.error("environment %r raised in close()", session.spec.name, exc_info=call.error)
+        if call.request is None:  # retired: out of the table since its close began
+            if not call.quiet:
+                self._told_closed(session, call.reason)
+            return None
+        self._leave(session, "client")
+        return Closed(id=call.request.id, session=session.id)
+
+    def _disposed(self, call: DisposeCall, jobs: list[Call]) -> None:
+        if call.error is not None:
+            log.error("an env set aside after its deadline raised in close()", exc_info=call.error)
+
+    def _leave(self, session: Session, reason: str) -> None:
+        """The session leaves the table (CLOSED); what was queued behind it learns it is
+        gone, and `ecotone_session_closed` hears why."""
+        self.sessions.remove(session)
+        self._ready.append(session)
+        self._told_closed(session, reason)
+
+    def _told_closed(self, session: Session, reason: str) -> None:
+        if self._on_closed is not None:
+            self._on_closed(session_id=session.id, env=session.spec.name, reason=reason)

@@ -1,17 +1,10 @@
 """Sessions and the table that holds them.
 
-A session is one env instance owned by one connection. Its phase follows a small table:
-
-    phase     reset                 step                          state           close
-    FRESH     RUNNING               error reset_required          ok              gone
-    RUNNING   RUNNING               RUNNING, or ENDED when done   ok              gone
-    ENDED     RUNNING               error episode_done            ok              gone
-    BROKEN    a fresh env, RUNNING  error reset_required          reset_required  gone
-
-A reset that raises leaves the session FRESH (the episode never started); a step that raises
-leaves it RUNNING (the env decides whether it can go on; the client may always reset). A call
-that outlives its deadline makes the session BROKEN: its env instance is set aside (closed
-once the call ends) and `env` is None until a reset makes a fresh one.
+A session is one env instance owned by one connection. Its phase follows the table in
+`states.py`: FRESH until a reset's observation, RUNNING while the episode runs, ENDED once an
+observation ended it, BROKEN when a call outlived its deadline (its env instance is set aside,
+closed once the call ends, and `env` is None until a reset makes a fresh one), CLOSED once it
+left the table.
 
 A session also carries its place in the protocol's ordering (`queue`, `active`): the engine
 (`ecotone.kernel.engine`) runs one of its requests at a time, in arrival order, and keeps the
@@ -25,7 +18,6 @@ Time is passed in, never read, so the table is deterministic under test.
 from __future__ import annotations
 
 import collections
-import enum
 import secrets
 from collections.abc import Iterator
 from typing import Any
@@ -33,13 +25,7 @@ from typing import Any
 import attrs
 
 from ecotone.kernel.envspec import EnvSpec
-
-
-class Phase(enum.Enum):
-    FRESH = "fresh"
-    RUNNING = "running"
-    ENDED = "ended"
-    BROKEN = "broken"
+from ecotone.kernel.states import Event, Phase, advance
 
 
 class CapacityError(Exception):
@@ -92,7 +78,6 @@ class Session:
     closing: str | None = None
     """Why the session is to be closed as soon as its active call ends (disconnect, shutdown);
     None when it is not."""
-    closed: bool = False
     guests: set[object] | None = None
     """Owners that were given this session's share key (None until one is)."""
     share_key: str | None = None
@@ -114,6 +99,18 @@ class Session:
         self.guest_count += 1
         while len(kept) > GUEST_STEPS_KEPT or (self.guest_bytes > GUEST_BYTES_KEPT and kept):
             self.guest_bytes -= len(kept.popleft()[1])
+
+    @property
+    def closed(self) -> bool:
+        """It left the table."""
+        return self.phase is Phase.CLOSED
+
+    def enqueue(self, item: Any) -> None:
+        """A request (or a batch's item) waits for the session, after those before it."""
+        queue = self.queue
+        if queue is None:
+            queue = self.queue = collections.deque()
+        queue.append(item)
 
     @property
     def busy(self) -> bool:
@@ -244,7 +241,10 @@ class SessionTable:
         ]
 
     def remove(self, session: Session) -> None:
-        session.closed = True
+        """`session` leaves the table (CLOSED), freeing its slot."""
+        if session.closed:
+            return
+        advance(session, Event.CLOSED)
         if session.share_key is not None:
             self._shared.pop(session.share_key, None)
         if self._sessions.pop(session.id, None) is not None:

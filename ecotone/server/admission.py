@@ -21,7 +21,7 @@ import attrs
 
 from ecotone.kernel import Limits
 from ecotone.kernel.config import ConfigError
-from ecotone.kernel.engine import token_number
+from ecotone.kernel.peers import token_number
 from ecotone.specs import ErrorCode
 from ecotone.specs.http import cookie, speaks_streamable_http
 

@@ -1,0 +1,180 @@
+"""What every part of the engine shares: the envs it serves, its limits, its sessions, its
+clock, the plugins' hooks and its counters; and how an env call is made.
+
+The engine (`engine.py`) is composed of parts, each a module of its own: the one step path
+(`stepping.py`), batches (`batches.py`), every other operation (`operations.py`). Each is a
+subclass of `EngineCore`, and `Engine` joins them. A part calls another's methods only
+through the names `EngineCore` declares below.
+
+Rules kept here:
+
+* **How a call is made** (`_make`): an `INLINE` call runs at once and is answered before
+  the request's `receive` returns; any other is handed to the driver, with the deadline
+  `_limit` gives it.
+* **Deadlines**: an env's own `call_timeout` if it sets one, else the server's
+  `limits.call_timeout`; a request may ask for less, never for more.
+* **Hooks** are called only when some plugin implements them (no cost on the hot path
+  otherwise); one that raises is logged and the request goes on.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ecotone.kernel import answers
+from ecotone.kernel.calls import Call, Mode, OpenCall, StepCall
+from ecotone.kernel.envspec import EnvSpec
+from ecotone.kernel.limits import Limits
+from ecotone.kernel.sessions import Session, SessionTable
+from ecotone.specs import Error, ErrorCode, Reset
+from ecotone.specs.frames import RequestId
+
+if TYPE_CHECKING:
+    from ecotone.kernel.peers import Peer
+
+log = logging.getLogger("ecotone.engine")
+
+Finisher = Callable[[Any, list[Call]], Any]
+"""What turns a made call into its answer: (call, jobs) -> a response, or None."""
+
+
+class EngineCore:
+    """The state and the helpers every part of the engine shares."""
+
+    def __init__(
+        self,
+        envs: Mapping[str, EnvSpec] | EnvSpec,
+        *,
+        default_env: str | None = None,
+        limits: Limits | None = None,
+        hooks: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+        tokens: Sequence[str] = (),
+    ) -> None:
+        if isinstance(envs, EnvSpec):
+            envs = {envs.name: envs}
+        if not envs:
+            raise ValueError("an engine needs at least one environment")
+        self.envs: dict[str, EnvSpec] = dict(envs)
+        self.default_env = default_env or next(iter(self.envs))
+        if self.default_env not in self.envs:
+            raise ValueError(f"default env {self.default_env!r} is not among the served envs")
+        self.limits = limits or Limits()
+        self.tokens: tuple[str, ...] = tuple(tokens)
+        """The bearer tokens an owner may show, any one (none: none needed); each is a
+        principal, whose sessions `max_sessions_per_token` counts together."""
+        self.token = self.tokens[0] if self.tokens else None
+        """The first token (None: none needed)."""
+        self.sessions = SessionTable(self.limits.max_sessions, self.limits.idle_timeout)
+        self.clock = clock
+        self._hooks = hooks
+        self._on_opened = self._hook("ecotone_session_opened")
+        self._on_closed = self._hook("ecotone_session_closed")
+        self._on_step = self._hook("ecotone_step_completed")
+        self._on_episode = self._hook("ecotone_episode_started")
+        self._on_call = self._hook("ecotone_call_completed")
+        self.touched: list[Peer] = []
+        """Peers with a sink whose outbox became non-empty (`Engine.take_touched`)."""
+        self._ready: collections.deque[Session] = collections.deque()
+        """Sessions that became free, whose queued requests `_drain` starts."""
+        self._finishers: dict[type, Finisher] = {}
+        """Each kind of call's finisher, by the call's type (filled by the parts)."""
+        # What the server did, for /metrics (plain counters: nothing on the hot path but +1).
+        self.errors: collections.Counter[str] = collections.Counter()
+        """Error frames answered, by code."""
+        self.opened_total = 0
+        """Sessions opened."""
+        self.steps_total = 0
+        """Steps answered with an observation."""
+
+    def _hook(self, name: str) -> Any:
+        """A caller of hook `name`, or None when no plugin implements it (keeps the hot path
+        free). Hooks must not raise; one that does is logged and the request goes on."""
+        if self._hooks is None:
+            return None
+        caller = getattr(self._hooks, name, None)
+        if caller is None or not caller.get_hookimpls():
+            return None
+
+        def call(**kwargs: Any) -> None:
+            try:
+                caller(**kwargs)
+            except Exception:
+                log.exception("a plugin's %s hook raised (ignored)", name)
+
+        return call
+
+    def _limit(self, spec: EnvSpec, asked: float | None = None) -> float | None:
+        """The deadline of a call of `spec`'s env: the env's own, else the server's; a request
+        may ask for less, never more."""
+        limit = spec.call_timeout if spec.call_timeout is not None else self.limits.call_timeout
+        if asked is not None and asked > 0 and (limit is None or asked < limit):
+            return asked
+        return limit
+
+    def _spec(self, name: str | None, rid: RequestId) -> EnvSpec | Error:
+        """The served env called `name` (the default one for None), or `unknown_env`."""
+        spec = self.envs.get(name or self.default_env)
+        if spec is None:
+            return answers.error(
+                ErrorCode.UNKNOWN_ENV,
+                f"this server does not serve env {name!r}; it serves: {', '.join(self.envs)}",
+                rid,
+                env=name,
+            )
+        return spec
+
+    def _make(self, call: Call, jobs: list[Call], timeout: float | None = None) -> Any:
+        """Make `call` now if it is INLINE and return its answer; else return it for the
+        driver, which makes it within `timeout` seconds (None: no deadline)."""
+        if self._on_call is not None:
+            call.started = time.perf_counter()
+        if call.mode is Mode.INLINE:
+            call.run()
+            return self._finish(call, jobs)
+        call.timeout = timeout
+        return call
+
+    def _finish(self, call: Call, jobs: list[Call]) -> Any:
+        """A made call's answer (its kind's finisher), told to `ecotone_call_completed`."""
+        if call.started and type(call) is not StepCall:  # steps have their own hook
+            self._timed(call)
+        return self._finishers[type(call)](call, jobs)
+
+    def _timed(self, call: Call) -> None:
+        """Tell `ecotone_call_completed` how long an env call (not a step) took."""
+        session = call.session
+        if type(call) is OpenCall:
+            spec = call.spec
+        elif session is not None:
+            spec = session.spec
+        else:  # an env nobody holds, closed
+            return
+        self._on_call(
+            session_id=None if session is None else session.id,
+            env=spec.name,
+            op=call.op,
+            duration_s=time.perf_counter() - call.started,
+        )
+
+    # --- parts of the engine defined by the classes that compose it --------------------------
+
+    def _begin_reset(self, session: Session, peer: Peer, req: Reset, jobs: list[Call]) -> Any:
+        """A reset on its idle session (operations.py)."""
+        raise NotImplementedError
+
+    def _outcome(self, session: Session, peer: Peer, request: Any, jobs: list[Call]) -> Any:
+        """What a request on its idle session comes to (engine.py)."""
+        raise NotImplementedError
+
+    def _retire(self, session: Session, reason: str, jobs: list[Call], quiet: bool = False) -> None:
+        """Close a session no request asked to close (engine.py)."""
+        raise NotImplementedError
+
+    def _drain(self, jobs: list[Call]) -> None:
+        """Start what waits on the sessions that became free (engine.py)."""
+        raise NotImplementedError

@@ -1,0 +1,403 @@
+"""The one step path: what a step does with its session, whatever form carried it.
+
+Every form of a step (a single `step`, an item of a `step_many`, a position of a
+`step_columns`, inline or made by the driver) goes through the same three functions:
+
+* `_action`: the action decoded into the env's type, or the error saying why not
+  (`invalid_action` naming the field, `too deep`, an item with no action);
+* a phase check against the table (`states.REFUSALS`: `reset_required`, `episode_done`, or
+  the env set aside);
+* `_settle`, once the env's step returned or raised and its observation is encoded for the
+  answer: the phase change (OBSERVED or FINISHED), the count of steps, and the error an
+  exception becomes (`invalid_action` for `ecotone.InvalidAction`, `env_error` for anything
+  else, which ends the episode if a rubric failed after the env's step ended it).
+
+A step whose observation cannot be encoded is answered `env_error` and moves nothing: its
+session's phase is changed only once the answer is sure, so nothing is ever undone.
+
+The fast paths (`_step_batch`, `_step_columns`) answer a whole `step_many` or `step_columns`
+of idle inline sessions in one pass and one encode, and call the same functions per item;
+they give the same bytes as the general path (tests/test_step_many_fast_paths.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from ecotone.kernel import answers
+from ecotone.kernel.calls import Call, Mode, StepCall
+from ecotone.kernel.contract import InvalidAction
+from ecotone.kernel.core import EngineCore, log
+from ecotone.kernel.envspec import EnvSpec
+from ecotone.kernel.rubrics import RubricError
+from ecotone.kernel.sessions import Session
+from ecotone.kernel.states import Event, Phase, Refusal, advance, ends_episode, refusal
+from ecotone.specs import Error, ObservationFrame, Reset, Response, Step, StepMany
+from ecotone.specs.codec import Codec
+from ecotone.specs.frames import Frame, RequestId
+
+if TYPE_CHECKING:
+    from ecotone.kernel.peers import Peer
+
+_NO_RESETS: Final = itertools.repeat(None)
+"""What `_step_batch` zips with a batch's items when none is a reset."""
+
+_REFUSED: Final[dict[Refusal, Callable[[str, RequestId], Error]]] = {
+    Refusal.RESET_REQUIRED: answers.reset_required,
+    Refusal.EPISODE_DONE: answers.episode_done,
+    Refusal.BROKEN: answers.broken,
+}
+"""The error frame of each refusal."""
+
+
+def refused(session: Session, kind: type, rid: RequestId) -> Error | None:
+    """The error a request of type `kind` gets in its session's phase, or None: it may run."""
+    why = refusal(session.phase, kind)
+    return None if why is None else _REFUSED[why](session.id, rid)
+
+
+def _not_running(session: Session, rid: RequestId) -> Error:
+    """The error a step gets when its session's episode is not running."""
+    error = refused(session, Step, rid)
+    assert error is not None, session.phase
+    return error
+
+
+class _Observed(msgspec.Struct, tag_field="op", tag="observation", gc=False):
+    """An `observation` frame holding the env's observation itself rather than its encoding:
+    a batch of them encodes in one pass, to the bytes of `ObservationFrame`s (the same tag and
+    fields in the same order; `id` is a request's, never None). Built positionally, and
+    untracked by the garbage collector (it is in no reference cycle): it is made per item."""
+
+    session: str
+    observation: Any
+    id: RequestId
+
+
+class _StepManyAnswer(Frame, tag="step_many_result", gc=False):
+    """`StepManyResult` whose items are `_Observed` or `Error` frames; the same bytes."""
+
+    results: list[Any]
+
+    @classmethod
+    def of(cls, rid: RequestId, results: list[Any]) -> _StepManyAnswer:
+        return cls(id=rid, results=results)
+
+
+class _ColumnsAnswer(Frame, tag="step_columns_result", gc=False):
+    """`StepColumnsResult` whose observations are the env's own (or already encoded)."""
+
+    observations: list[Any]
+    errors: dict[int, Error] = {}
+    tasks: dict[int, Any] = {}
+
+
+def columns_answer(rid: RequestId, results: list[Any]) -> _ColumnsAnswer:
+    """The `step_columns_result` of a batch's results (`_Observed`, `ObservationFrame` or
+    `Error` frames, in request order)."""
+    observations: list[Any] = []
+    append = observations.append
+    errors: dict[int, Error] = {}
+    tasks: dict[int, Any] = {}
+    for position, frame in enumerate(results):
+        kind = type(frame)
+        if kind is _Observed:
+            append(frame.observation)
+        elif kind is Error:
+            append(None)
+            errors[position] = frame
+        else:  # an ObservationFrame: a reset, or an observation encoded on its own
+            append(frame.observation)
+            if frame.task is not None:
+                tasks[position] = frame.task
+    return _ColumnsAnswer(id=rid, observations=observations, errors=errors, tasks=tasks)
+
+
+def _action(codec: Codec, raw: msgspec.Raw, spec: EnvSpec, rid: RequestId, session: str) -> Any:
+    """The action decoded into `spec`'s action type, or the `Error` that says why not."""
+    try:
+        return codec.decode_as(raw, spec.action_type)
+    except msgspec.DecodeError as exc:
+        if not raw:
+            return answers.no_action(rid, session)
+        return answers.invalid_action(exc, spec.name, rid, session)
+    except RecursionError:
+        return answers.too_deep(spec.name, rid, session)
+
+
+@functools.cache
+def _list_of(item: type) -> Any:
+    """`list[item]`, made once per type (the codec keeps a decoder per type)."""
+    return list[item]  # type: ignore[valid-type]
+
+
+class Stepping(EngineCore):
+    """The one step path, and the fast passes over whole batches of steps."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._finishers[StepCall] = self._step_done
+
+    def _settle(self, session: Session, outcome: Any, rid: RequestId) -> Error | None:
+        """The end of every step, whatever form carried it. `outcome` is what the env's step
+        returned (its observation, already encoded for the answer) or raised. An observation
+        moves the session's phase (FINISHED when it ends the episode; RUNNING stays RUNNING)
+        and counts; an exception becomes the error it is answered with. Returns that error,
+        or None."""
+        if not isinstance(outcome, BaseException):
+            if ends_episode(outcome):
+                advance(session, Event.FINISHED)
+            self.steps_total += 1
+            return None
+        if isinstance(outcome, InvalidAction):
+            return answers.rejected(outcome, session.spec.name, rid, session.id)
+        if isinstance(outcome, RubricError) and ends_episode(outcome.observation):
+            advance(session, Event.FINISHED)  # the env's step happened, and ended the episode
+        return answers.env_error(outcome, rid, session.id, "step")
+
+    def _step_error(self, session: Session, exc: BaseException, rid: RequestId) -> Error:
+        """`_settle` for a step that raised: the error it is answered with."""
+        error = self._settle(session, exc, rid)
+        assert error is not None
+        return error
+
+    def _begin_step(
+        self,
+        session: Session,
+        peer: Peer,
+        raw_action: msgspec.Raw,
+        rid: RequestId,
+        asked: float | None = None,
+    ) -> Any:
+        """A step on its idle session: its answer (made inline), or a `StepCall` for the
+        driver (within the deadline the env and `asked` allow)."""
+        if session.phase is not Phase.RUNNING:
+            return _not_running(session, rid)
+        spec = session.spec
+        action = _action(peer.codec, raw_action, spec, rid, session.id)
+        if type(action) is Error:
+            return action
+        started = time.perf_counter() if self._on_step is not None else 0.0
+        if spec.mode is not Mode.INLINE:
+            call = StepCall(spec.mode, session, peer, action, rid)
+            call.started = started
+            call.timeout = self._limit(spec, asked)
+            return call
+        try:
+            outcome = session.env.step(action)
+        except BaseException as exc:  # env code: even SystemExit is the env's failure
+            outcome = exc
+        session.last_used = self.clock()
+        return self._stepped(session, peer, rid, (action, outcome), started)
+
+    def _step_done(self, call: StepCall, jobs: list[Call]) -> Response:
+        """A `StepCall` the driver made."""
+        outcome = call.error if call.error is not None else call.value
+        return self._stepped(
+            call.session, call.peer, call.rid, (call.args[0], outcome), call.started
+        )
+
+    def _stepped(
+        self,
+        session: Session,
+        peer: Peer,
+        rid: RequestId,
+        step: tuple[Any, Any],
+        started: float,
+    ) -> Response:
+        """The answer to one step (`step`: its action and the env's outcome): the
+        observation frame, encoded with `peer`'s codec, or the error it is."""
+        action, outcome = step
+        if isinstance(outcome, BaseException):
+            return self._step_error(session, outcome, rid)
+        try:
+            raw = peer.codec.raw(outcome)
+        except (TypeError, msgspec.EncodeError) as exc:
+            return answers.unencodable(session.spec.name, "an observation", exc, rid, session.id)
+        self._settle(session, outcome, rid)
+        if session.guests is not None and peer.owner is not session.owner:
+            session.record_guest_step(peer.codec, bytes(raw))  # for its owner: `shared_steps`
+        if self._on_step is not None:
+            self._on_step(
+                session_id=session.id,
+                env=session.spec.name,
+                action=action,
+                observation=outcome,
+                duration_s=time.perf_counter() - started,
+            )
+        return ObservationFrame(id=rid, session=session.id, observation=raw)
+
+    # --- whole batches in one pass ------------------------------------------------------------
+
+    def _batchable(
+        self, sessions: list[Session | None], resets: list[Reset | Error | None] | None
+    ) -> bool:
+        """The sessions can be answered in one synchronous pass: each is unknown, or idle and
+        either not running (an error) or stepping inline (resetting, when `resets`)."""
+        running, inline = Phase.RUNNING, Mode.INLINE
+        for session in sessions:
+            if session is not None:
+                if session.active is not None or session.queue:
+                    return False
+                if session.guests is not None:  # a shared session: `_stepped` records
+                    return False
+                if session.spec.mode is not inline and (
+                    session.phase is running or resets is not None
+                ):
+                    return False
+                if resets is not None and session.env is None:
+                    return False  # set aside after a timeout: the reset makes a new instance
+        return True
+
+    def _step_columns(
+        self,
+        peer: Peer,
+        ids: list[str],
+        sessions: list[Session],
+        actions: list[Any],
+        rid: RequestId,
+    ) -> bytes | None:
+        """`_step_batch` for a `step_columns` of steps only, its sessions idle, the caller's
+        own and of one inline env (`SessionTable.idle_own`), the actions already of its
+        action type: the observations go straight into the answer's array, the errors by
+        position. Returns the encoded `step_columns_result`, or None, having done nothing."""
+        if len(set(ids)) != len(ids):
+            return None
+        running = Phase.RUNNING
+        observations: list[Any] = []
+        append = observations.append
+        errors: dict[int, Error] = {}
+        stepped: list[int] = []
+        now = self.clock()
+        for session, action in zip(sessions, actions, strict=True):
+            session.last_used = now
+            if session.phase is not running:
+                errors[len(observations)] = _not_running(session, rid)
+                append(None)
+                continue
+            try:
+                obs = session.env.step(action)
+            except BaseException as exc:
+                errors[len(observations)] = self._step_error(session, exc, rid)
+                append(None)
+                continue
+            stepped.append(len(observations))
+            append(obs)
+        try:
+            data = peer.codec.encode(
+                _ColumnsAnswer(id=rid, observations=observations, errors=errors)
+            )
+        except (TypeError, msgspec.EncodeError):
+            results = [
+                errors.get(j) or _Observed(ids[j], obs, rid) for j, obs in enumerate(observations)
+            ]
+            return self._encode_each(peer, sessions, results, rid, columns_answer)
+        for position in stepped:
+            self._settle(sessions[position], observations[position], rid)
+        return data
+
+    def _encode_each(
+        self,
+        peer: Peer,
+        sessions: Sequence[Session | None],
+        results: list[Any],
+        rid: RequestId,
+        shape: Callable[[RequestId, list[Any]], Any],
+    ) -> bytes:
+        """A batch's answer when some observation cannot be encoded: each on its own, as the
+        general path would, so that it alone becomes an env_error and its episode goes on."""
+        for position, frame in enumerate(results):
+            if type(frame) is _Observed:
+                session = sessions[position]
+                assert session is not None
+                results[position] = self._stepped(session, peer, rid, (None, frame.observation), 0)
+        return peer.codec.encode(shape(rid, results))
+
+    def _step_batch(
+        self,
+        peer: Peer,
+        req: StepMany,
+        sessions: list[Session | None],
+        resets: list[Reset | Error | None] | None,
+        columns: bool,
+    ) -> bytes | None:
+        """A whole `step_many` answered synchronously, when every item can be: its session is
+        unknown, or idle and either not running (an error) or stepping inline; the items name
+        distinct sessions. `resets` (None: no item is one) has each reset item's `Reset`
+        frame (or the error it is) at its place; resets of inline sessions are answered here
+        too. Returns the encoded `step_many_result` (a `step_columns_result` when
+        `columns`), the same bytes the general path and one encode would give; or None,
+        having done nothing.
+
+        The hot path of a vector env: no per-item call objects, and the observations are
+        encoded with the frame around them in one pass (per item only when one cannot be
+        encoded, so that it alone becomes an `env_error`)."""
+        items = req.steps
+        ids = [item.session for item in items]
+        if not self._batchable(sessions, resets) or len(set(ids)) != len(ids):
+            return None
+        rid = req.id
+        running = Phase.RUNNING
+        results: list[Any] = []
+        append = results.append
+        stepped: list[int] = []
+        decode = peer.codec.decode_as
+        no_jobs: list[Call] = []
+        for item, session, reset in zip(items, sessions, resets or _NO_RESETS, strict=False):
+            session_id = item.session
+            if session is None:
+                append(answers.unknown_session(session_id, rid))
+                continue
+            if reset is not None:  # inline (checked above): answered now, no job left
+                if type(reset) is Error:
+                    append(reset)
+                    continue
+                try:
+                    append(self._begin_reset(session, peer, reset, no_jobs))  # type: ignore[arg-type]
+                except Exception as exc:  # an engine bug: this item fails, the batch goes on
+                    log.exception("internal error in a step_many reset item")
+                    append(answers.internal(exc, rid, session_id))
+                continue
+            if session.phase is not running:
+                append(_not_running(session, rid))
+                continue
+            spec = session.spec
+            raw = item.action
+            try:
+                action = decode(raw, spec.action_type)
+            except (msgspec.DecodeError, RecursionError):
+                append(_action(peer.codec, raw, spec, rid, session_id))  # says why
+                continue
+            try:
+                obs = session.env.step(action)
+            except BaseException as exc:
+                append(self._step_error(session, exc, rid))
+                continue
+            stepped.append(len(results))
+            append(_Observed(session_id, obs, rid))
+        now = self.clock()
+        for session in sessions:
+            if session is not None:
+                session.last_used = now
+        shape = columns_answer if columns else _StepManyAnswer.of
+        try:
+            data = peer.codec.encode(shape(rid, results))
+        except (TypeError, msgspec.EncodeError):
+            return self._encode_each(peer, sessions, results, rid, shape)
+        for position in stepped:
+            self._settle(sessions[position], results[position].observation, rid)  # type: ignore[arg-type]
+        return data
+
+    def _decode_columns(self, peer: Peer, spec: EnvSpec, actions: msgspec.Raw) -> list[Any] | None:
+        """A `step_columns`'s actions in one pass, straight into `spec`'s action type; None
+        when they do not all decode (the per-item path then says which is wrong)."""
+        try:
+            return peer.codec.decode_as(actions, _list_of(spec.action_type))
+        except (msgspec.DecodeError, RecursionError):
+            return None
