@@ -89,6 +89,8 @@ class Session:
     """Guest steps so far: the number the next one gets."""
     task: Any = None
     """The TaskRef of the episode's task (envs that publish tasks), set by its reset."""
+    client: str | None = None
+    """The client address the session was leased to (`leases.py`), or None."""
 
     def record_guest_step(self, codec: Any, encoded: bytes) -> None:
         kept = self.guest_steps

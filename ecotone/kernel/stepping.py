@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -119,16 +119,20 @@ def columns_answer(rid: RequestId, results: list[Any]) -> _ColumnsAnswer:
     return _ColumnsAnswer(id=rid, observations=observations, errors=errors, tasks=tasks)
 
 
-def _action(codec: Codec, raw: msgspec.Raw, spec: EnvSpec, rid: RequestId, session: str) -> Any:
-    """The action decoded into `spec`'s action type, or the `Error` that says why not."""
+def _bad_action(
+    codec: Codec, raw: msgspec.Raw, spec: EnvSpec, rid: RequestId, session: str
+) -> Error:
+    """Why an action does not decode into `spec`'s action type (every form of a step decodes
+    its action inline, and asks here only when it failed)."""
     try:
-        return codec.decode_as(raw, spec.action_type)
+        codec.decode_as(raw, spec.action_type)
     except msgspec.DecodeError as exc:
         if not raw:
             return answers.no_action(rid, session)
         return answers.invalid_action(exc, spec.name, rid, session)
     except RecursionError:
         return answers.too_deep(spec.name, rid, session)
+    raise AssertionError("the action decodes")  # pragma: no cover - asked after a failure
 
 
 @functools.cache
@@ -144,28 +148,25 @@ class Stepping(EngineCore):
         super().__init__(*args, **kwargs)
         self._finishers[StepCall] = self._step_done
 
-    def _settle(self, session: Session, outcome: Any, rid: RequestId) -> Error | None:
-        """The end of every step, whatever form carried it. `outcome` is what the env's step
-        returned (its observation, already encoded for the answer) or raised. An observation
-        moves the session's phase (FINISHED when it ends the episode; RUNNING stays RUNNING)
-        and counts; an exception becomes the error it is answered with. Returns that error,
-        or None."""
-        if not isinstance(outcome, BaseException):
-            if ends_episode(outcome):
-                advance(session, Event.FINISHED)
-            self.steps_total += 1
-            return None
-        if isinstance(outcome, InvalidAction):
-            return answers.rejected(outcome, session.spec.name, rid, session.id)
-        if isinstance(outcome, RubricError) and ends_episode(outcome.observation):
-            advance(session, Event.FINISHED)  # the env's step happened, and ended the episode
-        return answers.env_error(outcome, rid, session.id, "step")
+    def _settle(self, steps: int, ended: Iterable[Session] = ()) -> None:
+        """The end of every step answered with an observation, whatever form carried it (a
+        single step, an item of a batch, inline or made by the driver): `steps` of them, and
+        `ended` the sessions whose observation ended their episode (they move to FINISHED; a
+        running episode otherwise stays RUNNING). Called once the observations are encoded
+        for their answers: a step whose observation cannot be encoded moved nothing."""
+        for session in ended:
+            advance(session, Event.FINISHED)
+        self.steps_total += steps
 
-    def _step_error(self, session: Session, exc: BaseException, rid: RequestId) -> Error:
-        """`_settle` for a step that raised: the error it is answered with."""
-        error = self._settle(session, exc, rid)
-        assert error is not None
-        return error
+    def _failed(self, session: Session, exc: BaseException, rid: RequestId) -> Error:
+        """The error a step that raised is answered with, whatever form carried it:
+        `invalid_action` for `ecotone.InvalidAction`, `env_error` for anything else. A rubric
+        that failed after the env's step ended the episode ends the session's (FINISHED)."""
+        if isinstance(exc, InvalidAction):
+            return answers.rejected(exc, session.spec.name, rid, session.id)
+        if isinstance(exc, RubricError) and ends_episode(exc.observation):
+            advance(session, Event.FINISHED)  # the env's step happened, and ended the episode
+        return answers.env_error(exc, rid, session.id, "step")
 
     def _begin_step(
         self,
@@ -180,9 +181,10 @@ class Stepping(EngineCore):
         if session.phase is not Phase.RUNNING:
             return _not_running(session, rid)
         spec = session.spec
-        action = _action(peer.codec, raw_action, spec, rid, session.id)
-        if type(action) is Error:
-            return action
+        try:
+            action = peer.codec.decode_as(raw_action, spec.action_type)
+        except (msgspec.DecodeError, RecursionError):
+            return _bad_action(peer.codec, raw_action, spec, rid, session.id)
         started = time.perf_counter() if self._on_step is not None else 0.0
         if spec.mode is not Mode.INLINE:
             call = StepCall(spec.mode, session, peer, action, rid)
@@ -194,33 +196,31 @@ class Stepping(EngineCore):
         except BaseException as exc:  # env code: even SystemExit is the env's failure
             outcome = exc
         session.last_used = self.clock()
-        return self._stepped(session, peer, rid, (action, outcome), started)
+        return self._stepped(session, peer, rid, action, outcome, started)
 
     def _step_done(self, call: StepCall, jobs: list[Call]) -> Response:
         """A `StepCall` the driver made."""
         outcome = call.error if call.error is not None else call.value
-        return self._stepped(
-            call.session, call.peer, call.rid, (call.args[0], outcome), call.started
-        )
+        return self._stepped(call.session, call.peer, call.rid, call.args[0], outcome, call.started)
 
     def _stepped(
         self,
         session: Session,
         peer: Peer,
         rid: RequestId,
-        step: tuple[Any, Any],
+        action: Any,
+        outcome: Any,
         started: float,
     ) -> Response:
-        """The answer to one step (`step`: its action and the env's outcome): the
-        observation frame, encoded with `peer`'s codec, or the error it is."""
-        action, outcome = step
+        """The answer to one step (`action`, and the env's `outcome`: what its step returned
+        or raised): the observation frame, encoded with `peer`'s codec, or the error it is."""
         if isinstance(outcome, BaseException):
-            return self._step_error(session, outcome, rid)
+            return self._failed(session, outcome, rid)
         try:
             raw = peer.codec.raw(outcome)
         except (TypeError, msgspec.EncodeError) as exc:
             return answers.unencodable(session.spec.name, "an observation", exc, rid, session.id)
-        self._settle(session, outcome, rid)
+        self._settle(1, (session,) if ends_episode(outcome) else ())
         if session.guests is not None and peer.owner is not session.owner:
             session.record_guest_step(peer.codec, bytes(raw))  # for its owner: `shared_steps`
         if self._on_step is not None:
@@ -273,7 +273,7 @@ class Stepping(EngineCore):
         observations: list[Any] = []
         append = observations.append
         errors: dict[int, Error] = {}
-        stepped: list[int] = []
+        ended: list[Session] = []
         now = self.clock()
         for session, action in zip(sessions, actions, strict=True):
             session.last_used = now
@@ -284,10 +284,15 @@ class Stepping(EngineCore):
             try:
                 obs = session.env.step(action)
             except BaseException as exc:
-                errors[len(observations)] = self._step_error(session, exc, rid)
+                errors[len(observations)] = self._failed(session, exc, rid)
                 append(None)
                 continue
-            stepped.append(len(observations))
+            try:  # `ends_episode`, inline: an ecotone.Observation has both flags
+                if obs.done or obs.truncated:
+                    ended.append(session)
+            except AttributeError:
+                if ends_episode(obs):
+                    ended.append(session)
             append(obs)
         try:
             data = peer.codec.encode(
@@ -298,8 +303,7 @@ class Stepping(EngineCore):
                 errors.get(j) or _Observed(ids[j], obs, rid) for j, obs in enumerate(observations)
             ]
             return self._encode_each(peer, sessions, results, rid, columns_answer)
-        for position in stepped:
-            self._settle(sessions[position], observations[position], rid)
+        self._settle(len(observations) - len(errors), ended)
         return data
 
     def _encode_each(
@@ -316,7 +320,7 @@ class Stepping(EngineCore):
             if type(frame) is _Observed:
                 session = sessions[position]
                 assert session is not None
-                results[position] = self._stepped(session, peer, rid, (None, frame.observation), 0)
+                results[position] = self._stepped(session, peer, rid, None, frame.observation, 0)
         return peer.codec.encode(shape(rid, results))
 
     def _step_batch(
@@ -346,9 +350,10 @@ class Stepping(EngineCore):
         running = Phase.RUNNING
         results: list[Any] = []
         append = results.append
-        stepped: list[int] = []
         decode = peer.codec.decode_as
         no_jobs: list[Call] = []
+        stepped = 0
+        ended: list[Session] = []
         for item, session, reset in zip(items, sessions, resets or _NO_RESETS, strict=False):
             session_id = item.session
             if session is None:
@@ -372,14 +377,20 @@ class Stepping(EngineCore):
             try:
                 action = decode(raw, spec.action_type)
             except (msgspec.DecodeError, RecursionError):
-                append(_action(peer.codec, raw, spec, rid, session_id))  # says why
+                append(_bad_action(peer.codec, raw, spec, rid, session_id))
                 continue
             try:
                 obs = session.env.step(action)
             except BaseException as exc:
-                append(self._step_error(session, exc, rid))
+                append(self._failed(session, exc, rid))
                 continue
-            stepped.append(len(results))
+            try:  # `ends_episode`, inline: an ecotone.Observation has both flags
+                if obs.done or obs.truncated:
+                    ended.append(session)
+            except AttributeError:
+                if ends_episode(obs):
+                    ended.append(session)
+            stepped += 1
             append(_Observed(session_id, obs, rid))
         now = self.clock()
         for session in sessions:
@@ -390,8 +401,7 @@ class Stepping(EngineCore):
             data = peer.codec.encode(shape(rid, results))
         except (TypeError, msgspec.EncodeError):
             return self._encode_each(peer, sessions, results, rid, shape)
-        for position in stepped:
-            self._settle(sessions[position], results[position].observation, rid)  # type: ignore[arg-type]
+        self._settle(stepped, ended)
         return data
 
     def _decode_columns(self, peer: Peer, spec: EnvSpec, actions: msgspec.Raw) -> list[Any] | None:
