@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ecotone.kernel import answers
 from ecotone.kernel.calls import Call, Mode, OpenCall, StepCall
 from ecotone.kernel.envspec import EnvSpec
+from ecotone.kernel.leases import Leases
 from ecotone.kernel.limits import Limits
 from ecotone.kernel.sessions import Session, SessionTable
 from ecotone.specs import Error, ErrorCode, Reset
@@ -70,6 +71,8 @@ class EngineCore:
         self.token = self.tokens[0] if self.tokens else None
         """The first token (None: none needed)."""
         self.sessions = SessionTable(self.limits.max_sessions, self.limits.idle_timeout)
+        self.leases = Leases(self.limits.stateless_grace, self.limits.max_http_sessions_per_client)
+        """Sessions opened for a client that may never name them again (`leases.py`)."""
         self.clock = clock
         self._hooks = hooks
         self._on_opened = self._hook("ecotone_session_opened")
@@ -160,6 +163,13 @@ class EngineCore:
             op=call.op,
             duration_s=time.perf_counter() - call.started,
         )
+
+    def _remove(self, session: Session) -> None:
+        """`session` leaves the table (CLOSED, its slot free, no longer leased); what was
+        queued behind it learns, when it is next pumped, that it is gone."""
+        self.sessions.remove(session)
+        self.leases.forget(session)
+        self._ready.append(session)
 
     # --- parts of the engine defined by the classes that compose it --------------------------
 

@@ -41,6 +41,7 @@ module keeps:
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, final
@@ -247,13 +248,81 @@ class Engine(Batches, Operations):
         return jobs
 
     def expire(self) -> Sequence[Call]:
-        """Close sessions idle past `idle_timeout` (never a busy one)."""
+        """Close sessions idle past `idle_timeout` (never a busy one), and loose sessions
+        nobody claimed within `stateless_grace` (`leases.py`; a busy one once its call
+        ends)."""
         jobs: list[Call] = []
-        for session in self.sessions.expired(self.clock()):
+        now = self.clock()
+        for session in self.sessions.expired(now):
             log.info("closing idle session %s (%s)", session.id, session.spec.name)
             self._retire(session, "idle", jobs)
+        for session in self.leases.due(now):
+            self.leases.claim(session)  # due once: a busy one is closed as its call ends
+            self._retire(session, "unclaimed", jobs)
         self._drain(jobs)
         return jobs
+
+    def expiring(self) -> float | None:
+        """Seconds between two `expire`s that keep idle and loose sessions within their
+        limits (a quarter of the shorter, 50 ms to 5 s), or None: nothing ever expires."""
+        limits = self.limits
+        spans = [s for s in (limits.idle_timeout, limits.stateless_grace) if s is not None]
+        return max(0.05, min(min(spans) / 4, 5.0)) if spans else None
+
+    # --- sessions leased to a client (leases.py) -----------------------------------------------
+
+    def lease(self, owner: Owner, session_id: str, client: str) -> None:
+        """The session `owner` just opened for `client` (an address) is loose: closed after
+        `stateless_grace` unless a request names it first (`claim`)."""
+        session = self.sessions.get(session_id, owner)
+        if session is not None:
+            self.leases.lease(session, client, self.clock())
+
+    def claim(self, owner: Owner, session_id: str) -> bool:
+        """A request of `owner` named the session: it is no longer loose. Whether it is open."""
+        session = self.sessions.get(session_id, owner)
+        if session is None:
+            return False
+        self.leases.claim(session)
+        return True
+
+    def make_room(
+        self, owner: Owner, client: str, *, full: bool = False
+    ) -> tuple[bool, Sequence[Call]]:
+        """Before a session is opened for `client` of `owner`: close its loose sessions past
+        the few it keeps (all of them when the server is `full`), reason `replaced`.
+        Returns whether it may then have another (it holds fewer than
+        `max_http_sessions_per_client`), and the closes for the driver to run."""
+        if full:
+            replaced, allowed = self.leases.crowd(owner, client), True
+        else:
+            replaced, allowed = self.leases.room(owner, client)
+        jobs: list[Call] = []
+        for session in replaced:
+            self.leases.claim(session)
+            self._retire(session, "replaced", jobs)
+        self._drain(jobs)
+        return allowed, jobs
+
+    # --- connections that fall silent ------------------------------------------------------
+
+    def silence_allowed(self, mid_frame: bool) -> float:
+        """Seconds a connection may stay silent before `drop_silent` is asked: within a frame
+        it began, `message_timeout`; else `idle_connection_timeout` (inf: forever)."""
+        limits = self.limits
+        if mid_frame:
+            return limits.message_timeout
+        idle = limits.idle_connection_timeout
+        return math.inf if idle is None else idle
+
+    def drop_silent(self, owner: Owner | None, mid_frame: bool) -> str | None:
+        """Why a connection silent for `silence_allowed` is closed, or None: it stays (its
+        owner holds sessions, whose own limit is `idle_timeout`)."""
+        if mid_frame:
+            return "stalled in the middle of a frame"
+        if owner is not None and self.sessions.held_by(owner):
+            return None
+        return "idle, holding no session"
 
     def shutdown(self) -> Sequence[Call]:
         """Close every session (the server is stopping)."""
@@ -435,8 +504,7 @@ class Engine(Batches, Operations):
         if session.active is not None:
             session.closing = reason
             return
-        self.sessions.remove(session)
-        self._ready.append(session)
+        self._remove(session)
         if session.env is None:  # set aside after a timeout: closed once its call ends
             if not quiet:
                 self._told_closed(session, reason)

@@ -491,8 +491,7 @@ class Operations(EngineCore):
     def _leave(self, session: Session, reason: str) -> None:
         """The session leaves the table (CLOSED); what was queued behind it learns it is
         gone, and `ecotone_session_closed` hears why."""
-        self.sessions.remove(session)
-        self._ready.append(session)
+        self._remove(session)
         self._told_closed(session, reason)
 
     def _told_closed(self, session: Session, reason: str) -> None:

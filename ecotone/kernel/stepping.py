@@ -1,23 +1,25 @@
 """The one step path: what a step does with its session, whatever form carried it.
 
 Every form of a step (a single `step`, an item of a `step_many`, a position of a
-`step_columns`, inline or made by the driver) goes through the same three functions:
+`step_columns`, inline or made by the driver) goes through the same functions:
 
-* `_action`: the action decoded into the env's type, or the error saying why not
-  (`invalid_action` naming the field, `too deep`, an item with no action);
 * a phase check against the table (`states.REFUSALS`: `reset_required`, `episode_done`, or
-  the env set aside);
-* `_settle`, once the env's step returned or raised and its observation is encoded for the
-  answer: the phase change (OBSERVED or FINISHED), the count of steps, and the error an
-  exception becomes (`invalid_action` for `ecotone.InvalidAction`, `env_error` for anything
-  else, which ends the episode if a rubric failed after the env's step ended it).
+  the env set aside), before anything is decoded;
+* the action decoded into the env's type; when it does not decode, `_bad_action` says why
+  (`invalid_action` naming the field, too deep, an item with no action);
+* `_failed`, when the env's step raised: `invalid_action` for `ecotone.InvalidAction`,
+  `env_error` for anything else (ending the episode if a rubric failed after the env's step
+  ended it);
+* `_settle`, once the observations are encoded for their answers: the count of steps, and
+  FINISHED for each session whose observation ended its episode (a running one stays
+  RUNNING).
 
-A step whose observation cannot be encoded is answered `env_error` and moves nothing: its
-session's phase is changed only once the answer is sure, so nothing is ever undone.
+A step whose observation cannot be encoded is answered `env_error` and moves nothing: phases
+change only once the answer is sure, so nothing is ever undone.
 
-The fast paths (`_step_batch`, `_step_columns`) answer a whole `step_many` or `step_columns`
-of idle inline sessions in one pass and one encode, and call the same functions per item;
-they give the same bytes as the general path (tests/test_step_many_fast_paths.py).
+The fast passes (`_step_batch`, `_step_columns`) answer a whole `step_many` or `step_columns`
+of idle inline sessions in one pass and one encode, with the same functions; they give the
+same bytes as the general path (tests/test_step_many_fast_paths.py).
 """
 
 from __future__ import annotations

@@ -70,29 +70,27 @@ class FramedConnection:
         runner = self.runner
         decoder = FrameDecoder(runner.engine.limits.max_frame_bytes)
         peer: Peer | None = None
-        limits = runner.engine.limits
+        engine = runner.engine
+        # How long the peer may be silent, mid-frame or between frames (the engine's rule;
+        # stdio's peer, the process that started the server, is not guarded).
+        idle_wait = engine.silence_allowed(mid_frame=False) if self.guard else math.inf
+        frame_wait = engine.silence_allowed(mid_frame=True) if self.guard else math.inf
         try:
             while True:
                 while peer is not None and peer.full and not self.dead:  # backpressure
                     self._room = trio.Event()
                     await self._room.wait()
-                wait = math.inf
-                if self.guard and decoder.partial:
-                    wait = limits.message_timeout
-                elif self.guard and limits.idle_connection_timeout is not None:
-                    wait = limits.idle_connection_timeout
+                wait = frame_wait if decoder.partial else idle_wait
                 try:
                     data = await receive_within(self.receive, RECEIVE_SIZE, wait)
                 except _GONE:
                     return
                 if data is None:
-                    held = peer is not None and runner.engine.sessions.held_by(peer.owner)
-                    if not decoder.partial and held:
-                        continue
-                    log.info(
-                        "closing a connection: %s",
-                        "stalled mid-frame" if decoder.partial else "idle, holding no session",
-                    )
+                    owner = None if peer is None else peer.owner
+                    why = engine.drop_silent(owner, mid_frame=decoder.partial)
+                    if why is None:
+                        continue  # silent, but it holds sessions: theirs is idle_timeout
+                    log.info("closing a connection: %s", why)
                     return
                 if not data or self.dead:
                     return

@@ -166,11 +166,10 @@ class Runner:
             self.start(calls)
 
     async def reap_idle(self) -> None:
-        """Close idle sessions every so often (a quarter of `idle_timeout`, at most 5 s)."""
-        timeout = self.engine.limits.idle_timeout
-        if timeout is None:
+        """Close idle and unclaimed sessions every so often (`Engine.expiring`)."""
+        period = self.engine.expiring()
+        if period is None:
             return
-        period = max(0.05, min(timeout / 4, 5.0))
         while True:
             await trio.sleep(period)
             self.reap()
