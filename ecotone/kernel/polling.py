@@ -1,11 +1,10 @@
 """How a peer waits for its next bytes: spin a little, then sleep (busy polling).
 
 A request/response peer whose next message comes within a few hundred microseconds loses much
-of that time, and its caches, by sleeping in `epoll_wait`/`select` and being woken. On a VM a
-sleep is a halted vCPU: on this project's 2-vCPU machines a loopback round trip of a small
-message took 110 µs with both ends blocking and 12 µs with both spinning, and CPU-bound code
-ran 60-70% slower per item right after a sleep. So the readers of both faces first try to
-read without blocking, again and again, for up to a budget (yielding the CPU between tries, so
+of that time, and its caches, by sleeping in `epoll_wait`/`select` and being woken; on a VM a
+sleep is a halted vCPU, and code right after a wake-up runs slower (the figures are in
+docs/architecture.md, "Readers spin before they sleep"). So the readers of both faces first
+try to read without blocking, again and again, for up to a budget (yielding the CPU between tries, so
 that a process ready to run on the same core goes first), and only then block as before. MPI
 libraries and Aeron's idle strategies wait the same way.
 
