@@ -15,11 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
 import ecotone.recording
 from ecotone.collect import CallablePolicy, ChatPolicy, collect
+from ecotone.collect.policies import ChatOptions, ChatSettings
 from ecotone.plugins.wordle import words
 from tests.conftest import run_server
 
@@ -204,6 +206,34 @@ def test_an_unreachable_model_is_an_error_per_episode_not_a_crash(tmp_path: Path
     )
     assert summary.overall.errors == 2
     assert all("unreachable" in (e.error or "") for e in ecotone.recording.read_episodes(tmp_path))
+
+
+def test_chat_policy_options_reach_the_endpoint_and_an_unknown_one_is_a_type_error(
+    tmp_path: Path, fake_model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert ChatOptions.__optional_keys__ == {f.name for f in attrs.fields(ChatSettings)}
+    with pytest.raises(
+        TypeError, match=r"ChatPolicy\(\) got unexpected keyword argument 'temprature'"
+    ):
+        ChatPolicy(fake_model, "tiny", temprature=0.0)  # type: ignore[call-arg]
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    # The fake model calls `delta`, which is no tool here (the action's is `move`): every
+    # turn is a call without an action, until max_tool_calls ends the episode.
+    policy = ChatPolicy(
+        fake_model, "tiny", max_tokens=5, system="S {name} {tool}", action_tool="move",
+        max_tool_calls=2,
+    )  # fmt: skip
+    summary = trio.run(
+        functools.partial(collect, "inproc://counter", policy, out=tmp_path, episodes=1)
+    )
+    (episode,) = ecotone.recording.read_episodes(tmp_path)
+    assert summary.overall.errors == 1 and "made 2 calls without acting" in (episode.error or "")
+    first = FakeModel.requests[0]
+    assert first["auth"] == "Bearer sk-env" and first["max_tokens"] == 5
+    assert "temperature" not in first
+    assert first["messages"][0] == {"role": "system", "content": "S counter move"}
+    assert [tool["function"]["name"] for tool in first["tools"]] == ["move"]
+    assert len(FakeModel.requests) == 2
 
 
 def test_bad_requests_exit_2_saying_why(tmp_path: Path) -> None:
