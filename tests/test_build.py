@@ -20,13 +20,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 import ecotone
 from ecotone import cli
+from ecotone.kernel.registry import Registry
 from ecotone.launcher import images
 from ecotone.launcher.images import (
     DEFAULT_BASE,
+    BuildOptions,
+    BuildSettings,
     EnvSource,
     build_image,
     containerfile,
@@ -81,6 +85,22 @@ def test_an_unknown_env_is_a_value_error_naming_the_installed_ones() -> None:
         build_image("backgammon", engine="podman")
     with pytest.raises(ValueError, match="NoSuchEnv"):
         build_image("gymnasium:NoSuchEnv-v0", engine="podman")
+
+
+def test_build_images_options_are_checked_before_any_work() -> None:
+    keys = BuildOptions.__required_keys__ | BuildOptions.__optional_keys__
+    assert keys == {f.name for f in attrs.fields(BuildSettings)}
+    with pytest.raises(
+        TypeError, match=r"^build_image\(\) got unexpected keyword argument 'python';"
+    ):
+        build_image("counter", engine="podman", python="3.12")  # type: ignore[call-arg]
+    with pytest.raises(
+        TypeError, match=r"^build_image\(\) missing required keyword argument\(s\) 'engine'"
+    ):
+        build_image("counter")  # type: ignore[call-arg]
+    # `registry` is where the env is looked up, before any engine is asked.
+    with pytest.raises(ValueError, match=r"no environment named 'counter' \(installed: none\)"):
+        build_image("counter", engine="podman", registry=Registry())
 
 
 def test_the_containerfile_installs_nothing_and_serves_the_env() -> None:

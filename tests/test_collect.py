@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import io
 import json
 import subprocess
 import sys
@@ -15,11 +16,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
 import ecotone.recording
-from ecotone.collect import CallablePolicy, ChatPolicy, collect
+from ecotone.collect import CallablePolicy, ChatPolicy, Outcome, Progress, collect, plan
+from ecotone.collect.policies import ChatOptions, ChatSettings
+from ecotone.collect.runner import CollectOptions, CollectSettings
+from ecotone.kernel.config import AuthConfig
 from ecotone.plugins.wordle import words
 from tests.conftest import run_server
 
@@ -105,6 +110,47 @@ def test_refused_actions_and_a_failing_policy_are_recorded_and_the_run_goes_on(
     ended = ecotone.recording.read_episodes(tmp_path / "bad")
     assert {e.end for e in ended} == {"error"}
     assert all("ZeroDivisionError" in (e.error or "") for e in ended)
+
+
+def test_collects_options_each_do_what_they_say_and_an_unknown_one_is_a_type_error(
+    tmp_path: Path,
+) -> None:
+    keys = CollectOptions.__required_keys__ | CollectOptions.__optional_keys__
+    assert keys == {f.name for f in attrs.fields(CollectSettings)}
+    policy = CallablePolicy(lambda obs: {"guess": "slate"}, "slate")
+
+    async def misspelt() -> None:
+        await collect("inproc://wordle", policy, out=tmp_path, repeat=2)  # type: ignore[call-arg]
+
+    async def nowhere() -> None:
+        await collect("inproc://wordle", policy)  # type: ignore[call-arg]
+
+    with pytest.raises(TypeError, match=r"^collect\(\) got unexpected keyword argument 'repeat';"):
+        trio.run(misspelt)
+    with pytest.raises(
+        TypeError, match=r"^collect\(\) missing required keyword argument\(s\) 'out'"
+    ):
+        trio.run(nowhere)
+    seen: list[Outcome] = []
+    planned = Progress(0, stream=io.StringIO())
+    with run_server("wordle", auth=AuthConfig(token="t0ken", required=True)) as server:
+        summary = trio.run(
+            functools.partial(
+                collect, server.url, policy, out=tmp_path / "runs", env="wordle", split="test",
+                task_ids=[1, 2], repeats=2, seed=5, max_steps=1, fmt="msgpack",
+                progress=seen.append, planned=planned, token="t0ken",
+            )
+        )  # fmt: skip
+    assert planned.total == 4 and len(seen) == 4 and summary.episodes == 4
+    assert {o.task for o in seen} == set(TEST_WORDS[1:3])
+    assert {o.reason for o in seen} == {"max_steps"}
+    episodes = ecotone.recording.read_episodes(tmp_path / "runs")
+    assert {e.seed for e in episodes} == {5, 6} and all(len(e.actions) == 1 for e in episodes)
+    assert len(list((tmp_path / "runs").rglob("*.msgpack"))) == 4
+    with ecotone.connect("inproc://wordle") as client:
+        info = client.connection.describe("wordle")
+    chosen = plan(info, CollectSettings(out=tmp_path, split="test", tasks=2, repeats=3))
+    assert [(j.task_index, j.seed) for j in chosen] == [(i, r) for i in (0, 1) for r in (0, 1, 2)]
 
 
 # --- a chat-completions endpoint: a small local server speaking the API ----------------------
@@ -204,6 +250,34 @@ def test_an_unreachable_model_is_an_error_per_episode_not_a_crash(tmp_path: Path
     )
     assert summary.overall.errors == 2
     assert all("unreachable" in (e.error or "") for e in ecotone.recording.read_episodes(tmp_path))
+
+
+def test_chat_policy_options_reach_the_endpoint_and_an_unknown_one_is_a_type_error(
+    tmp_path: Path, fake_model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert ChatOptions.__optional_keys__ == {f.name for f in attrs.fields(ChatSettings)}
+    with pytest.raises(
+        TypeError, match=r"ChatPolicy\(\) got unexpected keyword argument 'temprature'"
+    ):
+        ChatPolicy(fake_model, "tiny", temprature=0.0)  # type: ignore[call-arg]
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    # The fake model calls `delta`, which is no tool here (the action's is `move`): every
+    # turn is a call without an action, until max_tool_calls ends the episode.
+    policy = ChatPolicy(
+        fake_model, "tiny", max_tokens=5, system="S {name} {tool}", action_tool="move",
+        max_tool_calls=2,
+    )  # fmt: skip
+    summary = trio.run(
+        functools.partial(collect, "inproc://counter", policy, out=tmp_path, episodes=1)
+    )
+    (episode,) = ecotone.recording.read_episodes(tmp_path)
+    assert summary.overall.errors == 1 and "made 2 calls without acting" in (episode.error or "")
+    first = FakeModel.requests[0]
+    assert first["auth"] == "Bearer sk-env" and first["max_tokens"] == 5
+    assert "temperature" not in first
+    assert first["messages"][0] == {"role": "system", "content": "S counter move"}
+    assert [tool["function"]["name"] for tool in first["tools"]] == ["move"]
+    assert len(FakeModel.requests) == 2
 
 
 def test_bad_requests_exit_2_saying_why(tmp_path: Path) -> None:

@@ -16,11 +16,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import kubernetes_validate
 import pytest
 
 import ecotone
-from ecotone.providers.k8s_manifests import dns_name, manifests, render
+from ecotone.providers.k8s_manifests import (
+    ManifestOptions,
+    ManifestSettings,
+    dns_name,
+    manifests,
+    render,
+)
 from tests.engines import env_image, podman_engine  # noqa: F401 - fixtures
 
 KUBERNETES_VERSIONS = ("1.29.0", "1.31.0", kubernetes_validate.latest_version())
@@ -110,6 +117,31 @@ def podman(*args: str, stdin: str | None = None, check: bool = True) -> str:
     if check and done.returncode != 0:
         raise AssertionError(f"podman {' '.join(args)} failed: {done.stderr}")
     return done.stdout
+
+
+def test_the_manifests_options_each_land_and_an_unknown_one_is_a_type_error() -> None:
+    keys = ManifestOptions.__required_keys__ | ManifestOptions.__optional_keys__
+    assert keys == {f.name for f in attrs.fields(ManifestSettings)}
+    with pytest.raises(
+        TypeError, match=r"^manifests\(\) got unexpected keyword argument 'memroy';"
+    ):
+        manifests("counter", image="i", memroy="1Gi")  # type: ignore[call-arg]
+    with pytest.raises(
+        TypeError, match=r"^manifests\(\) missing required keyword argument\(s\) 'image'"
+    ):
+        manifests("counter")  # type: ignore[call-arg]
+    secret, pod, service = manifests(
+        "counter", image="i", name="My Env", port=9000, memory="1Gi", host_port=30000,
+        args=["--transport", "tcp"],
+    )  # fmt: skip
+    assert secret["metadata"]["name"] == "my-env-token" and pod["metadata"]["name"] == "my-env"
+    (container,) = pod["spec"]["containers"]
+    assert container["command"][-4:] == ["--port", "9000", "--transport", "tcp"]
+    assert container["ports"] == [
+        {"containerPort": 9000, "name": "ecotone", "protocol": "TCP", "hostPort": 30000}
+    ]
+    assert container["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}
+    assert service["spec"]["ports"][0]["targetPort"] == 9000
 
 
 def test_podman_kube_play_runs_the_pod_and_an_episode_plays_against_it(

@@ -15,7 +15,9 @@ import pytest
 
 import ecotone
 from ecotone.kernel.config import ConfigError, load
+from ecotone.launcher.compose import make_spec
 from ecotone.launcher.config import launch_config
+from ecotone.providers.contract import LaunchSpec, Resources
 from ecotone.providers.process import FOLDER_PREFIX
 from tests.conftest import wait_until
 
@@ -141,6 +143,20 @@ def test_launch_names_the_installed_providers_when_one_is_unknown() -> None:
     with pytest.raises(ValueError, match=r"unknown provider 'nosuch'; installed: .*process"):
         with ecotone.launch("counter", provider="nosuch"):
             pass
+
+
+def test_make_spec_takes_the_launch_specs_fields_and_hands_the_rest_to_the_provider() -> None:
+    assert make_spec("counter") == LaunchSpec(env="counter")
+    spec = make_spec(
+        "counter", transport="tcp", image="i", resources={"memory_mb": 256}, environment=None,
+        secrets={"S": "s"}, labels={"l": "v"}, ready_timeout=5, max_sessions=2, user="1000",
+        sandbox=False,
+    )  # fmt: skip
+    assert spec == LaunchSpec(
+        env="counter", transport="tcp", image="i", resources=Resources(memory_mb=256),
+        secrets={"S": "s"}, labels={"l": "v"}, ready_timeout=5, max_sessions=2,
+        options={"user": "1000", "sandbox": False},
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(

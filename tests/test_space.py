@@ -13,10 +13,19 @@ import time
 import urllib.request
 from pathlib import Path
 
+import attrs
 import pytest
 
 import ecotone
-from ecotone.launcher.space import SPACE_PORT, dockerfile, readme
+from ecotone.kernel.registry import Registry
+from ecotone.launcher.space import (
+    SPACE_PORT,
+    SpaceOptions,
+    SpaceSettings,
+    dockerfile,
+    export_space,
+    readme,
+)
 from tests.engines import BASE_IMAGE, podman_engine, require_base_image  # noqa: F401
 from tests.test_k8s import free_port, podman
 
@@ -49,6 +58,19 @@ def test_export_refuses_a_folder_that_is_not_empty(tmp_path: Path) -> None:
         text=True,
     )
     assert done.returncode != 0 and "is not empty" in done.stderr
+
+
+def test_export_spaces_options_are_checked_before_any_work(tmp_path: Path) -> None:
+    keys = SpaceOptions.__required_keys__ | SpaceOptions.__optional_keys__
+    assert keys == {f.name for f in attrs.fields(SpaceSettings)}
+    with pytest.raises(
+        TypeError, match=r"^export_space\(\) got unexpected keyword argument 'python';"
+    ):
+        export_space("counter", tmp_path / "a", python="3.12")  # type: ignore[call-arg]
+    # `registry` is where the env is looked up, before anything is installed or written.
+    with pytest.raises(ValueError, match=r"no environment named 'counter' \(installed: none\)"):
+        export_space("counter", tmp_path / "b", registry=Registry())
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
 def test_the_space_builds_without_network_and_serves_an_episode_and_its_web_ui(

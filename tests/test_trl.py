@@ -13,9 +13,13 @@ import subprocess
 from pathlib import Path
 from typing import Any, Literal, get_type_hints
 
+import attrs
 import pytest
 
 import ecotone.trl
+from ecotone.kernel.config import AuthConfig
+from ecotone.specs import MsgpackCodec
+from ecotone.trl.factory import FactoryOptions, FactorySettings
 from tests.conftest import run_server, wait_until
 
 DRIVER = Path(__file__).parent / "trl" / "grpo_driver.py"
@@ -159,6 +163,27 @@ def test_env_tools_become_methods_beside_the_action() -> None:
         env.shout(message=3)
     only_tools = ecotone.trl.environment_factory("echo", action=False)
     assert public_methods(only_tools) == ["shout"]
+
+
+def test_the_factorys_options_each_do_what_they_say_and_an_unknown_one_is_a_type_error() -> None:
+    keys = FactoryOptions.__required_keys__ | FactoryOptions.__optional_keys__
+    assert keys == {f.name for f in attrs.fields(FactorySettings)}
+    with pytest.raises(
+        TypeError, match=r"^environment_factory\(\) got unexpected keyword argument 'rewards';"
+    ):
+        ecotone.trl.environment_factory("counter", rewards="last")  # type: ignore[call-arg]
+    with run_server("counter", auth=AuthConfig(token="t0ken", required=True)) as server:
+        factory = ecotone.trl.environment_factory(
+            server.url, env="counter", reward="last", text=lambda obs: f"at {obs['count']}",
+            action_tool="add", token="t0ken", codec="msgpack", timeout=5.0, connect_timeout=5.0,
+        )  # fmt: skip
+        assert public_methods(factory) == ["add"]
+        env = factory()
+        assert env.reset(seed=0) == "at 0"
+        assert env.add(delta=2) == "at 2" and env.add(delta=3) == "at 5"
+        assert env.get_reward() == 3.0  # the last step's, not the sum
+        connection = factory._shared.connection  # type: ignore[attr-defined]
+        assert isinstance(connection.core.codec, MsgpackCodec) and connection.timeout == 5.0
 
 
 PARQUET_TASKS = """

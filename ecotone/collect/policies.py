@@ -14,9 +14,10 @@ import os
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 import anyio
+import attrs
 
 from ecotone.client.llm import (
     action_tool_name,
@@ -26,6 +27,7 @@ from ecotone.client.llm import (
 )
 from ecotone.kernel.loading import load_named
 from ecotone.specs import EnvInfo, TaskRef, ToolInfo
+from ecotone.specs.keywords import from_keywords
 
 
 class ToolCaller(Protocol):
@@ -160,10 +162,10 @@ class _ChatActor:
         self.policy = policy
         self.info = info
         self.tools = tools
-        self.tool_name = action_tool_name(info, policy.action_tool)
+        self.tool_name = action_tool_name(info, policy.settings.action_tool)
         self.env_tools = {identifier(t.name): t.name for t in env_tools}
-        self.specs = openai_tools(info, env_tools, policy.action_tool)
-        system = policy.system or SYSTEM_PROMPT
+        self.specs = openai_tools(info, env_tools, policy.settings.action_tool)
+        system = policy.settings.system or SYSTEM_PROMPT
         self.messages: list[dict[str, Any]] = [
             {
                 "role": "system",
@@ -187,22 +189,22 @@ class _ChatActor:
             self.pending = None
 
     async def _complete(self) -> dict[str, Any]:
-        p = self.policy
+        p, settings = self.policy, self.policy.settings
         body: dict[str, Any] = {
             "model": p.model,
             "messages": self.messages,
             "tools": self.specs,
             "tool_choice": "auto",
         }
-        if p.temperature is not None:
-            body["temperature"] = p.temperature
-        if p.max_tokens is not None:
-            body["max_tokens"] = p.max_tokens
+        if settings.temperature is not None:
+            body["temperature"] = settings.temperature
+        if settings.max_tokens is not None:
+            body["max_tokens"] = settings.max_tokens
         headers = {"content-type": "application/json"}
-        if p.api_key:
-            headers["authorization"] = f"Bearer {p.api_key}"
+        if settings.api_key:
+            headers["authorization"] = f"Bearer {settings.api_key}"
         url = p.base_url.rstrip("/") + "/chat/completions"
-        answer = await anyio.to_thread.run_sync(_post, url, body, headers, p.timeout)
+        answer = await anyio.to_thread.run_sync(_post, url, body, headers, settings.timeout)
         try:
             message = answer["choices"][0]["message"]
         except (KeyError, IndexError, TypeError):
@@ -216,7 +218,7 @@ class _ChatActor:
             self.just_refused = False
         else:
             self._observe(observation)
-        for _ in range(self.policy.max_tool_calls):
+        for _ in range(self.policy.settings.max_tool_calls):
             message = await self._complete()
             calls = message.get("tool_calls") or []
             self.messages.append(
@@ -250,7 +252,9 @@ class _ChatActor:
                     self._tool_reply(cid, f"error: no tool {name!r} (or one action per turn)")
             if action is not None:
                 return action
-        raise PolicyError(f"the model made {self.policy.max_tool_calls} calls without acting")
+        raise PolicyError(
+            f"the model made {self.policy.settings.max_tool_calls} calls without acting"
+        )
 
     def _tool_reply(self, call_id: str, content: str) -> None:
         self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
@@ -262,6 +266,31 @@ class _ChatActor:
             self.just_refused = True
 
 
+class ChatOptions(TypedDict, total=False):
+    """`ChatPolicy`'s keyword options, as its callers pass them (see `ChatPolicy`)."""
+
+    api_key: str | None
+    temperature: float | None
+    max_tokens: int | None
+    system: str | None
+    action_tool: str | None
+    max_tool_calls: int
+    timeout: float
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class ChatSettings:
+    """`ChatPolicy`'s options once checked: `ChatOptions` as a record, with the defaults."""
+
+    api_key: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    system: str | None = None
+    action_tool: str | None = None
+    max_tool_calls: int = 8
+    timeout: float = 120.0
+
+
 class ChatPolicy:
     """A model behind an OpenAI-compatible `POST {base_url}/chat/completions` with tool
     calling: the env's action is a tool (its schema from `describe`), and so are the env's
@@ -269,28 +298,24 @@ class ChatPolicy:
     message), a refused action as an error result. An answer without a tool call ends the
     episode."""
 
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        *,
-        api_key: str | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        system: str | None = None,
-        action_tool: str | None = None,
-        max_tool_calls: int = 8,
-        timeout: float = 120.0,
-    ) -> None:
+    def __init__(self, base_url: str, model: str, **options: Unpack[ChatOptions]) -> None:
+        """`model`: the model's name in the endpoint's requests. Keyword options
+        (`ChatOptions`; any other keyword is a TypeError that names it):
+
+        - `api_key` (None: `$OPENAI_API_KEY`, read now): sent as `Authorization: Bearer`;
+        - `temperature`, `max_tokens` (None: the endpoint's default): sent with each request;
+        - `system` (None: `SYSTEM_PROMPT`): the system message, a `str.format` template of
+          `name`, `description` and `tool` (the action's tool);
+        - `action_tool` (None: the action's only field, else `step`): the action's tool name;
+        - `max_tool_calls` (8): model calls in one turn without an action before the episode
+          fails with a PolicyError;
+        - `timeout` (120.0): seconds for one request to the endpoint."""
+        settings = from_keywords(ChatSettings, options, "ChatPolicy")
+        if settings.api_key is None:
+            settings = attrs.evolve(settings, api_key=os.environ.get("OPENAI_API_KEY"))
         self.base_url = base_url
         self.model = model
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.system = system
-        self.action_tool = action_tool
-        self.max_tool_calls = max_tool_calls
-        self.timeout = timeout
+        self.settings = settings
         self.name = f"chat:{model}"
         self.env_tools: Sequence[ToolInfo] = ()
 
@@ -298,4 +323,13 @@ class ChatPolicy:
         return _ChatActor(self, info, tools, self.env_tools)
 
 
-__all__ = ["Actor", "CallablePolicy", "ChatPolicy", "Policy", "PolicyError", "load_policy"]
+__all__ = [
+    "Actor",
+    "CallablePolicy",
+    "ChatOptions",
+    "ChatPolicy",
+    "ChatSettings",
+    "Policy",
+    "PolicyError",
+    "load_policy",
+]

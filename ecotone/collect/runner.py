@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 import attrs
 import msgspec
@@ -32,6 +32,7 @@ from ecotone.client.errors import InvalidActionError, ServerError
 from ecotone.collect.policies import ChatPolicy, Policy, PolicyError
 from ecotone.recording.recorder import EpisodeWriter
 from ecotone.specs import EnvInfo, TaskRef
+from ecotone.specs.keywords import from_keywords
 
 
 def _safe(name: str) -> str:
@@ -103,6 +104,48 @@ class Summary:
         return data
 
 
+class CollectOptions(TypedDict, total=False):
+    """`collect`'s keyword options, as its callers pass them (see `collect`)."""
+
+    out: Required[str | Path]
+    env: str | None
+    split: str | None
+    tasks: int | None
+    task_ids: Sequence[int] | None
+    repeats: int
+    episodes: int
+    concurrency: int
+    max_steps: int
+    seed: int
+    options: dict[str, Any] | None
+    fmt: str
+    progress: Callable[[Outcome], None] | None
+    token: str | None
+    planned: Progress | None
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class CollectSettings:
+    """A run's settings: `collect`'s options once checked, with their defaults."""
+
+    out: Path = attrs.field(converter=Path)
+    env: str | None = None
+    split: str | None = None
+    tasks: int | None = None
+    task_ids: Sequence[int] | None = None
+    repeats: int = 1
+    episodes: int = 10
+    concurrency: int = 8
+    max_steps: int = 100
+    seed: int = 0
+    options: dict[str, Any] | None = None
+    """Reset options for every episode."""
+    fmt: str = "jsonl"
+    progress: Callable[[Outcome], None] | None = None
+    token: str | None = None
+    planned: Progress | None = None
+
+
 def _summarize(task: str, outcomes: Sequence[Outcome]) -> TaskSummary:
     n = len(outcomes)
     return TaskSummary(
@@ -115,39 +158,31 @@ def _summarize(task: str, outcomes: Sequence[Outcome]) -> TaskSummary:
     )
 
 
-def plan(
-    info: EnvInfo,
-    *,
-    split: str | None,
-    tasks: int | None,
-    task_ids: Sequence[int] | None = None,
-    repeats: int,
-    episodes: int,
-    seed: int,
-) -> list[Job]:
-    """The jobs of a run: each chosen task (the first `tasks` of the split, or the indices
-    `task_ids`) `repeats` times; for an env without tasks, `episodes` episodes."""
+def plan(info: EnvInfo, run: CollectSettings) -> list[Job]:
+    """The jobs of `run`: each chosen task (the first `run.tasks` of `run.split`, or the
+    indices `run.task_ids`) `run.repeats` times, repeat r with seed `run.seed + r`; for an
+    env without tasks, `run.episodes` episodes, episode i with seed `run.seed + i`."""
     if not info.tasks:
-        if split is not None or tasks is not None or task_ids:
+        if run.split is not None or run.tasks is not None or run.task_ids:
             raise ValueError(f"env {info.name!r} publishes no tasks: use --episodes")
-        return [Job(i, None, None, i, seed + i) for i in range(episodes)]
-    name = split if split is not None else next(iter(info.tasks))
+        return [Job(i, None, None, i, run.seed + i) for i in range(run.episodes)]
+    name = run.split if run.split is not None else next(iter(info.tasks))
     if name not in info.tasks:
         raise ValueError(
             f"env {info.name!r} has no task split {name!r}; splits: {', '.join(info.tasks)}"
         )
     count = info.tasks[name]
-    if task_ids:
-        bad = [i for i in task_ids if not 0 <= i < count]
+    if run.task_ids:
+        bad = [i for i in run.task_ids if not 0 <= i < count]
         if bad:
             raise ValueError(f"task index {bad[0]} is out of range: split {name!r} has {count}")
-        chosen = list(task_ids)
+        chosen = list(run.task_ids)
     else:
-        chosen = list(range(count if tasks is None else min(tasks, count)))
+        chosen = list(range(count if run.tasks is None else min(run.tasks, count)))
     jobs: list[Job] = []
     for index in chosen:
-        for r in range(repeats):
-            jobs.append(Job(len(jobs), name, index, r, seed + r))
+        for r in range(run.repeats):
+            jobs.append(Job(len(jobs), name, index, r, run.seed + r))
     return jobs
 
 
@@ -167,15 +202,7 @@ class _Tools:
 
 
 async def _episode(
-    client: AsyncEnvClient[Any, Any],
-    info: EnvInfo,
-    policy: Policy,
-    job: Job,
-    *,
-    options: dict[str, Any],
-    max_steps: int,
-    out: Path,
-    fmt: str,
+    client: AsyncEnvClient[Any, Any], info: EnvInfo, policy: Policy, job: Job, run: CollectSettings
 ) -> Outcome:
     started = time.perf_counter()
     task_options: dict[str, Any] = {}
@@ -184,7 +211,7 @@ async def _episode(
     outcome = Outcome(job, "-")
     writer: EpisodeWriter | None = None
     try:
-        result = await client.reset(seed=job.seed, **options, **task_options)
+        result = await client.reset(seed=job.seed, **(run.options or {}), **task_options)
         ref: TaskRef | None = result.task
         outcome.task = ref.id if ref is not None else "-"
         record = None
@@ -199,8 +226,8 @@ async def _episode(
             "task": None if ref is None else msgspec.to_builtins(ref),
             "policy": policy.name,
         }
-        name = f"{job.index:05d}-{_safe(outcome.task)}-r{job.repeat}.{fmt}"
-        writer = EpisodeWriter(out / _safe(info.name) / name, fmt, header)
+        name = f"{job.index:05d}-{_safe(outcome.task)}-r{job.repeat}.{run.fmt}"
+        writer = EpisodeWriter(run.out / _safe(info.name) / name, run.fmt, header)
         writer.reset(result.observation)
         actor = policy.actor(info, ref, record, _Tools(client))
         observation: Any = result.observation
@@ -208,7 +235,7 @@ async def _episode(
         done, truncated, reward = result.done, result.truncated, result.reward
         outcome.reason = "done" if done else ("truncated" if truncated else "")
         while not (done or truncated):
-            if outcome.steps >= max_steps or refusals >= max_steps:
+            if outcome.steps >= run.max_steps or refusals >= run.max_steps:
                 outcome.reason = "max_steps"
                 break
             action = await actor.act(observation)
@@ -278,53 +305,43 @@ class Progress:
         self.stream.flush()
 
 
-async def collect(
-    url: str,
-    policy: Policy,
-    *,
-    out: str | Path,
-    env: str | None = None,
-    split: str | None = None,
-    tasks: int | None = None,
-    task_ids: Sequence[int] | None = None,
-    repeats: int = 1,
-    episodes: int = 10,
-    concurrency: int = 8,
-    max_steps: int = 100,
-    seed: int = 0,
-    options: dict[str, Any] | None = None,
-    fmt: str = "jsonl",
-    progress: Callable[[Outcome], None] | None = None,
-    token: str | None = None,
-    planned: Progress | None = None,
-) -> Summary:
+async def collect(url: str, policy: Policy, **options: Unpack[CollectOptions]) -> Summary:
     """Run `policy` over the env at `url` (see the module): trajectories under `out`, the
-    summary returned (and written to `out/summary.json`). `progress` is called with each
-    episode's outcome; `planned`, a Progress, is told the number of episodes first."""
-    if concurrency < 1 or repeats < 1 or max_steps < 1:
+    summary returned (and written to `out/summary.json`).
+
+    Keyword options (`CollectOptions`; any other keyword is a TypeError that names it):
+
+    - `out` (required): the folder for the trajectories and `summary.json`;
+    - `env` (None: the server's default): which of the server's envs;
+    - `split` (None: the env's first), `tasks` (None: all) or `task_ids` (None): the tasks
+      played, the first `tasks` of `split` or those indices; `repeats` (1): plays of each,
+      repeat r with seed `seed + r`; for an env without tasks, `episodes` (10) episodes;
+    - `seed` (0): the first episode's seed;
+    - `concurrency` (8): episodes in flight; `max_steps` (100): steps of an episode, and
+      refused actions in a row, before it is cut off;
+    - `options` (None): reset options for every episode (not collect's own: `seed`,
+      `episode_id`, `task`, `split`, `index`);
+    - `fmt` (`"jsonl"`): the recording format, `jsonl` or `msgpack`;
+    - `progress` (None): called with each episode's Outcome; `planned` (None): a Progress,
+      told the number of episodes first;
+    - `token` (None): the server's token."""
+    run = from_keywords(CollectSettings, options, "collect")
+    if run.concurrency < 1 or run.repeats < 1 or run.max_steps < 1:
         raise ValueError("concurrency, repeats and max_steps must be at least 1")
-    reserved = sorted(RESERVED_OPTIONS & set(options or {}))
+    reserved = sorted(RESERVED_OPTIONS & set(run.options or {}))
     if reserved:
         raise ValueError(
             f"reset options {', '.join(reserved)} are collect's own: use --split, "
             "--task-index, --seed"
         )
     started = time.perf_counter()
-    out = Path(out)
-    connection = await AsyncConnection.open_url(url, token=token)
+    env, progress = run.env, run.progress
+    connection = await AsyncConnection.open_url(url, token=run.token)
     try:
         info = await connection.describe(env)
-        jobs = plan(
-            info,
-            split=split,
-            tasks=tasks,
-            task_ids=task_ids,
-            repeats=repeats,
-            episodes=episodes,
-            seed=seed,
-        )
-        if planned is not None:
-            planned.total = len(jobs)
+        jobs = plan(info, run)
+        if run.planned is not None:
+            run.planned.total = len(jobs)
         if isinstance(policy, ChatPolicy):
             probe = await connection.open(env)
             try:
@@ -350,16 +367,7 @@ async def collect(
                 return
             try:
                 async for job in receive:
-                    outcome = await _episode(
-                        client,
-                        info,
-                        policy,
-                        job,
-                        options=dict(options or {}),
-                        max_steps=max_steps,
-                        out=out,
-                        fmt=fmt,
-                    )
+                    outcome = await _episode(client, info, policy, job, run)
                     outcomes.append(outcome)
                     if progress is not None:
                         progress(outcome)
@@ -367,7 +375,7 @@ async def collect(
                 await client.aclose()
 
         async with trio.open_nursery() as nursery:
-            for _ in range(min(concurrency, len(jobs)) or 1):
+            for _ in range(min(run.concurrency, len(jobs)) or 1):
                 nursery.start_soon(worker)
         left = [job async for job in receive] if refused else []
         for job in left:  # no worker could open a session for these
@@ -388,11 +396,21 @@ async def collect(
         seconds=round(time.perf_counter() - started, 3),
         tasks=tuple(_summarize(t, o) for t, o in by_task.items()),
         overall=_summarize("all", outcomes),
-        out=str(out),
+        out=str(run.out),
     )
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_bytes(msgspec.json.encode(summary.to_dict()))
+    run.out.mkdir(parents=True, exist_ok=True)
+    (run.out / "summary.json").write_bytes(msgspec.json.encode(summary.to_dict()))
     return summary
 
 
-__all__ = ["Job", "Outcome", "Progress", "Summary", "TaskSummary", "collect", "plan"]
+__all__ = [
+    "CollectOptions",
+    "CollectSettings",
+    "Job",
+    "Outcome",
+    "Progress",
+    "Summary",
+    "TaskSummary",
+    "collect",
+    "plan",
+]

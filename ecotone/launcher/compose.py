@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, Final, TypeVar
 
 import anyio
 import anyio.from_thread
+import attrs
 
 from ecotone.client.aio import AsyncEnvClient, aconnect
 from ecotone.client.sync import EnvClient, connect
@@ -45,36 +46,33 @@ def provider_for(name: str, registry: Registry | None = None) -> Provider:
     return provider
 
 
-def make_spec(
-    env: str,
-    *,
-    transport: str = "websocket",
-    image: str | None = None,
-    resources: Resources | Mapping[str, Any] | None = None,
-    environment: Mapping[str, str] | None = None,
-    secrets: Mapping[str, str] | None = None,
-    ready_timeout: float = 60.0,
-    labels: Mapping[str, str] | None = None,
-    max_sessions: int | None = None,
-    **options: Any,
-) -> LaunchSpec:
-    """A LaunchSpec from keyword arguments; unknown keywords become provider `options`."""
+_SPEC_FIELDS: Final = frozenset(
+    field.name for field in attrs.fields(LaunchSpec) if field.name not in ("env", "options")
+)
+"""The LaunchSpec fields `make_spec` (and so `launch`, `start_server`...) takes as keywords."""
+
+
+# Not `**fields: Unpack[SomeTypedDict]`: the keywords are open, every provider has options of
+# its own, and a TypedDict cannot leave room for them (PEP 728's `extra_items`, which mypy
+# does not support yet); `launch(**spec: Any)` and the others hand theirs on untyped anyway.
+def make_spec(env: str, **fields: Any) -> LaunchSpec:
+    """A LaunchSpec for `env` from keywords.
+
+    LaunchSpec's fields, with its defaults: `transport` ("websocket"), `image` (None),
+    `resources` (Resources(); also a mapping of its fields), `environment`, `secrets` and
+    `labels` (empty; None too), `ready_timeout` (60.0), `max_sessions` (None). Every other
+    keyword is a provider option (`LaunchSpec.options`), which the provider checks when it
+    starts (it refuses what it does not take, naming it)."""
+    given = {name: value for name, value in fields.items() if name in _SPEC_FIELDS}
+    options = {name: value for name, value in fields.items() if name not in _SPEC_FIELDS}
+    resources = given.pop("resources", None)
     if resources is None:
         resources = Resources()
     elif not isinstance(resources, Resources):
         resources = Resources(**resources)
-    return LaunchSpec(
-        env=env,
-        transport=transport,
-        image=image,
-        resources=resources,
-        environment=dict(environment or {}),
-        secrets=dict(secrets or {}),
-        ready_timeout=ready_timeout,
-        labels=dict(labels or {}),
-        max_sessions=max_sessions,
-        options=options,
-    )
+    for name in ("environment", "secrets", "labels"):
+        given[name] = dict(given.get(name) or {})
+    return LaunchSpec(env=env, resources=resources, options=options, **given)
 
 
 async def astart_server(

@@ -58,7 +58,7 @@ import urllib.parse
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, Any, Final, Required, TypedDict, Unpack
 
 import attrs
 
@@ -73,6 +73,7 @@ from ecotone.providers.contract import (
 )
 from ecotone.providers.engines import check_engine, client_for, find_image, is_unreachable
 from ecotone.providers.owner import LABEL_ENV, LABEL_MANAGED
+from ecotone.specs.keywords import from_keywords
 
 DEFAULT_BASE: Final = "localhost/ecotone-base:bookworm"
 """What `make base-image` makes: Debian bookworm (minbase) with its python3, from nothing."""
@@ -544,27 +545,53 @@ def _tag_lock(cache: Path, engine: str, tag: str) -> Iterator[None]:
         yield
 
 
-def build_image(
-    env: str,
-    *,
-    engine: str,
-    base: str = DEFAULT_BASE,
-    tag: str | None = None,
-    python_version: str | None = None,
-    extra_requirements: Sequence[str] = (),
-    progress: Progress | None = None,
-    cache_dir: Path | str | None = None,
-    registry: Registry | None = None,
-) -> str:
-    """Build the image serving `env` in `engine` (`podman` or `docker`); return its tag.
+class BuildOptions(TypedDict, total=False):
+    """`build_image`'s keyword options, as its callers pass them (see `build_image`)."""
 
-    `base`: the image to build on, already in the engine. `tag`: default
-    `default_image(env)`. `python_version`: the base's Python as X.Y (default: read from the
-    base's PYTHON_VERSION, else 3.11). `extra_requirements`: more packages for the image
-    (pip requirement strings). See the module docstring for what happens and what is raised.
+    engine: Required[str]
+    base: str
+    tag: str | None
+    python_version: str | None
+    extra_requirements: Sequence[str]
+    progress: Progress | None
+    cache_dir: Path | str | None
+    registry: Registry | None
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class BuildSettings:
+    """A build's settings: `build_image`'s options once checked, with their defaults."""
+
+    engine: str
+    base: str = DEFAULT_BASE
+    tag: str | None = None
+    python_version: str | None = None
+    extra_requirements: Sequence[str] = ()
+    progress: Progress | None = None
+    cache_dir: Path | str | None = None
+    registry: Registry | None = None
+
+
+def build_image(env: str, **options: Unpack[BuildOptions]) -> str:
+    """Build the image serving `env`; return its tag. See the module docstring for what
+    happens and what is raised.
+
+    Keyword options (`BuildOptions`; any other keyword is a TypeError that names it):
+
+    - `engine` (required): `podman` or `docker`;
+    - `base` (`DEFAULT_BASE`): the image to build on, already in the engine;
+    - `tag` (None: `default_image(env)`): the image's tag;
+    - `python_version` (None: read from the base's PYTHON_VERSION, else 3.11): the base's
+      Python as X.Y;
+    - `extra_requirements` (()): more packages for the image (pip requirement strings);
+    - `progress` (None): called with a line for each stage of the build;
+    - `cache_dir` (None: `$XDG_CACHE_HOME/ecotone/build`): the host-side cache;
+    - `registry` (None: the installed plugins): where `env` is looked up.
     """
-    source = find_env_source(env, registry)
-    tag = tag or default_image(env)
+    build = from_keywords(BuildSettings, options, "build_image")
+    engine, base, progress = build.engine, build.base, build.progress
+    source = find_env_source(env, build.registry)
+    tag = build.tag or default_image(env)
     eng = _Engine(engine)  # EngineUnavailable before any host-side work
     with eng.calls("looking up the base image"):
         base_image = eng.image(base)
@@ -574,14 +601,14 @@ def build_image(
             f"{DEFAULT_BASE} with debootstrap, no registry needed), or pass --base IMAGE with "
             f"an image you have (e.g. python:3.11-slim after `{engine} pull python:3.11-slim`)"
         )
-    python_version = python_version or _python_of(base_image.attrs) or DEFAULT_PYTHON
+    python_version = build.python_version or _python_of(base_image.attrs) or DEFAULT_PYTHON
 
-    cache = cache_root(cache_dir)
+    cache = cache_root(build.cache_dir)
     site = env_site(
         source,
         python_version=python_version,
         cache=cache,
-        extra_requirements=extra_requirements,
+        extra_requirements=build.extra_requirements,
         progress=progress,
     )
 

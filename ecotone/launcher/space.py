@@ -24,10 +24,13 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Final
+from typing import Final, TypedDict, Unpack
+
+import attrs
 
 from ecotone.kernel.registry import Registry
 from ecotone.launcher.images import Progress, cache_root, containerfile, env_site, find_env_source
+from ecotone.specs.keywords import from_keywords
 
 SPACE_PORT: Final = 7860
 """What Spaces route to by default (`app_port`)."""
@@ -81,34 +84,58 @@ the token in a cookie from then on.
     return "\n".join(lines) + "\n" + body
 
 
-def export_space(
-    env: str,
-    out: Path | str,
-    *,
-    base: str = DEFAULT_SPACE_BASE,
-    python_version: str = "3.11",
-    title: str | None = None,
-    progress: Progress | None = None,
-    registry: Registry | None = None,
-) -> Path:
-    """Write the Space folder for `env` into `out` (created; must be empty if it exists)."""
+class SpaceOptions(TypedDict, total=False):
+    """`export_space`'s keyword options, as its callers pass them (see `export_space`)."""
+
+    base: str
+    python_version: str
+    title: str | None
+    progress: Progress | None
+    registry: Registry | None
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class SpaceSettings:
+    """An export's settings: `export_space`'s options once checked, with their defaults."""
+
+    base: str = DEFAULT_SPACE_BASE
+    python_version: str = "3.11"
+    title: str | None = None
+    progress: Progress | None = None
+    registry: Registry | None = None
+
+
+def export_space(env: str, out: Path | str, **options: Unpack[SpaceOptions]) -> Path:
+    """Write the Space folder for `env` into `out` (created; must be empty if it exists).
+
+    Keyword options (`SpaceOptions`; any other keyword is a TypeError that names it):
+
+    - `base` (`DEFAULT_SPACE_BASE`, python:3.11-slim): the image the Dockerfile builds on;
+    - `python_version` ("3.11"): the base's Python as X.Y, which `site/` is installed for;
+    - `title` (None: "ecotone ENV"): the Space's title;
+    - `progress` (None): called with a line for each stage of the host-side work;
+    - `registry` (None: the installed plugins): where `env` is looked up.
+    """
+    space = from_keywords(SpaceSettings, options, "export_space")
     folder = Path(out)
     if folder.exists() and any(folder.iterdir()):
         raise ValueError(f"{folder} is not empty: export a Space into a new folder")
     made = not folder.exists()
-    source = find_env_source(env, registry)
-    registry = registry or Registry.discover()
+    source = find_env_source(env, space.registry)
+    registry = space.registry or Registry.discover()
     entry = registry.environments().get(env.split(":")[0]) if ":" not in env else None
     description = ""
     if entry is not None:
         description = str(getattr(entry.value, "description", "") or "")
     description = description or f"The `{env}` environment, served by ecotone."
-    site = env_site(source, python_version=python_version, cache=cache_root(), progress=progress)
+    site = env_site(
+        source, python_version=space.python_version, cache=cache_root(), progress=space.progress
+    )
     folder.mkdir(parents=True, exist_ok=True)
     try:
         shutil.copytree(site, folder / "site", symlinks=True)
-        (folder / "Dockerfile").write_text(dockerfile(env, base), encoding="utf-8")
-        (folder / "README.md").write_text(readme(env, description, title), encoding="utf-8")
+        (folder / "Dockerfile").write_text(dockerfile(env, space.base), encoding="utf-8")
+        (folder / "README.md").write_text(readme(env, description, space.title), encoding="utf-8")
         # Binary extension modules go to the Hub through Git LFS, as it wants for binaries.
         patterns = ("*.so", "*.so.*", "*.a", "*.whl", "*.bin", "*.zip", "*.gz")
         (folder / ".gitattributes").write_text(
@@ -128,4 +155,12 @@ def export_space(
     return folder
 
 
-__all__ = ["DEFAULT_SPACE_BASE", "SPACE_PORT", "dockerfile", "export_space", "readme"]
+__all__ = [
+    "DEFAULT_SPACE_BASE",
+    "SPACE_PORT",
+    "SpaceOptions",
+    "SpaceSettings",
+    "dockerfile",
+    "export_space",
+    "readme",
+]

@@ -21,11 +21,23 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anyio
+import attrs
 
 from ecotone.client.vector import AsyncVectorEnv, VectorEnv
 from ecotone.kernel.registry import Registry
 from ecotone.launcher.compose import LaunchedServer, astart_server, start_server
 from ecotone.providers.contract import LaunchSpec, Provider, ServerHandle
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class _Launch:
+    """How a launched vector env's servers start: kept to start a dead one's stand-in."""
+
+    env: str | LaunchSpec
+    provider: str | Provider
+    registry: Registry | None
+    spec: Mapping[str, Any]
+    """LaunchSpec fields, as `start_server` takes them."""
 
 
 def start_servers(
@@ -75,12 +87,9 @@ class LaunchedVectorEnv(VectorEnv):
     ) -> None:
         if servers < 1:
             raise ValueError(f"servers must be >= 1, got {servers}")
-        self._env = env
-        self._provider = provider
-        self._registry = registry
-        self._spec = dict(spec or {})
+        self._launch = _Launch(env=env, provider=provider, registry=registry, spec=dict(spec or {}))
         self.servers = start_servers(
-            env, servers, provider=provider, registry=registry, **self._spec
+            env, servers, provider=provider, registry=registry, **self._launch.spec
         )
         try:
             super().__init__(
@@ -95,9 +104,10 @@ class LaunchedVectorEnv(VectorEnv):
 
     def _replace(self, index: int, url: str) -> str:
         """A dead server's stand-in, from the same provider and spec."""
+        launch = self._launch
         self.servers[index].stop()
         self.servers[index] = start_server(
-            self._env, provider=self._provider, registry=self._registry, **self._spec
+            launch.env, provider=launch.provider, registry=launch.registry, **launch.spec
         )
         return self.servers[index].url
 
@@ -183,11 +193,13 @@ async def alaunch_vector(
     handles are `envs.servers` (in the order of `envs.urls`)."""
     if servers < 1:
         raise ValueError(f"servers must be >= 1, got {servers}")
-    fields = dict(spec or {})
-    handles = await astart_servers(env, servers, provider=provider, registry=registry, **fields)
+    launch = _Launch(env=env, provider=provider, registry=registry, spec=dict(spec or {}))
+    handles = await astart_servers(
+        env, servers, provider=provider, registry=registry, **launch.spec
+    )
 
     try:
-        envs = LaunchedAsyncVectorEnv(handles, env, provider, registry, fields, num_envs, vector)
+        envs = LaunchedAsyncVectorEnv(handles, launch, num_envs, vector)
     except BaseException:
         with anyio.CancelScope(shield=True):
             for handle in handles:
@@ -207,15 +219,12 @@ class LaunchedAsyncVectorEnv(AsyncVectorEnv):
     def __init__(
         self,
         servers: list[ServerHandle],
-        env: str | LaunchSpec,
-        provider: str | Provider,
-        registry: Registry | None,
-        spec: dict[str, Any],
+        launch: _Launch,
         num_envs: int,
         vector: Mapping[str, Any],
     ) -> None:
         self.servers = servers
-        self._launch = (env, provider, registry, spec)
+        self._launch = launch
         super().__init__(
             [handle.url for handle in servers],
             num_envs,
@@ -225,10 +234,12 @@ class LaunchedAsyncVectorEnv(AsyncVectorEnv):
 
     async def _replace(self, index: int, url: str) -> str:
         """A dead server's stand-in, from the same provider and spec."""
-        env, provider, registry, spec = self._launch
+        launch = self._launch
         with anyio.CancelScope(shield=True):
             await self.servers[index].stop()
-        self.servers[index] = await astart_server(env, provider=provider, registry=registry, **spec)
+        self.servers[index] = await astart_server(
+            launch.env, provider=launch.provider, registry=launch.registry, **launch.spec
+        )
         return self.servers[index].url
 
     async def aclose(self) -> None:

@@ -23,10 +23,13 @@ import json
 import re
 import secrets
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Required, TypedDict, Unpack
+
+import attrs
 
 from ecotone.providers.contract import SERVE_PORT
 from ecotone.providers.owner import LABEL_ENV, LABEL_MANAGED, LABEL_OWNER
+from ecotone.specs.keywords import from_keywords
 
 USER_ID: Final = 65534
 TMP_SIZE: Final = "64Mi"
@@ -43,42 +46,72 @@ def _label_value(text: str) -> str:
     return value[:63].rstrip("-_.") or "env"
 
 
-def manifests(
-    env: str,
-    *,
-    image: str,
-    name: str | None = None,
-    owner: str = "export",
-    port: int = SERVE_PORT,
-    token: str | None = None,
-    cpu: str = "1",
-    memory: str = "512Mi",
-    host_port: int | None = None,
-    args: Sequence[str] = (),
-) -> list[dict[str, Any]]:
-    """The Secret, Pod and Service that serve `env` from `image`. `token`: the server's
-    (default: a new random one); `host_port`: also publish the port on the node (what
-    `podman kube play` maps to the host; clusters reach the Service instead); `args`: more
-    `ecotone serve` arguments (`--transport`, `--max-sessions`...)."""
-    base = dns_name(name or f"ecotone-{env}")
+class ManifestOptions(TypedDict, total=False):
+    """`manifests`' keyword options, as its callers pass them (see `manifests`)."""
+
+    image: Required[str]
+    name: str | None
+    owner: str
+    port: int
+    token: str | None
+    cpu: str
+    memory: str
+    host_port: int | None
+    args: Sequence[str]
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class ManifestSettings:
+    """What the manifests say: `manifests`' options once checked, with their defaults."""
+
+    image: str
+    name: str | None = None
+    owner: str = "export"
+    port: int = SERVE_PORT
+    token: str | None = None
+    cpu: str = "1"
+    memory: str = "512Mi"
+    host_port: int | None = None
+    args: Sequence[str] = ()
+
+
+def manifests(env: str, **options: Unpack[ManifestOptions]) -> list[dict[str, Any]]:
+    """The Secret, Pod and Service that serve `env`.
+
+    Keyword options (`ManifestOptions`; any other keyword is a TypeError that names it):
+
+    - `image` (required): the image the Pod runs (`ecotone build` makes one);
+    - `name` (None: "ecotone-ENV"): the objects' name, made a DNS-1123 label (the Secret's
+      with `-token` after it);
+    - `owner` ("export"): the `ecotone.owner` label's value;
+    - `port` (`SERVE_PORT`, 8000): the port the server listens on and the Service fronts;
+    - `token` (None: a new random one): the server's token, in the Secret;
+    - `cpu` ("1"), `memory` ("512Mi"): the container's requests and limits;
+    - `host_port` (None: none): also publish the port on the node (what `podman kube
+      play` maps to the host; clusters reach the Service instead);
+    - `args` (()): more `ecotone serve` arguments (`--transport`, `--max-sessions`...).
+    """
+    settings = from_keywords(ManifestSettings, options, "manifests")
+    port = settings.port
+    base = dns_name(settings.name or f"ecotone-{env}")
     labels = {
         LABEL_MANAGED: "true",
-        LABEL_OWNER: _label_value(owner),
+        LABEL_OWNER: _label_value(settings.owner),
         LABEL_ENV: _label_value(env),
     }
     selector = {**labels, "app.kubernetes.io/name": base}
     secret_name = f"{base}-token"
     command = ["python3", "-m", "ecotone", "serve", env, "--host", "0.0.0.0"]
-    command += ["--port", str(port), *args]
+    command += ["--port", str(port), *settings.args]
     container_port: dict[str, Any] = {"containerPort": port, "name": "ecotone", "protocol": "TCP"}
-    if host_port is not None:
-        container_port["hostPort"] = host_port
+    if settings.host_port is not None:
+        container_port["hostPort"] = settings.host_port
     secret = {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {"name": secret_name, "labels": labels},
         "type": "Opaque",
-        "stringData": {"token": token or secrets.token_urlsafe(24)},
+        "stringData": {"token": settings.token or secrets.token_urlsafe(24)},
     }
     pod = {
         "apiVersion": "v1",
@@ -96,7 +129,7 @@ def manifests(
             "containers": [
                 {
                     "name": "server",
-                    "image": image,
+                    "image": settings.image,
                     "imagePullPolicy": "IfNotPresent",
                     "command": command,
                     "ports": [container_port],
@@ -114,8 +147,8 @@ def manifests(
                         "failureThreshold": 3,
                     },
                     "resources": {
-                        "requests": {"cpu": cpu, "memory": memory},
-                        "limits": {"cpu": cpu, "memory": memory},
+                        "requests": {"cpu": settings.cpu, "memory": settings.memory},
+                        "limits": {"cpu": settings.cpu, "memory": settings.memory},
                     },
                     "securityContext": {
                         "allowPrivilegeEscalation": False,
@@ -147,4 +180,12 @@ def render(objects: Sequence[Mapping[str, Any]]) -> str:
     return "".join("---\n" + json.dumps(obj, indent=2) + "\n" for obj in objects)
 
 
-__all__ = ["LABEL_ENV", "LABEL_OWNER", "dns_name", "manifests", "render"]
+__all__ = [
+    "LABEL_ENV",
+    "LABEL_OWNER",
+    "ManifestOptions",
+    "ManifestSettings",
+    "dns_name",
+    "manifests",
+    "render",
+]

@@ -40,7 +40,9 @@ import json
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
+
+import attrs
 
 from ecotone.client.errors import ConnectionLost, InvalidActionError, ServerError
 from ecotone.client.llm import (
@@ -50,8 +52,9 @@ from ecotone.client.llm import (
     observation_text,
     tool_name,
 )
-from ecotone.client.sync import Connection, EnvClient
+from ecotone.client.sync import DEFAULT_TIMEOUT, Connection, EnvClient
 from ecotone.specs import EnvInfo, ToolInfo
+from ecotone.specs.keywords import from_keywords
 from ecotone.trl.signature import make_method
 
 RESET_KEYS = frozenset({"seed", "task", "split", "index", "episode_id"})
@@ -59,21 +62,64 @@ RESET_KEYS = frozenset({"seed", "task", "split", "index", "episode_id"})
 _RESERVED = frozenset({"reset", "get_reward"})
 
 
+class FactoryOptions(TypedDict, total=False):
+    """`environment_factory`'s keyword options, as its callers pass them (see there)."""
+
+    env: str | None
+    reward: Literal["sum", "last"]
+    text: Callable[[Mapping[str, Any]], str] | None
+    reset_keys: Iterable[str]
+    action_tool: str | None
+    action: bool
+    token: str | None
+    codec: str
+    timeout: float | None
+    connect_timeout: float
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class FactorySettings:
+    """A factory's settings: `environment_factory`'s options once checked, with their
+    defaults (the last four are `ecotone.Connection`'s, and its defaults)."""
+
+    env: str | None = None
+    reward: Literal["sum", "last"] = "sum"
+    text: Callable[[Mapping[str, Any]], str] | None = None
+    reset_keys: Iterable[str] = ()
+    action_tool: str | None = None
+    action: bool = True
+    token: str | None = None
+    codec: str = "json"
+    timeout: float | None = DEFAULT_TIMEOUT
+    connect_timeout: float = 10.0
+
+
 class _Shared:
     """The connection a factory's instances share, and the sessions dropped instances left."""
 
-    def __init__(self, url: str, env: str | None, connect: Mapping[str, Any]) -> None:
+    def __init__(self, url: str, settings: FactorySettings) -> None:
         self.url = url
-        self.env = env
-        self.connect = dict(connect)
+        self.env = settings.env
+        self.settings = settings
         self.lock = threading.RLock()
         self.connection: Connection | None = None
         self.orphans: list[EnvClient[Any, Any]] = []
 
+    def connect(self) -> Connection:
+        """A new connection to the factory's server, as the settings say."""
+        settings = self.settings
+        return Connection(
+            self.url,
+            codec=settings.codec,
+            timeout=settings.timeout,
+            connect_timeout=settings.connect_timeout,
+            token=settings.token,
+        )
+
     def open(self) -> EnvClient[Any, Any]:
         with self.lock:
             if self.connection is None:
-                self.connection = Connection(self.url, **self.connect)
+                self.connection = self.connect()
             self.reap()
             return self.connection.open(self.env)
 
@@ -91,7 +137,7 @@ class _Shared:
 
     def describe(self) -> tuple[EnvInfo, list[ToolInfo]]:
         """The env's description and its tools (asked of a session of a probe connection)."""
-        probe = Connection(self.url, **self.connect)
+        probe = self.connect()
         try:
             info = probe.describe(self.env)
             client = probe.open(self.env)
@@ -119,36 +165,34 @@ class _Shared:
                 pass
 
 
-def environment_factory(
-    target: str,
-    *,
-    env: str | None = None,
-    reward: Literal["sum", "last"] = "sum",
-    text: Callable[[Mapping[str, Any]], str] | None = None,
-    reset_keys: Iterable[str] = (),
-    action_tool: str | None = None,
-    action: bool = True,
-    **connect_kwargs: Any,
-) -> type:
+def environment_factory(target: str, **options: Unpack[FactoryOptions]) -> type:
     """A class for `GRPOTrainer(environment_factory=...)` playing the env at `target`: a URL
     (`ws://`, `http://`, `tcp://`...), or an env name, served in this process (`inproc://`).
 
-    `env`: which of the server's envs. `reward`: what `get_reward()` returns, the episode's
-    sum of rewards or its last reward. `text(observation)`: the text the model is shown.
-    `reset_keys`: more dataset columns to pass to the env's reset. `action_tool`: the name
-    of the action's method; `action=False` leaves it out (an env played through its tools
-    alone, such as an MCP server's). `connect_kwargs` go to `ecotone.Connection` (`token=`,
-    `codec=`, `timeout=`...)."""
+    Keyword options (`FactoryOptions`; any other keyword is a TypeError that names it):
+
+    - `env` (None: the server's default): which of the server's envs;
+    - `reward` ("sum"): what `get_reward()` returns, the episode's sum of rewards, or
+      "last", its last reward;
+    - `text` (None: `observation_text`): `text(observation)` is the text the model is shown;
+    - `reset_keys` (()): more dataset columns to pass to the env's reset;
+    - `action_tool` (None: the action's only field, else `step`): the action's method name;
+    - `action` (True): False leaves the action's method out (an env played through its
+      tools alone, such as an MCP server's);
+    - `token` (None), `codec` ("json"), `timeout` (60.0), `connect_timeout` (10.0): as
+      `ecotone.Connection` takes them, for the factory's connections."""
+    settings = from_keywords(FactorySettings, options, "environment_factory")
+    reward = settings.reward
     if reward not in ("sum", "last"):
         raise ValueError(f"reward must be 'sum' or 'last', not {reward!r}")
     url = target if "://" in target or target.startswith("stdio:") else f"inproc://{target}"
-    shared = _Shared(url, env, connect_kwargs)
+    shared = _Shared(url, settings)
     info, tools = shared.describe()
-    keys = RESET_KEYS | frozenset(reset_keys)
-    show = text or observation_text
+    keys = RESET_KEYS | frozenset(settings.reset_keys)
+    show = settings.text or observation_text
 
     schema = info.action_schema
-    name = action_tool_name(info, action_tool)
+    name = action_tool_name(info, settings.action_tool)
     if name in _RESERVED or name.startswith("_"):
         raise ValueError(f"the action's tool cannot be named {name!r}")
 
@@ -171,7 +215,7 @@ def environment_factory(
         "_tool": _tool,
         "_client": _client,
     }
-    if action:
+    if settings.action:
         namespace[name] = make_method(name, description, schema, act, skip=frozenset({"metadata"}))
     taken = {name}
     for tool in tools:
@@ -272,4 +316,10 @@ def _get_reward(self: Any) -> float:
     return float(sum(self._rewards))
 
 
-__all__ = ["RESET_KEYS", "environment_factory", "observation_text"]
+__all__ = [
+    "RESET_KEYS",
+    "FactoryOptions",
+    "FactorySettings",
+    "environment_factory",
+    "observation_text",
+]

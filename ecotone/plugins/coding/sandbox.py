@@ -212,6 +212,17 @@ def _python_argv(python: str, args: Sequence[str]) -> list[str]:
     return [python, "-I", "-u", "-B", "-X", "utf8", "-c", harness_source(), *args]
 
 
+@attrs.frozen(kw_only=True, slots=True)
+class _ChildFiles:
+    """What a run's process is handed: its standard streams, and descriptors it inherits."""
+
+    stdin: IO[bytes]
+    stdout: IO[bytes]
+    stderr: IO[bytes]
+    pass_fds: tuple[int, ...]
+    """Descriptors beyond the standard three (the results descriptor, when asked for)."""
+
+
 @attrs.frozen
 class Sandbox:
     """How to start a limited process; one per mode per server process, shared by sessions."""
@@ -266,9 +277,13 @@ class Sandbox:
             ):
                 (private / "stdin").unlink()  # the open descriptor is all the child gets
                 argv = [*args, str(fres.fileno())] if results else list(args)
-                exit_code, timed_out, duration, hit = self._spawn(
-                    scratch, argv, limits, fin, fout, ferr, (fres.fileno(),) if results else ()
+                files = _ChildFiles(
+                    stdin=fin,
+                    stdout=fout,
+                    stderr=ferr,
+                    pass_fds=(fres.fileno(),) if results else (),
                 )
+                exit_code, timed_out, duration, hit = self._spawn(scratch, argv, limits, files)
             # Outside bubblewrap the code ran in a host directory of a random name: show it as
             # bubblewrap's /scratch, so that tracebacks neither reveal the host's layout nor
             # differ between two runs of the same code.
@@ -286,14 +301,7 @@ class Sandbox:
             remove_tree(rundir)
 
     def _spawn(
-        self,
-        scratch: Path,
-        args: Sequence[str],
-        limits: Limits,
-        fin: IO[bytes],
-        fout: IO[bytes],
-        ferr: IO[bytes],
-        pass_fds: tuple[int, ...],
+        self, scratch: Path, args: Sequence[str], limits: Limits, files: _ChildFiles
     ) -> tuple[int, bool, float, tuple[str, ...]]:
         child = _python_argv(self.python, [*args[:1], json.dumps(limits.for_child()), *args[1:]])
         extra: list[int] = []
@@ -323,12 +331,12 @@ class Sandbox:
                 started = time.monotonic()
                 proc = subprocess.Popen(
                     cmd,
-                    stdin=fin,
-                    stdout=fout,
-                    stderr=ferr,
+                    stdin=files.stdin,
+                    stdout=files.stdout,
+                    stderr=files.stderr,
                     cwd=cwd,
                     env=env,
-                    pass_fds=(*pass_fds, *extra),
+                    pass_fds=(*files.pass_fds, *extra),
                     start_new_session=True,  # its own process group, killed as a whole
                 )
                 try:
