@@ -4,9 +4,9 @@ A request/response peer whose next message comes within a few hundred microsecon
 of that time, and its caches, by sleeping in `epoll_wait`/`select` and being woken; on a VM a
 sleep is a halted vCPU, and code right after a wake-up runs slower (the figures are in
 docs/architecture.md, "Readers spin before they sleep"). So the readers of both faces first
-try to read without blocking, again and again, for up to a budget (yielding the CPU between tries, so
-that a process ready to run on the same core goes first), and only then block as before. MPI
-libraries and Aeron's idle strategies wait the same way.
+try to read without blocking, again and again, for up to a budget (yielding the CPU between
+tries, so that a process ready to run on the same core goes first), and only then block as
+before. MPI libraries and Aeron's idle strategies wait the same way.
 
 The budget adapts, so an idle or slow peer costs next to nothing: a spin that runs out makes
 the next waits block at once (2, 4, ... up to 64 of them), and a wait that did not spin and
