@@ -5,50 +5,22 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import re
 import shlex
 import signal
 import sys
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 import trio
 
 import ecotone
+from ecotone.cli.serve import mcp_arguments, run_mcp, run_serve, serve_arguments
 from ecotone.kernel import Registry, RegistryError
 from ecotone.kernel.config import ConfigError, ServerConfig, load
 from ecotone.kernel.envspec import EnvDefinitionError
 from ecotone.providers.engines import ENGINES
-from ecotone.server.admission import is_loopback, resolve_token, tls_context
-from ecotone.server.logs import configure as configure_logs
-from ecotone.serving import BackgroundServer, build_engine, serve, transport_for, web_url
-
-
-def _mcp_options(p: argparse.ArgumentParser, prefix: str) -> None:
-    """The `[mcp]` flags, as `--actions` on `ecotone mcp` and `--mcp-actions` on `serve`."""
-    p.add_argument(
-        f"{prefix}actions",
-        dest="mcp_actions",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="offer the env's actions as MCP tools (default: when the env has no tools)",
-    )
-    p.add_argument(
-        f"{prefix}reset-tool",
-        dest="mcp_reset_tool",
-        action="store_true",
-        default=None,
-        help="offer a `reset` tool to the agent (default: resetting is the orchestrator's)",
-    )
-    p.add_argument(
-        f"{prefix}reveal-reward",
-        dest="mcp_reveal_reward",
-        action="store_true",
-        default=None,
-        help="show reward, done and truncated in MCP tool results (default: hidden)",
-    )
+from ecotone.serving import BackgroundServer, web_url
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,73 +29,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log more to stderr")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("serve", help="serve an environment")
-    p.add_argument("env", nargs="?", help="environment name (or `env` in the config)")
-    p.add_argument("--transport", help="transport name (default: websocket)")
-    p.add_argument("--host", help="address to bind (default: 127.0.0.1)")
-    p.add_argument("--port", type=int, help="port (default: 8000; 0 picks a free one)")
-    p.add_argument("--config", help="config file (default: ./ecotone.toml if present)")
-    p.add_argument("--max-sessions", type=int, help="open sessions allowed")
-    p.add_argument("--idle-timeout", type=float, help="seconds before an idle session closes")
-    p.add_argument(
-        "--token-file",
-        metavar="FILE",
-        help="require the token in FILE's first line (default: a token is required, and made "
-        "and printed with the URL, when --host is beyond loopback; or set ECOTONE_AUTH_TOKEN)",
+    serve_arguments(sub.add_parser("serve", help="serve an environment"))
+    mcp_arguments(
+        sub.add_parser(
+            "mcp",
+            help="serve an env as an MCP server on stdin/stdout (what an MCP client's config runs)",
+        )
     )
-    p.add_argument(
-        "--no-auth",
-        action="store_true",
-        default=None,
-        help="require no token, even beyond loopback (anyone who reaches the port can run the "
-        "env's code: only behind something else that authenticates)",
-    )
-    p.add_argument("--tls-cert", metavar="PEM", help="serve over TLS with this certificate")
-    p.add_argument("--tls-key", metavar="PEM", help="its private key (if not in --tls-cert)")
-    p.add_argument(
-        "--log-format",
-        choices=["text", "json"],
-        help="log lines as text (default) or one JSON object each ([log] format)",
-    )
-    p.add_argument(
-        "--tasks",
-        action="append",
-        metavar="[SPLIT=]FILE",
-        help="serve the tasks in FILE (JSON Lines, JSON, Parquet) instead of the env's own; "
-        "SPLIT= names the split (else the records' `split` field, or the file's stem); "
-        "repeatable ([tasks] in the config)",
-    )
-    p.add_argument(
-        "--rubric",
-        metavar="MODULE:NAME",
-        help="score every step with this rubric (ecotone.rubrics) instead of the env's reward",
-    )
-    p.add_argument("--record", metavar="DIR", help="record every episode's trajectory under DIR")
-    p.add_argument("--record-format", choices=["jsonl", "msgpack"], help="recording format (jsonl)")
-    p.add_argument(
-        "--web",
-        action="store_true",
-        default=None,
-        help="also serve the web UI at /web (switches the default websocket transport to http, "
-        "which serves WebSocket at / too)",
-    )
-    _mcp_options(p, prefix="--mcp-")
-    p.add_argument(
-        "--lifeline-fd",
-        type=int,
-        metavar="FD",
-        help="exit when this inherited file descriptor (the read end of a pipe whose write end "
-        "the launching process holds) reaches end of file: the server never outlives its "
-        "launcher, however the launcher dies",
-    )
-
-    p = sub.add_parser(
-        "mcp",
-        help="serve an env as an MCP server on stdin/stdout (what an MCP client's config runs)",
-    )
-    p.add_argument("env", nargs="?", help="environment name (or `env` in the config)")
-    p.add_argument("--config", help="config file (default: ./ecotone.toml if present)")
-    _mcp_options(p, prefix="--")
 
     sub.add_parser("list", help="installed environments, transports and providers")
 
@@ -302,136 +214,6 @@ DEMO_ACTIONS: dict[str, list[dict[str, Any]]] = {
     "echo": [{"message": m} for m in ("hello", "ecotone", "over the wire", "bye", "")],
     "counter": [{"delta": d} for d in (1, 2, 3, -1, 5)],
 }
-
-
-def _cmd_mcp(args: argparse.Namespace) -> int:
-    """`ecotone mcp ENV`: `serve ENV --transport mcp`."""
-    serve_args = _parser().parse_args(["serve"])
-    for name, value in vars(args).items():
-        setattr(serve_args, name, value)
-    serve_args.command = "serve"
-    serve_args.transport = "mcp"
-    return _cmd_serve(serve_args)
-
-
-def _task_files(given: list[str] | None) -> dict[str, str] | None:
-    """`--tasks [SPLIT=]FILE` flags as the `[tasks]` table (split "" when not named)."""
-    if not given:
-        return None
-    files: dict[str, str] = {}
-    for item in given:
-        split, sep, path = item.partition("=")
-        if not sep or "/" in split or split.endswith((".jsonl", ".json", ".parquet")):
-            split, path = "", item
-        if split in files:
-            raise ValueError(f"--tasks names split {split or '(from the file)'!r} twice")
-        files[split] = path
-    return files
-
-
-def _cmd_serve(args: argparse.Namespace) -> int:
-    overrides = {
-        "env": args.env,
-        "transport": args.transport,
-        "host": args.host,
-        "port": args.port,
-        "limits": {"max_sessions": args.max_sessions, "idle_timeout": args.idle_timeout},
-        "recording": {"dir": args.record, "format": args.record_format},
-        "auth": {"token_file": args.token_file, "required": False if args.no_auth else None},
-        "tls": {"cert": getattr(args, "tls_cert", None), "key": getattr(args, "tls_key", None)},
-        "log": {
-            "format": getattr(args, "log_format", None),
-            "level": "info" if args.verbose else None,
-        },
-        "mcp": {
-            "actions": args.mcp_actions,
-            "reset_tool": args.mcp_reset_tool,
-            "reveal_reward": args.mcp_reveal_reward,
-        },
-        "web": args.web,
-        "tasks": _task_files(getattr(args, "tasks", None)),
-        "rubric": getattr(args, "rubric", None),
-    }
-    lifeline: int | None = args.lifeline_fd
-    if lifeline is not None:
-        try:
-            os.set_blocking(lifeline, False)
-        except OSError:
-            raise ValueError(f"--lifeline-fd {lifeline} is not an open file descriptor") from None
-    config = load(args.config, overrides=overrides)
-    configure_logs(config.log.format, config.log.level)
-    registry = Registry.discover()
-    build_engine(config, registry)  # an unknown env or transport fails here, before the loop
-    auth = config.auth
-    resolve_token(auth.token, auth.token_file, auth.required, config.host)  # a bad token too
-    tls_context(config.tls.cert, config.tls.key, config.transport)  # and unusable TLS files
-    transport = transport_for(config, registry)
-    if not getattr(transport, "listens", True):
-        raise ValueError(f"transport {config.transport!r} cannot serve: {transport.description}")
-
-    async def watch_lifeline(fd: int, scope: trio.CancelScope) -> None:
-        # The launcher holds the pipe's write end, so end of file means it is gone, however it
-        # died (kill -9 included), whichever of its threads started this process.
-        while True:
-            await trio.lowlevel.wait_readable(fd)
-            try:
-                if not os.read(fd, 512):
-                    break
-            except BlockingIOError:
-                pass
-        print(
-            "ecotone: lifeline closed (the launcher stopped or died), shutting down",
-            file=sys.stderr,
-            flush=True,
-        )
-        # Exit within 5 s even if an env call that cannot be cancelled holds the shutdown up.
-        hard_exit = threading.Timer(5.0, os._exit, (1,))
-        hard_exit.daemon = True
-        hard_exit.start()
-        scope.cancel()
-
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-
-            async def run(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-                await serve(config, registry=registry, task_status=task_status)
-                nursery.cancel_scope.cancel()  # the transport is done (stdio: stdin closed)
-
-            if lifeline is not None:
-                nursery.start_soon(watch_lifeline, lifeline, nursery.cancel_scope)
-            url = await nursery.start(run)
-            print(
-                f"ecotone: serving {config.env!r} over {config.transport} at {url}",
-                file=sys.stderr,
-                flush=True,
-            )
-            if config.web:
-                print(f"ecotone: web UI at {web_url(url)}", file=sys.stderr, flush=True)
-            if not is_loopback(config.host) and config.auth.required is False:
-                print(
-                    f"ecotone: WARNING: serving on {config.host} with no token: anyone who "
-                    "can reach this port can run this env's code",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                async for signum in signals:
-                    print(
-                        f"ecotone: {signal.Signals(signum).name}, shutting down",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    # Sessions get limits.shutdown_timeout to close; past that and a grace of
-                    # 5 s the process exits anyway, whatever env code still holds on.
-                    grace = config.limits.shutdown_timeout + 5.0
-                    hard_exit = threading.Timer(grace, os._exit, (1,))
-                    hard_exit.daemon = True
-                    hard_exit.start()
-                    nursery.cancel_scope.cancel()
-                    break
-
-    trio.run(main)
-    return 0
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -810,8 +592,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
     commands = {
-        "serve": _cmd_serve,
-        "mcp": _cmd_mcp,
+        "serve": run_serve,
+        "mcp": run_mcp,
         "list": _cmd_list,
         "play": _cmd_play,
         "collect": _cmd_collect,
