@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import shlex
 import signal
 import sys
@@ -15,12 +14,14 @@ from typing import Any
 import trio
 
 import ecotone
+from ecotone.cli.collect import collect_arguments, run_collect
+from ecotone.cli.listing import run_list
+from ecotone.cli.play import play_arguments, run_play
 from ecotone.cli.serve import mcp_arguments, run_mcp, run_serve, serve_arguments
 from ecotone.kernel import Registry, RegistryError
-from ecotone.kernel.config import ConfigError, ServerConfig, load
+from ecotone.kernel.config import ConfigError, load
 from ecotone.kernel.envspec import EnvDefinitionError
 from ecotone.providers.engines import ENGINES
-from ecotone.serving import BackgroundServer, web_url
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,55 +39,14 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     sub.add_parser("list", help="installed environments, transports and providers")
-
-    p = sub.add_parser(
-        "collect",
-        help="run a policy over an env's tasks and write the trajectories, with a summary",
+    collect_arguments(
+        sub.add_parser(
+            "collect",
+            help="run a policy over an env's tasks and write the trajectories, with a summary",
+        )
     )
-    p.add_argument("target", help="env name (played in this process) or a server URL")
-    who = p.add_mutually_exclusive_group(required=True)
-    who.add_argument("--policy", metavar="MODULE:NAME", help="a Python callable: obs -> action")
-    who.add_argument(
-        "--base-url", help="an OpenAI-compatible chat endpoint (http://HOST:PORT/v1) to act"
-    )
-    p.add_argument("--model", help="the model to ask at --base-url")
-    p.add_argument("--api-key", help="its key (default: $OPENAI_API_KEY)")
-    p.add_argument("--temperature", type=float, help="sampling temperature for --base-url")
-    p.add_argument("--max-tokens", type=int, help="tokens per answer for --base-url")
-    p.add_argument("--env", help="which of the server's envs (default: its default)")
-    p.add_argument("--split", help="the task split (default: the env's first)")
-    p.add_argument("--tasks", type=int, metavar="N", help="the split's first N tasks (default all)")
-    p.add_argument(
-        "--task-index", type=int, action="append", metavar="I", help="just these tasks (repeatable)"
-    )
-    p.add_argument("--repeats", type=int, default=1, help="episodes per task, seeds seed+r (1)")
-    p.add_argument(
-        "--episodes", type=int, default=10, help="episodes, for an env that publishes no tasks"
-    )
-    p.add_argument("--concurrency", type=int, default=8, help="episodes in flight (8)")
-    p.add_argument("--max-steps", type=int, default=100, help="steps per episode at most (100)")
-    p.add_argument("--seed", type=int, default=0, help="the first seed (0)")
-    p.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a reset option, VALUE read as JSON when it parses (repeatable)",
-    )
-    p.add_argument("--out", help="where the trajectories go (default runs/collect-ENV-TIME)")
-    p.add_argument("--format", choices=["jsonl", "msgpack"], default="jsonl")
-    p.add_argument("--token", help="the server's token, if it needs one")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-
-    p = sub.add_parser("play", help="play a few steps against an env name or a server URL")
-    p.add_argument("target", help="env name (served here for the game) or ws:// URL")
-    p.add_argument("--steps", type=int, default=5, help="steps to play (default 5)")
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument(
-        "--action",
-        action="append",
-        default=[],
-        help="JSON action; repeat for several (default: a built-in one per env)",
+    play_arguments(
+        sub.add_parser("play", help="play a few steps against an env name or a server URL")
     )
 
     p = sub.add_parser(
@@ -208,147 +168,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="env name: lower-case letters, digits, '-' or '_'")
     p.add_argument("--dir", help="where to write it (default: ./NAME)")
     return parser
-
-
-DEMO_ACTIONS: dict[str, list[dict[str, Any]]] = {
-    "echo": [{"message": m} for m in ("hello", "ecotone", "over the wire", "bye", "")],
-    "counter": [{"delta": d} for d in (1, 2, 3, -1, 5)],
-}
-
-
-def _cmd_list(args: argparse.Namespace) -> int:
-    registry = Registry.discover()
-    for title, entries in (
-        ("environments", registry.environments()),
-        ("environment name patterns", registry.environment_patterns()),
-        ("transports", registry.transports()),
-        ("providers", registry.providers()),
-    ):
-        print(f"{title}:")
-        if not entries:
-            print("  (none installed)")
-        for name, entry in sorted(entries.items()):
-            value = entry.value
-            doc = value if isinstance(value, str) else getattr(value, "description", "")
-            doc = doc or (value.__doc__ or "")
-            doc = doc.strip().splitlines()[0] if doc.strip() else ""
-            print(f"  {name:<12} from {entry.distribution:<16} {doc}")
-            status = getattr(value, "status", None) if title == "environments" else None
-            if callable(status):  # an env's word on how it runs here (the coding sandbox)
-                try:
-                    said = str(status())
-                except Exception as exc:
-                    said = f"status unknown: {type(exc).__name__}: {exc}"
-                print(f"  {'':<12} {said}")
-    return 0
-
-
-def _cmd_collect(args: argparse.Namespace) -> int:
-    import functools
-    import time
-
-    from ecotone.collect import ChatPolicy, Progress, collect, load_policy
-    from ecotone.collect.policies import Policy
-
-    policy: Policy
-    if args.policy:
-        policy = load_policy(args.policy)
-    else:
-        if not args.model:
-            raise ValueError("--base-url needs --model")
-        policy = ChatPolicy(
-            args.base_url,
-            args.model,
-            api_key=args.api_key,
-            temperature=args.temperature,
-            max_tokens=args.max_tokens,
-        )
-    options: dict[str, Any] = {}
-    for item in args.option:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--option takes KEY=VALUE, not {item!r}")
-        try:
-            options[key] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key] = value
-    target: str = args.target
-    url = target if "://" in target or target.startswith("stdio:") else f"inproc://{target}"
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", args.env or target.rsplit("/", 1)[-1])
-    out = args.out or f"runs/collect-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    progress = Progress(0)
-    summary = trio.run(
-        functools.partial(
-            collect,
-            url,
-            policy,
-            out=out,
-            env=args.env,
-            split=args.split,
-            tasks=args.tasks,
-            task_ids=args.task_index,
-            repeats=args.repeats,
-            episodes=args.episodes,
-            concurrency=args.concurrency,
-            max_steps=args.max_steps,
-            seed=args.seed,
-            options=options,
-            fmt=args.format,
-            progress=progress.update,
-            token=args.token,
-            planned=progress,
-        )
-    )
-    if args.json:
-        print(json.dumps(summary.to_dict(), indent=2))
-    else:
-        print(summary.table())
-        print(
-            f"\n{summary.episodes} episodes of {summary.env!r} by {summary.policy} in "
-            f"{summary.seconds:.1f} s; trajectories and summary.json in {summary.out}"
-        )
-    return 0
-
-
-def _cmd_play(args: argparse.Namespace) -> int:
-    target: str = args.target
-    server: BackgroundServer | None = None
-    if "://" not in target:
-        # Over http, which also serves the web UI and ecotone's WebSocket at `/`.
-        server = BackgroundServer(ServerConfig(env=target, port=0, web=True)).start()
-        url = "ws://" + server.url.split("://", 1)[1]
-        print(f"serving {target!r} at {url}")
-        print(
-            f"web UI: {web_url(server.url)} (open it while the server runs; "
-            f"ecotone serve {shlex.quote(target)} --web keeps it up)",
-            flush=True,
-        )
-    else:
-        url = target
-    try:
-        with ecotone.connect(url) as env:
-            actions = [json.loads(a) for a in args.action] or DEMO_ACTIONS.get(env.env, [])
-            if not actions:
-                print(f"no demo actions for env {env.env!r}: pass --action JSON", file=sys.stderr)
-                return 2
-            print(f"session {env.session_id} on env {env.env!r}")
-            result = env.reset(seed=args.seed)
-            print(f"reset  -> {json.dumps(result.observation)}")
-            total = 0.0
-            for i in range(args.steps):
-                action = actions[i % len(actions)]
-                result = env.step(action)
-                total += result.reward or 0.0
-                print(f"step {i + 1} {json.dumps(action)} -> {json.dumps(result.observation)}")
-                if result.finished:
-                    print("episode " + ("done" if result.done else "truncated"))
-                    break
-            print(f"state  -> {json.dumps(env.state())}")
-            print(f"return {total:g}")
-    finally:
-        if server is not None:
-            server.stop()
-    return 0
 
 
 def _option(text: str) -> tuple[str, Any]:
@@ -594,9 +413,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = {
         "serve": run_serve,
         "mcp": run_mcp,
-        "list": _cmd_list,
-        "play": _cmd_play,
-        "collect": _cmd_collect,
+        "list": run_list,
+        "play": run_play,
+        "collect": run_collect,
         "validate": _cmd_validate,
         "init": _cmd_init,
         "launch": _cmd_launch,
