@@ -1,4 +1,7 @@
-"""`ecotone ...`: serve, list, play, collect, validate, export. Nothing imports this module."""
+"""The `ecotone` command: `main` parses the command line and runs one command, each in a module
+of this package (serve.py: serve, mcp; listing.py: list; play.py; collect.py; authoring.py:
+validate, init; launch.py: launch, gc, build; export.py). The top layer: nothing in ecotone
+imports it."""
 
 from __future__ import annotations
 
@@ -26,6 +29,13 @@ from ecotone.kernel import RegistryError
 from ecotone.kernel.config import ConfigError
 from ecotone.kernel.envspec import EnvDefinitionError
 
+# What `ecotone --help` says ecotone is (the module's docstring is for its readers).
+DESCRIPTION = (
+    "Serve reinforcement-learning environments over the network: play them, collect "
+    "trajectories from them, check them with the conformance suite, and launch, build or "
+    "export their servers."
+)
+
 # Each command's function: the parsed arguments in, the exit status out.
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": run_serve,
@@ -45,7 +55,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 def _parser() -> argparse.ArgumentParser:
     """The whole command line: the global flags, and each command's parser (listed in
     `--help` in this order) with its flags from the command's module."""
-    parser = argparse.ArgumentParser(prog="ecotone", description=__doc__)
+    parser = argparse.ArgumentParser(prog="ecotone", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"ecotone {ecotone.__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more to stderr")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
