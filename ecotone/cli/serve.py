@@ -28,7 +28,7 @@ from ecotone.serving import build_engine, serve, transport_for, web_url
 HARD_EXIT_GRACE = 5.0
 
 
-def mcp_options(parser: argparse.ArgumentParser, prefix: str) -> None:
+def _mcp_options(parser: argparse.ArgumentParser, prefix: str) -> None:
     """The `[mcp]` flags, as `--actions` on `ecotone mcp` and `--mcp-actions` on `serve`."""
     parser.add_argument(
         f"{prefix}actions",
@@ -104,7 +104,7 @@ def serve_arguments(p: argparse.ArgumentParser) -> None:
         help="also serve the web UI at /web (switches the default websocket transport to http, "
         "which serves WebSocket at / too)",
     )
-    mcp_options(p, prefix="--mcp-")
+    _mcp_options(p, prefix="--mcp-")
     p.add_argument(
         "--lifeline-fd",
         type=int,
@@ -119,7 +119,7 @@ def mcp_arguments(p: argparse.ArgumentParser) -> None:
     """`mcp`'s flags: the env, the config and the `[mcp]` flags, unprefixed."""
     p.add_argument("env", nargs="?", help="environment name (or `env` in the config)")
     p.add_argument("--config", help="config file (default: ./ecotone.toml if present)")
-    mcp_options(p, prefix="--")
+    _mcp_options(p, prefix="--")
 
 
 def run_mcp(args: argparse.Namespace) -> int:
@@ -134,7 +134,7 @@ def run_mcp(args: argparse.Namespace) -> int:
     return run_serve(serve_args)
 
 
-def task_files(given: list[str] | None) -> dict[str, str] | None:
+def _task_files(given: list[str] | None) -> dict[str, str] | None:
     """`--tasks [SPLIT=]FILE` flags as the `[tasks]` table (split "" when not named).
 
     Raises ValueError when two flags name the same split."""
@@ -172,7 +172,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
             "reveal_reward": args.mcp_reveal_reward,
         },
         "web": args.web,
-        "tasks": task_files(args.tasks),
+        "tasks": _task_files(args.tasks),
         "rubric": args.rubric,
     }
 
