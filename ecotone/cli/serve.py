@@ -1,0 +1,271 @@
+"""`ecotone serve` and `ecotone mcp`: one env's server in this process, until a signal.
+
+`mcp` is `serve --transport mcp` with the `[mcp]` flags named without their `--mcp-` prefix:
+what an MCP client's config runs. Both exit 0 when the server stops (a signal, or the
+transport's end: stdio's stdin closed); what is wrong before the server starts (the config,
+the env, the transport, the token, the TLS files) is raised, for `main` to answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+import trio
+
+from ecotone.kernel import Registry
+from ecotone.kernel.config import ServerConfig, load
+from ecotone.server.admission import is_loopback, resolve_token, tls_context
+from ecotone.server.logs import configure as configure_logs
+from ecotone.serving import build_engine, serve, transport_for, web_url
+
+# Past a lifeline's end, or a signal's shutdown_timeout, the process exits within this many
+# seconds even if an env call that cannot be cancelled holds the shutdown up.
+HARD_EXIT_GRACE = 5.0
+
+
+def _mcp_options(parser: argparse.ArgumentParser, prefix: str) -> None:
+    """The `[mcp]` flags, as `--actions` on `ecotone mcp` and `--mcp-actions` on `serve`."""
+    parser.add_argument(
+        f"{prefix}actions",
+        dest="mcp_actions",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="offer the env's actions as MCP tools (default: when the env has no tools)",
+    )
+    parser.add_argument(
+        f"{prefix}reset-tool",
+        dest="mcp_reset_tool",
+        action="store_true",
+        default=None,
+        help="offer a `reset` tool to the agent (default: resetting is the orchestrator's)",
+    )
+    parser.add_argument(
+        f"{prefix}reveal-reward",
+        dest="mcp_reveal_reward",
+        action="store_true",
+        default=None,
+        help="show reward, done and truncated in MCP tool results (default: hidden)",
+    )
+
+
+def serve_arguments(p: argparse.ArgumentParser) -> None:
+    """`serve`'s flags; each left out is None (or False), so the config's value stands."""
+    p.add_argument("env", nargs="?", help="environment name (or `env` in the config)")
+    p.add_argument("--transport", help="transport name (default: websocket)")
+    p.add_argument("--host", help="address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default: 8000; 0 picks a free one)")
+    p.add_argument("--config", help="config file (default: ./ecotone.toml if present)")
+    p.add_argument("--max-sessions", type=int, help="open sessions allowed")
+    p.add_argument("--idle-timeout", type=float, help="seconds before an idle session closes")
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="require the token in FILE's first line (default: a token is required, and made "
+        "and printed with the URL, when --host is beyond loopback; or set ECOTONE_AUTH_TOKEN)",
+    )
+    p.add_argument(
+        "--no-auth",
+        action="store_true",
+        default=None,
+        help="require no token, even beyond loopback (anyone who reaches the port can run the "
+        "env's code: only behind something else that authenticates)",
+    )
+    p.add_argument("--tls-cert", metavar="PEM", help="serve over TLS with this certificate")
+    p.add_argument("--tls-key", metavar="PEM", help="its private key (if not in --tls-cert)")
+    p.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        help="log lines as text (default) or one JSON object each ([log] format)",
+    )
+    p.add_argument(
+        "--tasks",
+        action="append",
+        metavar="[SPLIT=]FILE",
+        help="serve the tasks in FILE (JSON Lines, JSON, Parquet) instead of the env's own; "
+        "SPLIT= names the split (else the records' `split` field, or the file's stem); "
+        "repeatable ([tasks] in the config)",
+    )
+    p.add_argument(
+        "--rubric",
+        metavar="MODULE:NAME",
+        help="score every step with this rubric (ecotone.rubrics) instead of the env's reward",
+    )
+    p.add_argument("--record", metavar="DIR", help="record every episode's trajectory under DIR")
+    p.add_argument("--record-format", choices=["jsonl", "msgpack"], help="recording format (jsonl)")
+    p.add_argument(
+        "--web",
+        action="store_true",
+        default=None,
+        help="also serve the web UI at /web (switches the default websocket transport to http, "
+        "which serves WebSocket at / too)",
+    )
+    _mcp_options(p, prefix="--mcp-")
+    p.add_argument(
+        "--lifeline-fd",
+        type=int,
+        metavar="FD",
+        help="exit when this inherited file descriptor (the read end of a pipe whose write end "
+        "the launching process holds) reaches end of file: the server never outlives its "
+        "launcher, however the launcher dies",
+    )
+
+
+def mcp_arguments(p: argparse.ArgumentParser) -> None:
+    """`mcp`'s flags: the env, the config and the `[mcp]` flags, unprefixed."""
+    p.add_argument("env", nargs="?", help="environment name (or `env` in the config)")
+    p.add_argument("--config", help="config file (default: ./ecotone.toml if present)")
+    _mcp_options(p, prefix="--")
+
+
+def run_mcp(args: argparse.Namespace) -> int:
+    """`ecotone mcp ENV`: `serve ENV --transport mcp`, every other `serve` flag at its default."""
+    defaults = argparse.ArgumentParser(add_help=False)
+    serve_arguments(defaults)
+    serve_args = defaults.parse_args([])
+    for name, value in vars(args).items():
+        setattr(serve_args, name, value)
+    serve_args.command = "serve"
+    serve_args.transport = "mcp"
+    return run_serve(serve_args)
+
+
+def _task_files(given: list[str] | None) -> dict[str, str] | None:
+    """`--tasks [SPLIT=]FILE` flags as the `[tasks]` table (split "" when not named).
+
+    Raises ValueError when two flags name the same split."""
+    if not given:
+        return None
+    files: dict[str, str] = {}
+    for item in given:
+        split, sep, path = item.partition("=")
+        if not sep or "/" in split or split.endswith((".jsonl", ".json", ".parquet")):
+            split, path = "", item
+        if split in files:
+            raise ValueError(f"--tasks names split {split or '(from the file)'!r} twice")
+        files[split] = path
+    return files
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The flags as config overrides: None leaves the config file's (or the default) value."""
+    return {
+        "env": args.env,
+        "transport": args.transport,
+        "host": args.host,
+        "port": args.port,
+        "limits": {"max_sessions": args.max_sessions, "idle_timeout": args.idle_timeout},
+        "recording": {"dir": args.record, "format": args.record_format},
+        "auth": {"token_file": args.token_file, "required": False if args.no_auth else None},
+        "tls": {"cert": args.tls_cert, "key": args.tls_key},
+        "log": {
+            "format": args.log_format,
+            "level": "info" if args.verbose else None,
+        },
+        "mcp": {
+            "actions": args.mcp_actions,
+            "reset_tool": args.mcp_reset_tool,
+            "reveal_reward": args.mcp_reveal_reward,
+        },
+        "web": args.web,
+        "tasks": _task_files(args.tasks),
+        "rubric": args.rubric,
+    }
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """`ecotone serve`: checks everything it can before the event loop starts (so a mistake is
+    an error message and exit 2, not a traceback), then serves until SIGINT or SIGTERM, the
+    lifeline's end, or the transport's; returns 0."""
+    overrides = _overrides(args)
+    lifeline: int | None = args.lifeline_fd
+    if lifeline is not None:
+        try:
+            os.set_blocking(lifeline, False)
+        except OSError:
+            raise ValueError(f"--lifeline-fd {lifeline} is not an open file descriptor") from None
+    config = load(args.config, overrides=overrides)
+    configure_logs(config.log.format, config.log.level)
+    registry = Registry.discover()
+    build_engine(config, registry)  # an unknown env or transport fails here, before the loop
+    auth = config.auth
+    resolve_token(auth.token, auth.token_file, auth.required, config.host)  # a bad token too
+    tls_context(config.tls.cert, config.tls.key, config.transport)  # and unusable TLS files
+    transport = transport_for(config, registry)
+    if not getattr(transport, "listens", True):
+        raise ValueError(f"transport {config.transport!r} cannot serve: {transport.description}")
+    trio.run(_serve_until_stopped, config, registry, lifeline)
+    return 0
+
+
+def _exit_hard_after(seconds: float) -> None:
+    """Exit the process with status 1 in `seconds`, whatever still runs (a daemon timer)."""
+    hard_exit = threading.Timer(seconds, os._exit, (1,))
+    hard_exit.daemon = True
+    hard_exit.start()
+
+
+async def _watch_lifeline(fd: int, scope: trio.CancelScope) -> None:
+    """Cancel `scope` when `fd` (non-blocking) reaches end of file."""
+    # The launcher holds the pipe's write end, so end of file means it is gone, however it
+    # died (kill -9 included), whichever of its threads started this process.
+    while True:
+        await trio.lowlevel.wait_readable(fd)
+        try:
+            if not os.read(fd, 512):
+                break
+        except BlockingIOError:
+            pass
+    print(
+        "ecotone: lifeline closed (the launcher stopped or died), shutting down",
+        file=sys.stderr,
+        flush=True,
+    )
+    _exit_hard_after(HARD_EXIT_GRACE)
+    scope.cancel()
+
+
+async def _serve_until_stopped(
+    config: ServerConfig, registry: Registry, lifeline: int | None
+) -> None:
+    """Serve `config`, say where on stderr, and stop at the first SIGINT or SIGTERM, when the
+    lifeline ends, or when the transport is done."""
+    async with trio.open_nursery() as nursery:
+
+        async def run(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+            await serve(config, registry=registry, task_status=task_status)
+            nursery.cancel_scope.cancel()  # the transport is done (stdio: stdin closed)
+
+        if lifeline is not None:
+            nursery.start_soon(_watch_lifeline, lifeline, nursery.cancel_scope)
+        url = await nursery.start(run)
+        print(
+            f"ecotone: serving {config.env!r} over {config.transport} at {url}",
+            file=sys.stderr,
+            flush=True,
+        )
+        if config.web:
+            print(f"ecotone: web UI at {web_url(url)}", file=sys.stderr, flush=True)
+        if not is_loopback(config.host) and config.auth.required is False:
+            print(
+                f"ecotone: WARNING: serving on {config.host} with no token: anyone who "
+                "can reach this port can run this env's code",
+                file=sys.stderr,
+                flush=True,
+            )
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                print(
+                    f"ecotone: {signal.Signals(signum).name}, shutting down",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                # Sessions get limits.shutdown_timeout to close; past that and the grace the
+                # process exits anyway, whatever env code still holds on.
+                _exit_hard_after(config.limits.shutdown_timeout + HARD_EXIT_GRACE)
+                nursery.cancel_scope.cancel()
+                break
