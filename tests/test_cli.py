@@ -128,3 +128,12 @@ def test_serve_without_an_env_exits_2(tmp_path: Path, cli_env: dict[str, str]) -
     done = ecotone_cli("serve", cwd=tmp_path, env=cli_env)
     assert done.returncode == 2
     assert "no environment to serve" in done.stderr
+
+
+def test_help_says_what_ecotone_is() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ecotone", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0
+    assert "Serve reinforcement-learning environments over the network" in done.stdout
+    assert "Nothing imports" not in done.stdout and "imports this module" not in done.stdout
