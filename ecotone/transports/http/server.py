@@ -25,6 +25,7 @@ Status codes for error frames: 400 invalid_frame / unknown_op / unsupported_vers
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -38,15 +39,10 @@ import trio
 from ecotone.kernel import Owner
 from ecotone.server.admission import TOKEN_COOKIE
 from ecotone.server.asgi import Streamed, serve_asgi
+from ecotone.server.http11 import refusals
 from ecotone.server.metrics import CONTENT_TYPE
 from ecotone.server.runner import Runner
-from ecotone.server.sockets import (
-    REFUSED,
-    connection_stream,
-    http_refusal,
-    peer_address,
-    serve_tcp,
-)
+from ecotone.server.sockets import REFUSED, connection_stream, peer_address, serve_tcp
 from ecotone.specs import (
     Close,
     Codec,
@@ -91,13 +87,12 @@ KEEPALIVE_TIMEOUT = 75.0
 MAX_HEAD = 16384
 
 STATUS = HTTP_STATUS
+_AT_CAPACITY = refusals.at_capacity(REFUSED).serialize()
 
 Handler = Callable[[HttpRequest, dict[str, str]], Awaitable[HttpResponse | Streamed]]
 
 
-def _error_frame(code: ErrorCode, message: str, **details: Any) -> HttpResponse:
-    frame = Error(id=None, code=code, message=message, details=details)
-    return HttpResponse(STATUS.get(code, 400), msgspec.json.encode(frame))
+_error_frame = refusals.error_response
 
 
 class HttpServer:
@@ -523,13 +518,7 @@ class HttpConnection:
                         len(name) + len(value) + 4 for name, value in event.headers
                     )
                     if head_size > MAX_HEAD:  # h11 limits only what arrives in pieces
-                        await self._send(
-                            json_response(
-                                431,
-                                {"detail": f"request head over {MAX_HEAD} bytes"},
-                            ),
-                            close=True,
-                        )
+                        await self.stream.send_all(refusals.head_too_large(MAX_HEAD).serialize())
                         return
                     headers: dict[str, str] = {}
                     for name, value in event.headers:
@@ -542,10 +531,7 @@ class HttpConnection:
                     query = dict(parse_qsl(parts.query))
                     refusal = self.runner.admission.refuse(headers, query, parts.path, method)
                     if refusal is not None:  # Host, Origin, token: before anything else
-                        refused = _error_frame(refusal.code, refusal.message)
-                        if refusal.status == 401:
-                            refused.headers.append(("www-authenticate", "Bearer"))
-                        await self._send(refused, close=True)
+                        await self.stream.send_all(refusals.refused(refusal).serialize())
                         return
                     if _is_websocket(headers):
                         # Leave the request deadline before serving the socket: it must not
@@ -564,15 +550,7 @@ class HttpConnection:
                     declared = int(headers.get("content-length", "0") or 0)
                     if declared > limit:
                         too_large = True
-                        await self._send(
-                            _error_frame(
-                                ErrorCode.TOO_LARGE,
-                                f"body of {declared} bytes is over the limit of {limit} bytes",
-                                size=declared,
-                                limit=limit,
-                            ),
-                            close=True,
-                        )
+                        await self.stream.send_all(refusals.too_large(limit, declared).serialize())
                         return
                     if self.h11.they_are_waiting_for_100_continue:  # RFC 9110 §10.1.1
                         interim = h11.InformationalResponse(status_code=100, headers=[])
@@ -607,26 +585,12 @@ class HttpConnection:
                 await accept(self.runner, self.stream, *upgrade.args)
                 return
             if too_large:
-                await self._send(
-                    _error_frame(
-                        ErrorCode.TOO_LARGE, f"body over the limit of {limit} bytes", limit=limit
-                    ),
-                    close=True,
-                )
+                await self.stream.send_all(refusals.too_large(limit).serialize())
                 return
             if request is None:  # the client was too slow
                 # IDLE: the request head itself is incomplete; h11 lets a server answer then.
                 if self.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                    await self._send(
-                        json_response(
-                            408,
-                            {
-                                "detail": "request timed out: send the "
-                                f"whole request within {REQUEST_TIMEOUT}s"
-                            },
-                        ),
-                        close=True,
-                    )
+                    await self.stream.send_all(refusals.timed_out(REQUEST_TIMEOUT).serialize())
                 return
             assert self.server is not None
             response = await self.server.handle(request)
@@ -675,24 +639,11 @@ class HttpTransport:
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
             except h11.RemoteProtocolError as exc:
-                await _bad_request(stream, str(exc), exc.error_status_hint)
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    await stream.send_all(refusals.bad_request(exc).serialize())
             except Exception:  # a bug on one connection must not take the server down
                 log.exception("HTTP connection handler failed; dropping that connection")
             finally:
                 await trio.aclose_forcefully(stream)
 
-        await serve_tcp(runner, host, port, "http", handler, task_status, http_refusal(REFUSED))
-
-
-async def _bad_request(stream: trio.abc.Stream, reason: str, status: int = 400) -> None:
-    """The answer to bytes h11 refused: 400, or what h11 hints (431 for a head too large)."""
-    body = msgspec.json.encode({"detail": f"bad request: {reason}"})
-    phrase = {431: b"Request Header Fields Too Large"}.get(status, b"Bad Request")
-    head = (
-        b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
-        b"content-length: %d\r\nconnection: close\r\n\r\n" % (status, phrase, len(body))
-    )
-    try:
-        await stream.send_all(head + body)
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
-        pass
+        await serve_tcp(runner, host, port, "http", handler, task_status, _AT_CAPACITY)

@@ -18,6 +18,7 @@ from ecotone.server.runner import Runner
 from ecotone.server.wsloop import WsPeer
 from ecotone.specs import SUBPROTOCOLS, codec_for
 from ecotone.specs import wsframing as wsf
+from ecotone.specs.http import HttpResponse
 from ecotone.transports.openenv.server import OpenEnvWebSocket
 
 NATIVE_PATHS = frozenset({"/", "/ecotone", "/v1"})
@@ -80,14 +81,13 @@ def _pick_subprotocol(offered: str) -> str | None:
     return None
 
 
+def rejection(status: int, reason: str) -> HttpResponse:
+    """A handshake refused: `reason` as text, then the connection closes."""
+    return HttpResponse(status, reason.encode(), "text/plain", close=True)
+
+
 async def reject(stream: trio.abc.Stream, status: int, reason: str) -> None:
-    body = reason.encode()
-    head = (
-        f"HTTP/1.1 {status} {'Not Found' if status == 404 else 'Bad Request'}\r\n"
-        "content-type: text/plain\r\n"
-        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
-    ).encode()
-    await stream.send_all(head + body)
+    await stream.send_all(rejection(status, reason).serialize())
 
 
 async def accept(
@@ -126,13 +126,14 @@ async def accept(
     else:
         await reject(stream, 404, f"no WebSocket endpoint at {target}")
         return
-    response = (
-        "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
-        f"sec-websocket-accept: {wsf.accept_key(key)}\r\n"
-    )
+    answer = [
+        ("upgrade", "websocket"),
+        ("connection", "Upgrade"),
+        ("sec-websocket-accept", wsf.accept_key(key)),
+    ]
     if subprotocol:
-        response += f"sec-websocket-protocol: {subprotocol}\r\n"
-    await stream.send_all((response + "\r\n").encode())
+        answer.append(("sec-websocket-protocol", subprotocol))
+    await stream.send_all(HttpResponse(101, headers=answer).serialize())
     query = dict(parse_qsl(target.partition("?")[2]))
     principal = runner.admission.principal(headers, query)
     if path == OPENENV_PATH:

@@ -28,17 +28,15 @@ from typing import Any
 import h11
 import trio
 
+from ecotone.server.http11.refusals import at_capacity
 from ecotone.server.runner import Runner
-from ecotone.server.sockets import (
-    REFUSED,
-    connection_stream,
-    http_refusal,
-    serve_tcp,
-)
+from ecotone.server.sockets import REFUSED, connection_stream, serve_tcp
 from ecotone.transports.http.server import HttpConnection, HttpServer
 from ecotone.transports.http.upgrade import reject
 
 log = logging.getLogger("ecotone.websocket")
+
+_AT_CAPACITY = at_capacity(REFUSED).serialize()
 
 
 class WebSocketTransport:
@@ -71,4 +69,4 @@ class WebSocketTransport:
             finally:
                 await trio.aclose_forcefully(stream)
 
-        await serve_tcp(runner, host, port, "ws", handler, task_status, http_refusal(REFUSED))
+        await serve_tcp(runner, host, port, "ws", handler, task_status, _AT_CAPACITY)
