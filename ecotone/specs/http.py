@@ -28,13 +28,19 @@ class HttpRequest:
     """The client's address (what per-client limits count by)."""
     principal: int | None = None
     """Which of the server's tokens the request showed (None: none, or none needed)."""
-
-    @property
-    def content_type(self) -> str:
-        return self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    content_type: str = attrs.field(
+        default=attrs.Factory(lambda self: media_type(self.headers), takes_self=True)
+    )
+    """The body's media type, lower-cased, without parameters ("" when none is given):
+    computed once, from `headers` unless given."""
 
     def cookie(self, name: str) -> str | None:
         return cookie(self.headers, name)
+
+
+def media_type(headers: Mapping[str, str]) -> str:
+    """`Content-Type` without its parameters, lower-cased: `application/json`."""
+    return headers.get("content-type", "").split(";", 1)[0].strip().lower()
 
 
 def cookie(headers: Mapping[str, str], name: str) -> str | None:

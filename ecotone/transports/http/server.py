@@ -25,24 +25,22 @@ Status codes for error frames: 400 invalid_frame / unknown_op / unsupported_vers
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
-import h11
 import msgspec
 import trio
 
 from ecotone.kernel import Owner
 from ecotone.server.admission import TOKEN_COOKIE
-from ecotone.server.asgi import Streamed, serve_asgi
 from ecotone.server.http11 import refusals
+from ecotone.server.http11.asgi import Streamed
+from ecotone.server.http11.connection import guarded_connection
 from ecotone.server.metrics import CONTENT_TYPE
 from ecotone.server.runner import Runner
-from ecotone.server.sockets import REFUSED, connection_stream, peer_address, serve_tcp
+from ecotone.server.sockets import REFUSED, connection_stream, serve_tcp
 from ecotone.specs import (
     Close,
     Codec,
@@ -72,19 +70,12 @@ from ecotone.specs.http import (
 )
 from ecotone.specs.version import VERSION
 from ecotone.transports.http import webui
-from ecotone.transports.http.upgrade import accept
+from ecotone.transports.http.upgrade import serve_connection
 from ecotone.transports.mcp.http import McpHttp
 from ecotone.transports.mcp.sdk import available as mcp_missing
 from ecotone.transports.openenv.server import OPENENV_API_VERSION, OpenEnvHttp
 
 log = logging.getLogger("ecotone.http")
-
-RECEIVE_SIZE = 65536
-REQUEST_TIMEOUT = 10.0
-"""Seconds a client has to send a whole request once it has started one."""
-KEEPALIVE_TIMEOUT = 75.0
-"""Seconds an idle keep-alive connection is kept open."""
-MAX_HEAD = 16384
 
 STATUS = HTTP_STATUS
 _AT_CAPACITY = refusals.at_capacity(REFUSED).serialize()
@@ -435,7 +426,7 @@ class HttpServer:
         )
 
 
-# --- the connection loop ----------------------------------------------------------------------
+# --- the web UI's redirect ---------------------------------------------------------------------
 
 
 def _to_web(request: HttpRequest) -> HttpResponse:
@@ -447,161 +438,6 @@ def _to_web(request: HttpRequest) -> HttpResponse:
     if token:
         headers.append(("set-cookie", f"{TOKEN_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"))
     return HttpResponse(303 if token else 302, b"", "text/plain", headers)
-
-
-def _is_websocket(headers: dict[str, str]) -> bool:
-    return "upgrade" in headers.get("connection", "").lower() and (
-        headers.get("upgrade", "").lower() == "websocket"
-    )
-
-
-class _Upgrade(Exception):
-    """The request asks for a WebSocket: carries (method, target, headers, pending bytes)."""
-
-
-class HttpConnection:
-    """One TCP connection: HTTP/1.1 requests with keep-alive, or a WebSocket upgrade.
-
-    With `server=None` (the `websocket` transport) only WebSocket upgrades are accepted."""
-
-    def __init__(self, runner: Runner, server: HttpServer | None, stream: trio.abc.Stream) -> None:
-        self.server = server
-        self.runner = runner
-        self.stream = stream
-        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
-        self.peer = peer_address(stream)
-
-    async def _next_event(self) -> Any:
-        while True:
-            event = self.h11.next_event()
-            if event is not h11.NEED_DATA:
-                return event
-            data = await self.stream.receive_some(RECEIVE_SIZE)
-            self.h11.receive_data(bytes(data))
-
-    async def _send(self, response: HttpResponse, close: bool = False, head: bool = False) -> None:
-        """Write a response. `head`: the answer to a HEAD request, the GET's headers (its
-        Content-Length included) and no body (RFC 9110 §9.3.2)."""
-        headers = [
-            ("content-type", response.content_type),
-            ("content-length", str(len(response.body))),
-            *response.headers,
-        ]
-        if close:
-            headers.append(("connection", "close"))
-        data = self.h11.send(h11.Response(status_code=response.status, headers=headers))
-        if response.body and not head:
-            data += self.h11.send(h11.Data(data=response.body))
-        data += self.h11.send(h11.EndOfMessage())
-        await self.stream.send_all(data)
-
-    async def run(self) -> None:
-        limit = self.runner.engine.limits.max_frame_bytes
-        while True:
-            # Wait (long) for the first byte of the next request, then (briefly) for the rest.
-            if self.h11.their_state is h11.IDLE and not self.h11.trailing_data[0]:
-                first: bytes | bytearray = b""
-                with trio.move_on_after(KEEPALIVE_TIMEOUT):
-                    first = await self.stream.receive_some(RECEIVE_SIZE)
-                if not first:  # closed, or idle past the keep-alive timeout
-                    return
-                self.h11.receive_data(bytes(first))
-            request: HttpRequest | None = None
-            too_large = False
-            try:
-                with trio.move_on_after(REQUEST_TIMEOUT):
-                    event = await self._next_event()
-                    if isinstance(event, h11.ConnectionClosed):
-                        return
-                    assert isinstance(event, h11.Request), event
-                    head_size = len(event.target) + sum(
-                        len(name) + len(value) + 4 for name, value in event.headers
-                    )
-                    if head_size > MAX_HEAD:  # h11 limits only what arrives in pieces
-                        await self.stream.send_all(refusals.head_too_large(MAX_HEAD).serialize())
-                        return
-                    headers: dict[str, str] = {}
-                    for name, value in event.headers:
-                        key = name.decode("latin-1").lower()
-                        text = value.decode("latin-1")
-                        headers[key] = f"{headers[key]}, {text}" if key in headers else text
-                    target = event.target.decode("latin-1")
-                    method = event.method.decode("ascii")
-                    parts = urlsplit(target)
-                    query = dict(parse_qsl(parts.query))
-                    refusal = self.runner.admission.refuse(headers, query, parts.path, method)
-                    if refusal is not None:  # Host, Origin, token: before anything else
-                        await self.stream.send_all(refusals.refused(refusal).serialize())
-                        return
-                    if _is_websocket(headers):
-                        # Leave the request deadline before serving the socket: it must not
-                        # bound the WebSocket's whole life.
-                        raise _Upgrade(method, target, headers, bytes(self.h11.trailing_data[0]))
-                    if self.server is None:
-                        await self._send(
-                            HttpResponse(
-                                400,
-                                b"not a WebSocket handshake: this server speaks WebSocket only",
-                                "text/plain",
-                            ),
-                            close=True,
-                        )
-                        return
-                    declared = int(headers.get("content-length", "0") or 0)
-                    if declared > limit:
-                        too_large = True
-                        await self.stream.send_all(refusals.too_large(limit, declared).serialize())
-                        return
-                    if self.h11.they_are_waiting_for_100_continue:  # RFC 9110 §10.1.1
-                        interim = h11.InformationalResponse(status_code=100, headers=[])
-                        await self.stream.send_all(self.h11.send(interim))
-                    body = bytearray()
-                    while True:
-                        event = await self._next_event()
-                        if isinstance(event, h11.Data):
-                            body += event.data
-                            if len(body) > limit:
-                                too_large = True
-                                break
-                        elif isinstance(event, h11.EndOfMessage):
-                            break
-                        elif isinstance(event, h11.ConnectionClosed):
-                            return
-                    if not too_large:
-                        parts = urlsplit(target)
-                        request = HttpRequest(
-                            method=method,
-                            path=parts.path or "/",
-                            query=dict(parse_qsl(parts.query)),
-                            headers=headers,
-                            body=bytes(body),
-                            # Both framings at once (RFC 9112 §6.1): answer, then close.
-                            must_close="content-length" in headers
-                            and "transfer-encoding" in headers,
-                            peer=self.peer,
-                            principal=self.runner.admission.principal(headers, query),
-                        )
-            except _Upgrade as upgrade:
-                await accept(self.runner, self.stream, *upgrade.args)
-                return
-            if too_large:
-                await self.stream.send_all(refusals.too_large(limit).serialize())
-                return
-            if request is None:  # the client was too slow
-                # IDLE: the request head itself is incomplete; h11 lets a server answer then.
-                if self.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                    await self.stream.send_all(refusals.timed_out(REQUEST_TIMEOUT).serialize())
-                return
-            assert self.server is not None
-            response = await self.server.handle(request)
-            if isinstance(response, Streamed):
-                if not await serve_asgi(response.app, request, self.stream, self.h11):
-                    return
-            else:
-                await self._send(response, close=request.must_close, head=request.method == "HEAD")
-            if self.h11.our_state is h11.MUST_CLOSE:
-                return
-            self.h11.start_next_cycle()
 
 
 class HttpTransport:
@@ -631,19 +467,12 @@ class HttpTransport:
     async def _serve(
         self, runner: Runner, host: str, port: int, server: HttpServer, task_status: Any
     ) -> None:
+        limits = runner.engine.limits
+
         async def handler(stream: trio.SocketStream) -> None:
-            try:
-                await HttpConnection(
-                    runner, server, connection_stream(stream, runner.engine.limits)
-                ).run()
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass
-            except h11.RemoteProtocolError as exc:
-                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                    await stream.send_all(refusals.bad_request(exc).serialize())
-            except Exception:  # a bug on one connection must not take the server down
-                log.exception("HTTP connection handler failed; dropping that connection")
-            finally:
-                await trio.aclose_forcefully(stream)
+            await guarded_connection(
+                connection_stream(stream, limits),
+                lambda s: serve_connection(runner, s, server.handle),
+            )
 
         await serve_tcp(runner, host, port, "http", handler, task_status, _AT_CAPACITY)

@@ -9,11 +9,11 @@ transports serve these.
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl
-
 import trio
 
 from ecotone.kernel import Peer
+from ecotone.server.http11.connection import Handle, serve_http
+from ecotone.server.http11.reader import Upgrade
 from ecotone.server.runner import Runner
 from ecotone.server.wsloop import WsPeer
 from ecotone.specs import SUBPROTOCOLS, codec_for
@@ -90,17 +90,12 @@ async def reject(stream: trio.abc.Stream, status: int, reason: str) -> None:
     await stream.send_all(rejection(status, reason).serialize())
 
 
-async def accept(
-    runner: Runner,
-    stream: trio.abc.Stream,
-    method: str,
-    target: str,
-    headers: dict[str, str],
-    pending: bytes = b"",
-) -> None:
+async def accept(runner: Runner, stream: trio.abc.Stream, upgrade: Upgrade) -> None:
     """Answer a WebSocket opening handshake by path and serve the socket until it closes."""
+    request = upgrade.request
+    headers = request.headers
     key = headers.get("sec-websocket-key", "")
-    if method != "GET" or headers.get("sec-websocket-version", "") != "13" or not key:
+    if request.method != "GET" or headers.get("sec-websocket-version", "") != "13" or not key:
         await reject(
             stream,
             400,
@@ -108,7 +103,7 @@ async def accept(
             "Sec-WebSocket-Version: 13 expected",
         )
         return
-    path = target.split("?", 1)[0]
+    path = request.path
     subprotocol: str | None = None
     if path == OPENENV_PATH:
         pass
@@ -124,7 +119,7 @@ async def accept(
             )
             return
     else:
-        await reject(stream, 404, f"no WebSocket endpoint at {target}")
+        await reject(stream, 404, f"no WebSocket endpoint at {path}")
         return
     answer = [
         ("upgrade", "websocket"),
@@ -134,10 +129,16 @@ async def accept(
     if subprotocol:
         answer.append(("sec-websocket-protocol", subprotocol))
     await stream.send_all(HttpResponse(101, headers=answer).serialize())
-    query = dict(parse_qsl(target.partition("?")[2]))
-    principal = runner.admission.principal(headers, query)
     if path == OPENENV_PATH:
-        await OpenEnvWebSocket(runner, stream, pending, principal).run()
+        await OpenEnvWebSocket(runner, stream, upgrade.pending, request.principal).run()
         return
     codec = SUBPROTOCOLS[subprotocol] if subprotocol else "json"
-    await NativeWebSocket(runner, stream, codec, pending, principal).run()
+    await NativeWebSocket(runner, stream, codec, upgrade.pending, request.principal).run()
+
+
+async def serve_connection(runner: Runner, stream: trio.abc.Stream, handle: Handle) -> None:
+    """One connection of a transport that serves HTTP and WebSocket on one port: requests
+    answered by `handle` until one asks to upgrade, then that socket."""
+    upgrade = await serve_http(runner, stream, handle)
+    if upgrade is not None:
+        await accept(runner, stream, upgrade)

@@ -18,7 +18,7 @@ from typing import Any
 
 import trio
 
-from ecotone.server.asgi import App
+from ecotone.server.http11.asgi import App
 from ecotone.server.runner import Runner
 
 

@@ -25,14 +25,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import h11
 import trio
 
+from ecotone.server.http11.connection import guarded_connection
 from ecotone.server.http11.refusals import at_capacity
 from ecotone.server.runner import Runner
 from ecotone.server.sockets import REFUSED, connection_stream, serve_tcp
-from ecotone.transports.http.server import HttpConnection, HttpServer
-from ecotone.transports.http.upgrade import reject
+from ecotone.transports.http.server import HttpServer
+from ecotone.transports.http.upgrade import serve_connection
 
 log = logging.getLogger("ecotone.websocket")
 
@@ -52,21 +52,12 @@ class WebSocketTransport:
         # Beside the sockets, the plain GETs OpenEnv's consumers read on the same port.
         routes = HttpServer(runner, describe_only=True)
 
+        limits = runner.engine.limits
+
         async def handler(stream: trio.SocketStream) -> None:
-            try:
-                await HttpConnection(
-                    runner, routes, connection_stream(stream, runner.engine.limits)
-                ).run()
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass
-            except h11.RemoteProtocolError as exc:
-                try:
-                    await reject(stream, 400, f"not a WebSocket handshake: {exc}")
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    pass
-            except Exception:  # a bug on one connection must not take the server down
-                log.exception("connection handler failed; dropping that connection")
-            finally:
-                await trio.aclose_forcefully(stream)
+            await guarded_connection(
+                connection_stream(stream, limits),
+                lambda s: serve_connection(runner, s, routes.handle),
+            )
 
         await serve_tcp(runner, host, port, "ws", handler, task_status, _AT_CAPACITY)
