@@ -55,7 +55,7 @@ from ecotone.specs import (
     Tools,
 )
 from ecotone.specs.version import VERSION
-from ecotone.transports.mcp import catalog
+from ecotone.transports.mcp.server import catalog
 
 _ids = itertools.count(1)
 
