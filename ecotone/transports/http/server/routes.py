@@ -66,7 +66,7 @@ from ecotone.specs.http import (
 from ecotone.transports.http.server import webui
 from ecotone.transports.mcp.server.http import McpHttp
 from ecotone.transports.mcp.server.sdk import available as mcp_missing
-from ecotone.transports.openenv.server import OpenEnvHttp
+from ecotone.transports.openenv.server.http import OpenEnvHttp
 from ecotone.transports.websocket.server.plain import PlainRoutes, frame_response
 
 

@@ -22,7 +22,7 @@ from ecotone.server.runner import Runner
 from ecotone.server.sockets import REFUSED, connection_stream, serve_tcp
 from ecotone.server.wsloop import WsPeer
 from ecotone.specs import SUBPROTOCOLS, codec_for
-from ecotone.transports.openenv.server import OpenEnvWebSocket
+from ecotone.transports.openenv.server.ws import OpenEnvWebSocket
 from ecotone.transports.websocket.server.handshake import Endpoint, handshake
 
 

@@ -30,7 +30,7 @@ from ecotone.specs import (
 from ecotone.specs.errors import HTTP_STATUS
 from ecotone.specs.http import JSON, MSGPACK, HttpRequest, HttpResponse, json_response
 from ecotone.specs.version import VERSION
-from ecotone.transports.openenv.server import OPENENV_API_VERSION, OpenEnvHttp
+from ecotone.transports.openenv.server.http import OPENENV_API_VERSION, OpenEnvHttp
 
 NOT_A_HANDSHAKE = (
     "not a WebSocket handshake: this server speaks WebSocket, and answers "
