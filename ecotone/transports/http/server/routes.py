@@ -67,7 +67,7 @@ from ecotone.transports.http.server import webui
 from ecotone.transports.mcp.server.http import McpHttp
 from ecotone.transports.mcp.server.sdk import available as mcp_missing
 from ecotone.transports.openenv.server.http import OpenEnvHttp
-from ecotone.transports.websocket.server.plain import PlainRoutes, frame_response
+from ecotone.transports.websocket.server.plain import frame_response, plain_routes
 
 
 def _unsupported(message: str) -> HttpResponse:
@@ -105,7 +105,7 @@ class HttpServer:
         router.add(r"/v1/sessions/(?P<sid>[^/]+)/state", GET=self.state)
         router.add(r"/v1/sessions/(?P<sid>[^/]+)/render", GET=self.render)
         router.add(r"/v1/sessions/(?P<sid>[^/]+)/close", POST=self.close)
-        PlainRoutes(runner, self.openenv).install(router)
+        plain_routes(router, runner, self.openenv)
         router.add(r"/reset", POST=lambda r, _: self.openenv_for(r).reset(r))
         router.add(r"/step", POST=lambda r, _: self.openenv_for(r).step(r))
         router.add(r"/state", GET=lambda r, _: self.openenv_for(r).state(r))

@@ -62,21 +62,28 @@ def query_ints(request: HttpRequest, *names: str) -> dict[str, int] | HttpRespon
     return out
 
 
+def plain_routes(router: Router, runner: Runner, openenv: OpenEnvHttp | None = None) -> None:
+    """Add the plain routes (module docstring) to `router`, whose routes `/openapi.json`
+    lists. OpenEnv's are `openenv`'s (by default, one of its own)."""
+    if openenv is None:
+        openenv = OpenEnvHttp(runner, runner.engine.owner(authenticated=True))
+    PlainRoutes(runner, router, openenv).install()
+
+
 class PlainRoutes:
-    """The plain routes (module docstring), for one router. Its frames go to the engine as
+    """The plain routes' handlers, for one router. Their frames go to the engine as
     `openenv`'s owner: none of them depends on who asks."""
 
-    def __init__(self, runner: Runner, openenv: OpenEnvHttp | None = None) -> None:
+    def __init__(self, runner: Runner, router: Router, openenv: OpenEnvHttp) -> None:
         self.runner = runner
         self.engine = runner.engine
-        self.openenv = openenv or OpenEnvHttp(runner, runner.engine.owner(authenticated=True))
+        self.router = router
+        self.openenv = openenv
         self.json = JsonCodec()
         self._ids = itertools.count(1)
-        self._router = Router()
 
-    def install(self, router: Router) -> None:
-        """Add the routes to `router` (whose routes `/openapi.json` then lists)."""
-        self._router = router
+    def install(self) -> None:
+        router = self.router
         openenv = self.openenv
         router.add(r"/metrics", GET=self.metrics)
         router.add(r"/health", GET=self.health)
@@ -111,7 +118,7 @@ class PlainRoutes:
         ok = {"responses": {"200": {"description": "OK"}}}
         paths = {
             path: {method.lower(): ok for method in methods}
-            for path, methods in self._router.paths().items()
+            for path, methods in self.router.paths().items()
         }
         spec = self.engine.envs[self.engine.default_env]
         info = {

@@ -9,7 +9,7 @@ import trio
 from ecotone.server.http11.router import Router
 from ecotone.server.runner import Runner
 from ecotone.transports.websocket.server.endpoints import listen
-from ecotone.transports.websocket.server.plain import NOT_A_HANDSHAKE, PlainRoutes
+from ecotone.transports.websocket.server.plain import NOT_A_HANDSHAKE, plain_routes
 
 
 class WebSocketTransport:
@@ -24,5 +24,5 @@ class WebSocketTransport:
         self, runner: Runner, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED
     ) -> None:
         router = Router(not_found=NOT_A_HANDSHAKE)
-        PlainRoutes(runner).install(router)
+        plain_routes(router, runner)
         await listen(runner, host, port, "ws", router.handle, task_status)
