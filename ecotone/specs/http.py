@@ -23,7 +23,8 @@ class HttpRequest:
     """Lower-cased names; repeated headers joined with `, `."""
     body: bytes
     must_close: bool = False
-    """The connection closes after the answer (a request framed two ways at once)."""
+    """The connection closes after the answer: a request framed two ways at once, or one
+    that keeps no connection alive (HTTP/1.0, or `Connection: close`)."""
     peer: str = ""
     """The client's address (what per-client limits count by)."""
     principal: int | None = None

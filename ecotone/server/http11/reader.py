@@ -164,7 +164,7 @@ class RequestReader:
             query,
             headers,
             b"",
-            # Both framings at once (RFC 9112 §6.1): answer, then close.
+            # Framed two ways at once (RFC 9112 §6.1), or no keep-alive: answer, then close.
             must_close=("content-length" in headers and "transfer-encoding" in headers)
             or _closes(headers, event.http_version),
             peer=self.peer,
