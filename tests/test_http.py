@@ -20,7 +20,7 @@ from wsproto.events import AcceptConnection, Request, TextMessage
 from wsproto.frame_protocol import FrameProtocol
 
 import ecotone
-import ecotone.transports.http.server
+import ecotone.server.http11.reader
 from ecotone.kernel import Limits
 from ecotone.kernel.config import ServerConfig
 from ecotone.server.runner import Runner
@@ -315,7 +315,7 @@ def test_a_wrong_method_is_405_with_an_allow_header(client: Http) -> None:
 def test_a_client_stalling_inside_its_request_head_gets_408_and_is_dropped(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(ecotone.transports.http.server, "REQUEST_TIMEOUT", 0.5)
+    monkeypatch.setattr(ecotone.server.http11.reader, "REQUEST_TIMEOUT", 0.5)
     with run_server("counter", transport="http") as server:
         sid = started_episode(server.port)
         received, closed = raw_exchange(
@@ -328,7 +328,7 @@ def test_a_client_stalling_inside_its_request_head_gets_408_and_is_dropped(
 
 
 def test_a_client_stalling_inside_its_body_gets_408(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ecotone.transports.http.server, "REQUEST_TIMEOUT", 0.5)
+    monkeypatch.setattr(ecotone.server.http11.reader, "REQUEST_TIMEOUT", 0.5)
     with run_server("counter", transport="http") as server:
         head = b"POST /v1/frames HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{"
         received, closed = raw_exchange(server.port, head)
@@ -484,7 +484,7 @@ async def _dead_sessions_leave_nothing(routes: HttpServer) -> None:
 
 
 def test_no_error_disturbs_a_session_opened_before(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ecotone.transports.http.server, "REQUEST_TIMEOUT", 0.5)
+    monkeypatch.setattr(ecotone.server.http11.reader, "REQUEST_TIMEOUT", 0.5)
     limits = Limits(max_sessions=2, max_frame_bytes=1000)
     with run_server("counter", transport="http", limits=limits) as server:
         sid = started_episode(server.port, start=100)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 
 import ecotone
-from ecotone.transports.mcp import catalog
+from ecotone.transports.mcp.server import catalog
 
 
 class Move(ecotone.Action, tag="move", kw_only=True, forbid_unknown_fields=True):
@@ -60,7 +60,7 @@ def test_an_agent_cannot_set_metadata_nor_another_variants_tag() -> None:
 
 
 def test_a_rubrics_scores_are_hidden_with_the_reward() -> None:
-    from ecotone.transports.mcp.catalog import shown
+    from ecotone.transports.mcp.server.catalog import shown
 
     observation = {
         "count": 3,

@@ -231,12 +231,12 @@ def test_web_serves_the_page_and_its_files_from_the_package(web: Http) -> None:
         reply = web.request("GET", f"/web/{name}")
         assert reply.status == 200, name
         assert reply.headers["content-type"].startswith(media_type)
-        shipped = Path(ecotone.__file__).parent / "transports" / "http" / "web" / name
+        shipped = Path(ecotone.__file__).parent / "transports" / "http" / "server" / "web" / name
         assert reply.body == shipped.read_bytes()
 
 
 def test_the_page_names_nothing_to_load_but_its_own_files() -> None:
-    web_dir = Path(ecotone.__file__).parent / "transports" / "http" / "web"
+    web_dir = Path(ecotone.__file__).parent / "transports" / "http" / "server" / "web"
     for path in web_dir.iterdir():
         text = path.read_text()
         assert "http://" not in text and "https://" not in text, path.name
@@ -293,7 +293,7 @@ def test_the_web_files_ship_in_the_wheel(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("ecotone-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in ("index.html", "app.js", "form.js", "style.css"):
-        assert f"ecotone/transports/http/web/{name}" in names
+        assert f"ecotone/transports/http/server/web/{name}" in names
 
 
 # --- configuration and the command line -------------------------------------------------------

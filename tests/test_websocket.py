@@ -412,7 +412,7 @@ def test_a_websocket_outlives_the_request_deadline_of_its_handshake(
     monkeypatch: pytest.MonkeyPatch, transport: str
 ) -> None:
     # The handshake must arrive within REQUEST_TIMEOUT; the socket it opens lives on.
-    monkeypatch.setattr("ecotone.transports.http.server.REQUEST_TIMEOUT", 0.2)
+    monkeypatch.setattr("ecotone.server.http11.reader.REQUEST_TIMEOUT", 0.2)
     with run_server("counter", transport=transport) as server:
         with ecotone.connect(server.ws_url) as env:
             env.reset()

@@ -128,15 +128,17 @@ class Admission:
     hosts: frozenset[str] | None = None
     """Allowed Host names; None: any."""
 
-    def refuse(
+    def admit(
         self,
         headers: Mapping[str, str],
         query: Mapping[str, str],
         path: str = "",
         method: str = "GET",
-    ) -> Refusal | None:
-        """Why this request is refused, or None. `GET /health` needs no token (liveness
-        probes, launchers waiting for a server); it tells nothing but that the server is up."""
+    ) -> tuple[Refusal | None, int | None]:
+        """Why this request is refused (None: it is not), and the number of the token it
+        shows (None: none, or none needed), in one pass: each token is compared once. `GET
+        /health` needs no token (liveness probes, launchers waiting for a server); it tells
+        nothing but that the server is up."""
         host = headers.get("host", "")
         if self.hosts is not None and "*" not in self.hosts:
             if _host_name(host) not in self.hosts:
@@ -144,7 +146,7 @@ class Admission:
                     403,
                     ErrorCode.FORBIDDEN,
                     f"Host {host!r} is not one this server answers for ([access] hosts)",
-                )
+                ), None
         origin = headers.get("origin")
         if origin and "*" not in self.origins and origin not in self.origins:
             if not _same_origin(origin, host):
@@ -153,32 +155,23 @@ class Admission:
                     ErrorCode.FORBIDDEN,
                     f"requests from web pages of {origin} are refused: only this server's "
                     "own pages, and origins allowed in [access] origins",
-                )
-        if self.tokens and path != "/health" and not _shared(method, headers, path):
-            given = _given(headers, query)
-            if not self.valid(given):
-                return Refusal(
-                    401,
-                    ErrorCode.UNAUTHORIZED,
-                    "this server requires a token: `Authorization: Bearer TOKEN`, or "
-                    "`?token=TOKEN` in the URL" + (" (this one is wrong)" if given else ""),
-                )
-        return None
-
-    def authenticated(self, headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
-        """Whether the request shows a token (or none is needed)."""
-        return not self.tokens or self.valid(_given(headers, query))
-
-    def valid(self, given: str | None) -> bool:
-        return self.number(given) is not None
+                ), None
+        if not self.tokens:
+            return None, None
+        given = _given(headers, query)
+        principal = self.number(given)
+        if principal is None and path != "/health" and not _shared(method, headers, path):
+            return Refusal(
+                401,
+                ErrorCode.UNAUTHORIZED,
+                "this server requires a token: `Authorization: Bearer TOKEN`, or "
+                "`?token=TOKEN` in the URL" + (" (this one is wrong)" if given else ""),
+            ), None
+        return None, principal
 
     def number(self, given: str | None) -> int | None:
         """Which token `given` is (its number), or None (`ecotone.kernel.token_number`)."""
         return token_number(self.tokens, given)
-
-    def principal(self, headers: Mapping[str, str], query: Mapping[str, str]) -> int | None:
-        """The number of the token a request shows (None: none, or none needed)."""
-        return self.number(_given(headers, query)) if self.tokens else None
 
 
 _TOKEN_CHARS: Final = re.compile(r"[!#-+\--:<-\[\]-~]+")

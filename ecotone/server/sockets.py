@@ -342,16 +342,6 @@ if not any(isinstance(f, _Throttle) for f in _accept_log.filters):
     _accept_log.addFilter(_Throttle())
 
 
-def http_refusal(message: str) -> bytes:
-    body = msgspec.json.encode(
-        {"op": "error", "id": None, "code": "capacity", "message": message, "details": {}}
-    )
-    return (
-        b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
-        b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body)
-    ) + body
-
-
 def frame_refusal(message: str) -> bytes:
     body = msgspec.json.encode(
         {"op": "error", "id": None, "code": "capacity", "message": message, "details": {}}

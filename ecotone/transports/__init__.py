@@ -1,7 +1,8 @@
 """Transports: each one a plugin that brings both of its ends.
 
-A transport package holds a server end (`server.py`: what `ecotone serve --transport NAME`
-runs, a `Transport` from `ecotone.server.transport`) and a client end (`client.py`: a
+A transport package holds a server end (`server.py`, or a `server/` package when it is
+several modules: what `ecotone serve --transport NAME` runs, a `Transport` from
+`ecotone.server.transport`) and a client end (`client.py`: a
 `ChannelFactory` from `ecotone.client.channels` for each URL scheme it answers, what
 `ecotone.connect(URL)` opens), and registers both in its `__init__.py` through the
 `ecotone_transports` and `ecotone_channels` hooks, as a third party's transport would. The two
@@ -17,5 +18,6 @@ the profile the websocket and http transports mount at /ws, /reset, /step...; it
 reaches OpenEnv servers at openenv+ws://, openenv+http://), `tcp` (tcp://, tcp+tls://, and
 `unix`: unix://), `stdio` (stdio:), `inproc` (inproc://, the engine in the client's own
 process) and `mcp` (an env as an MCP server on stdio; its clients are MCP clients, so it has
-no client end here).
+no client end here). Among the server ends, `http` mounts the `websocket` transport's
+endpoints and plain routes, which mount `openenv`'s profile; none imports upward.
 """

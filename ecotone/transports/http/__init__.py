@@ -1,8 +1,9 @@
 """The `http` transport: HTTP/1.1 plus WebSocket on one port (http://, https://).
 
-Server end: `server.py` (the native HTTP API and its routes), `upgrade.py` (WebSocket
-upgrades), `webui.py` and `web/` (the web UI); MCP's streamable HTTP at /mcp comes from the
-`mcp` transport's package, OpenEnv's routes from the `openenv` one. Client end: `client.py`.
+Server end: `server/` (the native HTTP API and its routes, the web UI); the WebSocket
+endpoints and the plain GETs come from the `websocket` transport's server end, MCP's
+streamable HTTP at /mcp from the `mcp` one, OpenEnv's routes from the `openenv` one. Client
+end: `client.py`.
 """
 
 from __future__ import annotations

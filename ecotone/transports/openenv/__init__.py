@@ -1,6 +1,6 @@
 """OpenEnv's wire protocol, both ways: a profile of ecotone, not a listener of its own.
 
-Server end: `server.py`, the OpenEnv routes and `/ws` messages that the `websocket` and
+Server end: `server/`, the OpenEnv routes and `/ws` messages that the `websocket` and
 `http` transports mount beside ecotone's own (translated into the same engine requests, so
 OpenEnv's clients get ecotone's rules). Client end: `client.py`, for OpenEnv servers at
 openenv+ws://, openenv+wss://, openenv+http:// and openenv+https:// URLs (the last two open

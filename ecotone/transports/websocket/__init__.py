@@ -1,6 +1,7 @@
 """The `websocket` transport: ecotone frames over WebSocket (ws://, wss://).
 
-Server end: `server.py`; client end: `client.py`.
+Server end: `server/` (the endpoints, the handshake, the plain GETs beside them); client
+end: `client.py`.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ stdio transport), through the official SDK's `stdio_server`.
 runs: `{"command": "ecotone", "args": ["mcp", "wordle"]}`. One MCP connection, one env
 session, reset once when the connection starts; the process ends when stdin closes. Logs go
 to stderr; a stray `print` of env code goes there too (the SDK points fd 1 at stderr while it
-serves). The MCP face itself: `ecotone/transports/mcp/face.py`.
+serves). The MCP face itself: `face.py`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import trio
 
 from ecotone.server.runner import Runner
-from ecotone.transports.mcp.sdk import INSTALL_HINT, available
+from ecotone.transports.mcp.server.sdk import INSTALL_HINT, available
 
 
 class McpStdioTransport:
@@ -32,7 +32,7 @@ class McpStdioTransport:
             raise RuntimeError(INSTALL_HINT)
         from mcp.server.stdio import stdio_server
 
-        from ecotone.transports.mcp.face import McpFace
+        from ecotone.transports.mcp.server.face import McpFace
 
         face = McpFace(runner, runner.mcp, one_client=True)
         try:

@@ -36,6 +36,7 @@ from mcp.shared.exceptions import MCPError
 from ecotone.kernel import Engine, Owner
 from ecotone.kernel.config import McpConfig
 from ecotone.server.admission import SHARE_HEADER
+from ecotone.server.http11.asgi import PRINCIPAL
 from ecotone.server.runner import Runner
 from ecotone.specs import (
     CallTool,
@@ -54,7 +55,7 @@ from ecotone.specs import (
     Tools,
 )
 from ecotone.specs.version import VERSION
-from ecotone.transports.mcp import catalog
+from ecotone.transports.mcp.server import catalog
 
 _ids = itertools.count(1)
 
@@ -212,21 +213,21 @@ class McpFace:
             self._only.close()
 
     def _principal(self, ctx: Any) -> int | None:
-        """The number of the token the connection's request showed (None: stdio, none)."""
+        """The number of the token the connection's request showed (None: stdio, none), as
+        the front door's admission found it (`ecotone.server.http11.asgi.PRINCIPAL`)."""
         request = getattr(ctx, "request", None)
         if request is None or self.engine.token is None:
             return None
-        headers = {k.lower(): v for k, v in request.headers.items()}
-        return self.runner.admission.principal(headers, dict(request.query_params))
+        principal = request.scope.get("state", {}).get(PRINCIPAL)
+        return principal if isinstance(principal, int) else None
 
     def _token_ok(self, ctx: Any) -> bool:
-        """Whether the request showed the server's token (stdio needs none; with a share key
-        alone, the admission let it in to act in that session only)."""
+        """Whether the request showed one of the server's tokens (stdio needs none; with a
+        share key alone, the admission let it in to act in that session only)."""
         request = getattr(ctx, "request", None)
         if request is None or self.engine.token is None:
             return True
-        headers = {k.lower(): v for k, v in request.headers.items()}
-        return self.runner.admission.authenticated(headers, dict(request.query_params))
+        return self._principal(ctx) is not None
 
     @staticmethod
     def _share_key(ctx: Any) -> str | None:

@@ -1,6 +1,6 @@
-"""One HTTP/1.1 request handed to an ASGI application, on the http transport's connection.
+"""One HTTP/1.1 request handed to an ASGI application, on the front door's connection.
 
-The http transport parses the request itself (h11: limits, admission, body) and then, for a
+The front door parses the request itself (`reader.py`: limits, admission, body) and then, for a
 route served by an ASGI app (the MCP SDK's streamable-HTTP manager at `/mcp`), runs the app
 with a scope built from the parsed request and writes what it sends: with a Content-Length
 when the app sends its body in one piece, chunked when it streams (Server-Sent Events).
@@ -9,21 +9,23 @@ when the app sends its body in one piece, chunked when it streams (Server-Sent E
 file on the socket, seen by a task of this request that reads while the app runs) and says
 `http.disconnect`, which is how a streaming app learns its listener left. Bytes the client
 sends meanwhile (a pipelined request) are kept for the connection's next cycle, up to a
-bound. Writes are serialized: an app may send from two tasks at once.
+bound. Writes are serialized: an app may send from two tasks at once. The scope's `state`
+holds `ecotone.principal`: the number of the token the request showed, as admission found it
+(None: none, or none needed), so the app need not check the token again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, MutableMapping
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlencode
 
 import attrs
 import h11
 import trio
 
-from ecotone.specs.http import HttpRequest
+from ecotone.specs.http import HttpRequest, HttpResponse
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -31,6 +33,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+PRINCIPAL: Final = "ecotone.principal"
+"""The scope's `state` key for the number of the token the request showed."""
 RECEIVE_SIZE = 65536
 KEPT_BYTES = 1 << 20
 """Bytes of a next request kept while an app streams; a client sending more is dropped."""
@@ -140,18 +144,15 @@ async def serve_asgi(
         "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in request.headers.items()],
         "client": client,
         "server": None,
-        "state": {},
+        "state": {PRINCIPAL: request.principal},
     }
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watch)  # reads only after the body: h11 has consumed it already
         await app(scope, receive, send)
         nursery.cancel_scope.cancel()
     if not head_sent:  # the app answered nothing: a bug of its, told as one
-        await stream.send_all(
-            conn.send(h11.Response(status_code=500, headers=[(b"content-length", b"0")]))
-            + conn.send(h11.EndOfMessage())
-        )
-        return conn.our_state is not h11.MUST_CLOSE
+        await stream.send_all(HttpResponse(500).serialize(close=request.must_close))
+        return not request.must_close
     if not ended or request.must_close:  # cut short, or framed two ways: close
         return False
     return not gone.is_set() and conn.our_state is not h11.MUST_CLOSE

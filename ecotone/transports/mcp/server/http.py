@@ -3,8 +3,8 @@
 reaches over MCP never imports the SDK).
 
 Which requests are MCP's: `/mcp` also answers OpenEnv's own JSON-RPC dialect (plain POSTs,
-`openenv.py`); `ecotone.specs.http.speaks_streamable_http` tells them apart. MCP's go to the
-SDK; the rest to OpenEnv's.
+`ecotone.compat.openenv.rpc`); `ecotone.specs.http.speaks_streamable_http` tells them
+apart. MCP's go to the SDK; the rest to OpenEnv's.
 
 The SDK's own Host/Origin checks are off: the http transport's admission (`admission.py`)
 has already checked Host, Origin and the token of every request. Its limits follow the
@@ -18,7 +18,7 @@ from typing import Any
 
 import trio
 
-from ecotone.server.asgi import App
+from ecotone.server.http11.asgi import App
 from ecotone.server.runner import Runner
 
 
@@ -36,7 +36,7 @@ class McpHttp:
             if self._app is None:
                 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-                from ecotone.transports.mcp.face import McpFace
+                from ecotone.transports.mcp.server.face import McpFace
 
                 limits = self.runner.engine.limits
                 face = McpFace(self.runner, self.runner.mcp)
