@@ -48,8 +48,10 @@ def test_curl_resets_that_keep_no_session_never_fill_the_server() -> None:
         assert len(server.recorder.open_sessions) <= 2
         # Past the grace, nothing a stateless client made is left.
         assert wait_until(lambda: server.recorder.open_sessions == set(), timeout=5)
-        reasons = {server.recorder.close_reason(s) for s, _ in server.recorder.opened}
-        assert reasons == {"client"}
+        reasons = [server.recorder.close_reason(s) for s, _ in server.recorder.opened]
+        # Each reset replaced an older loose session of this client once the server was full
+        # (its last few are kept otherwise); what was left closed unclaimed after the grace.
+        assert set(reasons) <= {"replaced", "unclaimed"} and "unclaimed" in reasons, reasons
         status, body = _curl(server.port, "/reset", "-d", "{}")  # a form: refused, said why
         assert status == 415 and "application/json" in str(body["detail"])
 

@@ -25,7 +25,7 @@ import math
 
 import trio
 
-from ecotone.kernel import Peer
+from ecotone.kernel import Owner, Peer
 from ecotone.server.runner import Runner
 from ecotone.server.sockets import SendLock, receive_within
 from ecotone.specs import wsframing as wsf
@@ -45,6 +45,9 @@ class WsPeer:
     def __init__(self, runner: Runner, stream: trio.abc.Stream, pending: bytes = b"") -> None:
         self.runner = runner
         self.limits = runner.engine.limits
+        self.owner: Owner | None = None
+        """Who the connection's sessions belong to (None: it holds none): the engine keeps a
+        silent connection open while its owner holds sessions."""
         self.stream = stream
         self._pending = pending
         self._reader = wsf.FrameReader(masked=True, max_message=self.limits.max_frame_bytes)
@@ -75,11 +78,6 @@ class WsPeer:
 
     async def wait_room(self) -> None:
         """Before reading more: wait while too many requests wait for answers."""
-
-    def holds_sessions(self) -> bool:
-        """Whether the peer holds sessions (a silent connection without any is closed after
-        `idle_connection_timeout`)."""
-        return False
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -157,25 +155,22 @@ class WsPeer:
         reader = self._reader
         data: bytes = self._pending
         self._pending = b""
-        limits = self.limits
+        # How long the peer may be silent, within a frame or between them: the engine's rule.
+        engine = self.runner.engine
+        idle_wait = engine.silence_allowed(mid_frame=False)
+        frame_wait = engine.silence_allowed(mid_frame=True)
         while not self._closing:
             if not data:
                 await self.wait_room()
-                # A frame begun must end within message_timeout; a connection holding no
-                # session may stay silent for idle_connection_timeout.
-                if reader.partial:
-                    wait, why = limits.message_timeout, "stalled in the middle of a frame"
-                elif limits.idle_connection_timeout is not None:
-                    wait, why = limits.idle_connection_timeout, "idle, holding no session"
-                else:
-                    wait, why = math.inf, ""
+                wait = frame_wait if reader.partial else idle_wait
                 try:
                     got = await receive_within(self.stream, RECEIVE_SIZE, wait)
                 except _GONE:
                     return
                 if got is None:
-                    if not reader.partial and self.holds_sessions():
-                        continue  # silent, but it has sessions: theirs is idle_timeout
+                    why = engine.drop_silent(self.owner, mid_frame=reader.partial)
+                    if why is None:
+                        continue  # silent, but it holds sessions: theirs is idle_timeout
                     log.info("closing a WebSocket connection: %s", why)
                     await self.close(1008 if reader.partial else 1000, why)
                     return

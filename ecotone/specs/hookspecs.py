@@ -66,7 +66,10 @@ def ecotone_session_opened(session_id: str, env: str) -> None:
 
 @hookspec
 def ecotone_session_closed(session_id: str, env: str, reason: str) -> None:
-    """A session was closed. `reason`: `client`, `disconnect`, `idle` or `shutdown`."""
+    """A session was closed. `reason`: `client` (its owner closed it), `disconnect` (its
+    owner's connection went), `idle` (idle past `idle_timeout`), `shutdown` (the server
+    stopped), `unclaimed` (a loose session nobody named within `stateless_grace`) or
+    `replaced` (a newer loose session of the same client took its place)."""
 
 
 @hookspec

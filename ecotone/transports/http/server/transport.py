@@ -31,6 +31,5 @@ class HttpTransport:
     ) -> None:
         async with trio.open_nursery() as background:  # what routes start (MCP's manager)
             server = HttpServer(runner, web=web, background=background)
-            background.start_soon(server.openenv.sweep)
             await listen(runner, host, port, "http", server.handle, task_status)
             background.cancel_scope.cancel()

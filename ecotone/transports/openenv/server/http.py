@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any, Final
 
 import msgspec
-import trio
 
 from ecotone.compat.openenv.mapping import http_status, pydantic_errors, refusal_observation
 from ecotone.compat.openenv.rpc import McpDialect
@@ -44,69 +43,44 @@ def _error_response(error: Error) -> HttpResponse:
     return _detail(http_status(error.code), error.message)
 
 
-LOOSE_KEPT = 4
-"""Sessions of unnamed resets one client address keeps: its next one closes the oldest past
-these (a client that never sends the id back replaces its episode with each reset)."""
-
-
 class OpenEnvHttp:
     """OpenEnv's HTTP routes, keeping one episode per client session.
 
     OpenEnv's own HTTP routes hold nothing between requests, and most of its clients never
-    send back the session id (header or cookie) a reset answers with. So a session made by a
-    reset that names none is *loose*: it is closed after `limits.stateless_grace` unless a
-    request names it first (then it lives as any session, until `idle_timeout` or
-    `POST /close`), and a client address keeps at most `LOOSE_KEPT` of them (its next unnamed
-    reset closes the oldest; all of them when the server is full). Each client address holds
-    at most
-    `limits.max_http_sessions_per_client` sessions made here."""
+    send back the session id (header or cookie) a reset answers with. So a reset that names
+    no session opens one *leased* to the client's address (the engine's rules,
+    `ecotone.kernel.leases`): loose until a request names it, and closed after
+    `limits.stateless_grace` if none does; a client keeps its last few loose ones (its next
+    unnamed reset replaces the oldest; all of them when the server is full), and holds at
+    most `limits.max_http_sessions_per_client` sessions made this way."""
 
     def __init__(self, runner: Runner, owner: Owner) -> None:
         self.engine = runner.engine
         self.runner = runner
         self.bridge = Bridge(runner, owner)
-        self._loose: dict[str, tuple[str, float]] = {}
-        """Loose sessions, oldest first: id -> (client address, made at)."""
-        self._made_for: dict[str, str] = {}
-        """Every open session made here: id -> client address."""
-        self._clock = trio.current_time
 
     def _session_of(self, request: HttpRequest) -> str | None:
         session = request.headers.get(SESSION_HEADER) or request.cookie(SESSION_COOKIE)
         if session is not None:
-            self._loose.pop(session, None)  # named: no longer loose
+            self.engine.claim(self.bridge.owner, session)  # named: no longer loose
         return session
 
     def _alive(self, session: str) -> bool:
         return self.engine.sessions.get(session, self.bridge.owner) is not None
 
-    def _held_by(self, peer: str) -> int:
-        return sum(1 for s, p in self._made_for.items() if p == peer and self._alive(s))
-
-    async def _close_loose(self, sessions: list[str]) -> None:
-        for session in sessions:
-            self._loose.pop(session, None)
-            self._made_for.pop(session, None)
-            await self.bridge.close(session)
-
-    async def sweep(self) -> None:
-        """Close loose sessions past their grace, and forget sessions closed otherwise (idle,
-        by id), until cancelled (the transport runs it)."""
-        grace = self.engine.limits.stateless_grace
-        while True:
-            await trio.sleep(max(0.05, min(grace / 4, 1.0)))
-            cutoff = self._clock() - grace
-            await self._close_loose([s for s, (_, made) in self._loose.items() if made <= cutoff])
-            for session in [s for s in self._made_for if not self._alive(s)]:
-                self._made_for.pop(session, None)
-                self._loose.pop(session, None)
+    def _make_room(self, client: str, *, full: bool = False) -> bool:
+        """Close what must go before a session is opened for `client` (its older loose
+        sessions; all of them when the server is `full`); whether it may have another."""
+        allowed, closes = self.engine.make_room(self.bridge.owner, client, full=full)
+        if closes:
+            self.runner.start(closes)
+        return allowed
 
     async def close(self, request: HttpRequest) -> HttpResponse:
         """`POST /close`: end the session the request names (header or cookie)."""
         session = self._session_of(request)
         if session is None:
             return _detail(422, f"name the session: the {SESSION_HEADER} header or cookie")
-        self._made_for.pop(session, None)
         closed = await self.bridge.close(session)
         if isinstance(closed, Error):
             return _error_response(closed)
@@ -195,11 +169,9 @@ class OpenEnvHttp:
         if session is not None and not self._alive(session):
             session = None  # expired or unknown: start afresh
         if session is None:
-            peer = request.peer
-            loose = [s for s, (p, _) in self._loose.items() if p == peer]
-            await self._close_loose(loose[: max(0, len(loose) - LOOSE_KEPT + 1)])
-            limit = self.engine.limits.max_http_sessions_per_client
-            if self._held_by(peer) >= limit:
+            client = request.peer
+            if not self._make_room(client):
+                limit = self.engine.limits.max_http_sessions_per_client
                 return _detail(
                     503,
                     f"this client holds {limit} sessions (limits.max_http_sessions_per_client):"
@@ -208,15 +180,12 @@ class OpenEnvHttp:
             opened = await self.bridge.open()
             if isinstance(opened, Error) and opened.code == ErrorCode.CAPACITY:
                 # Full: this client's loose sessions are the ones its own resets replace.
-                mine = [s for s, (p, _) in self._loose.items() if p == peer]
-                if mine:
-                    await self._close_loose(mine)
-                    opened = await self.bridge.open()
+                self._make_room(client, full=True)
+                opened = await self.bridge.open()
             if isinstance(opened, Error):
                 return _error_response(opened)
             session = opened.session
-            self._made_for[session] = peer
-            self._loose[session] = (peer, self._clock())
+            self.engine.lease(self.bridge.owner, session, client)
         response = await self.bridge.call(self.bridge.reset_frame(session, body))
         return self._observation(response, session)
 

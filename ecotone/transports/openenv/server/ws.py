@@ -77,9 +77,6 @@ class OpenEnvWebSocket(WsPeer):
     async def too_large(self, size: int) -> None:
         await self.send_message(_ws_error("INVALID_JSON", f"message of {size} bytes is too large"))
 
-    def holds_sessions(self) -> bool:
-        return self.session is not None
-
     async def message(self, data: bytes, text: bool) -> None:
         if not text:
             await self.send_message(_ws_error("SESSION_ERROR", "binary messages are not supported"))
@@ -187,7 +184,7 @@ class OpenEnvWebSocket(WsPeer):
             await self.send_message(_ws_error("EXECUTION_ERROR", f"unexpected {response!r}"))
 
     async def closed(self, stopping: bool) -> None:
-        self.runner.disconnect(self.owner, "shutdown" if stopping else "disconnect")
+        self.runner.disconnect(self.bridge.owner, "shutdown" if stopping else "disconnect")
 
 
 _HANDLERS: dict[str, Any] = {

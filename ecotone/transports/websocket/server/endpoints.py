@@ -43,6 +43,7 @@ class NativeWebSocket(WsPeer):
         # Its handshake passed Admission, showing token number `principal` (if tokens are set).
         owner = runner.engine.owner(authenticated=True, principal=principal)
         self.peer = runner.engine.peer(self.codec, owner, sink=self.write_answers)
+        self.owner = owner
         self._room = trio.Event()
 
     async def message(self, data: bytes, text: bool) -> None:
@@ -66,9 +67,6 @@ class NativeWebSocket(WsPeer):
         while self.peer.full and not self.peer.closed and not self.dead:
             self._room = trio.Event()
             await self._room.wait()
-
-    def holds_sessions(self) -> bool:
-        return self.runner.engine.sessions.held_by(self.peer.owner) > 0
 
     async def closed(self, stopping: bool) -> None:
         self.peer.close()
