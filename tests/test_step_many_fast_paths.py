@@ -23,7 +23,10 @@ import trio
 
 import ecotone
 from ecotone.client._core import ClientCore, EnvTypes
-from ecotone.client._vector import Call, VectorCore, WireColumns, WireStepMany, take_ready
+from ecotone.client._vector.core import VectorCore
+from ecotone.client._vector.frames import WireColumns, WireStepMany
+from ecotone.client._vector.results import take_ready
+from ecotone.client._vector.subenvs import Call
 from ecotone.kernel import Engine, EnvSpec, Mode, Owner
 from ecotone.kernel.sessions import Phase
 from ecotone.plugins.counter import CounterAction, CounterObservation

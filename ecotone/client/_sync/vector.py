@@ -3,7 +3,7 @@
 
 The source is ecotone/client/_async/vector.py (trio or asyncio); scripts/unasync.py generates
 ecotone/client/_sync/vector.py from it (blocking). Either is a thin I/O loop around the
-sans-IO `VectorCore` (ecotone/client/_vector.py), which holds every decision: which frames to
+sans-IO `VectorCore` (ecotone/client/_vector/), which holds every decision: which frames to
 send, autoreset, errors, results. Needs numpy (`pip install ecotone[gymnasium]` brings it);
 `import ecotone` does not.
 """
@@ -19,19 +19,11 @@ import numpy as np
 from ecotone.client._core import EnvTypes
 from ecotone.client._sync import io
 from ecotone.client._sync.connection import DEFAULT_TIMEOUT, Connection
-from ecotone.client._vector import (
-    Call,
-    Link,
-    StepBatch,
-    SubEnvError,
-    VectorCore,
-    reset_plan,
-    seeds_for,
-    select_subs,
-    split_actions,
-    take_ready,
-    wanted,
-)
+from ecotone.client._vector.batching import seeds_for, split_actions
+from ecotone.client._vector.core import VectorCore, reset_plan, select_subs
+from ecotone.client._vector.failures import SubEnvError
+from ecotone.client._vector.results import take_ready, wanted
+from ecotone.client._vector.subenvs import Call, Link, StepBatch
 from ecotone.client.errors import ConnectionLost, EcotoneError
 
 

@@ -1,0 +1,238 @@
+"""The vector core's state and the primitives every part of it shares: queueing a request,
+beginning a sub-env's outcome, failing and completing it, the error policy."""
+
+from __future__ import annotations
+
+import collections
+import time
+import typing
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ecotone.client._core import EnvTypes
+from ecotone.client._vector.failures import Failure, raise_failures
+from ecotone.client._vector.frames import TypedAnswers
+from ecotone.client._vector.policy import _GYMNASIUM_MODES, AUTORESET_MODES, ERROR_POLICIES
+from ecotone.client._vector.subenvs import Call, Link, Outcome, Request, Sub
+from ecotone.client.errors import ConnectionLost
+from ecotone.recording import ClientRecorder
+from ecotone.specs import Reset, Response
+
+
+class Ledger:
+    """Sub-envs spread over links, and what every part of the core does to them."""
+
+    def __init__(
+        self,
+        urls: str | Sequence[str],
+        num_envs: int,
+        *,
+        env: str | None,
+        types: EnvTypes,
+        autoreset_mode: str,
+        errors: str,
+        reset_options: dict[str, Any] | None,
+        step_timeout: float | None,
+        record_to: Any = None,
+        record_format: str = "jsonl",
+    ) -> None:
+        autoreset_mode = _GYMNASIUM_MODES.get(
+            getattr(autoreset_mode, "value", autoreset_mode), autoreset_mode
+        )
+        url_list = [urls] if isinstance(urls, str) else list(urls)
+        if not url_list:
+            raise ValueError("no server URL given")
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be at least 1, not {num_envs}")
+        if autoreset_mode not in AUTORESET_MODES:
+            raise ValueError(
+                f"autoreset_mode {autoreset_mode!r} is not one of {', '.join(AUTORESET_MODES)}"
+            )
+        if errors not in ERROR_POLICIES:
+            raise ValueError(f"errors {errors!r} is not one of {', '.join(ERROR_POLICIES)}")
+        self.env = env
+        self.types = types
+        self.autoreset_mode = autoreset_mode
+        self.errors = errors
+        self.reset_options = dict(reset_options or {})
+        self.step_timeout = step_timeout
+        by_url: dict[str, Link] = {}
+        for url in url_list:
+            if url not in by_url:
+                by_url[url] = Link(len(by_url), url)
+        self.links = list(by_url.values())
+        self.subs = [Sub(i, by_url[url_list[i % len(url_list)]]) for i in range(num_envs)]
+        self.num_envs = num_envs
+        self._observation_target: Any = types.observation or dict[str, Any]
+        fields = getattr(types.observation, "__struct_fields__", ())
+        self._struct_flags = {"reward", "done", "truncated"} <= set(fields)
+        """The observation type is a Struct with the flags (an ecotone.Observation): read them
+        directly."""
+        self._dict_obs = (
+            typing.get_origin(self._observation_target) or self._observation_target
+        ) is dict
+        """Observations decode into dicts: read the flags with `get`."""
+        self._codec: Any = None
+        self._decode_frame: Callable[[bytes | str], Response] | None = None
+        self._typed: TypedAnswers | None = None  # the typed decoder and its answers' types
+        self._encode_action: Callable[[Any], bytes] | None = None
+        """Encodes actions (one, or a step_many's list of `WireStep`), numpy values as plain."""
+        self.ready: collections.deque[Outcome | Call] = collections.deque()
+        """Results of `send`-started work, in the order they completed, for `recv`: a sub-env's
+        outcome, or a batched send's complete call."""
+        self.ready_count = 0
+        """Sub-envs in `ready`."""
+        self.sending: list[Call] = []
+        """Batched sends not complete yet."""
+        self.recorder: ClientRecorder | None = None
+        if record_to is not None:
+            self.recorder = ClientRecorder(
+                record_to,
+                env or "env",
+                format=record_format,  # type: ignore[arg-type]
+            )
+
+    def _deadline(self) -> float | None:
+        return None if self.step_timeout is None else time.monotonic() + self.step_timeout
+
+    def _queue(self, kind: str, frame: Any, link: Link, subs: list[Sub]) -> Request:
+        request = Request(kind, frame, link, subs, self._deadline())
+        link.inflight[frame.id] = request
+        link.outbox.append(frame)
+        for sub in subs:
+            sub.busy = request
+        return request
+
+    def _begin(self, sub: Sub, kind: str, call: Call | None) -> Outcome:
+        if sub.busy is not None:
+            raise ValueError(
+                f"sub-env {sub.index} has a request in flight: recv() its result first"
+            )
+        outcome = Outcome(sub.index, kind, call, sub.obs)
+        sub.outcome = outcome
+        if call is not None:
+            call.outcomes[sub.index] = outcome
+            call.open += 1
+        return outcome
+
+    def _queue_reset(
+        self, sub: Sub, seed: int | None, options: dict[str, Any] | None = None
+    ) -> None:
+        link = sub.link
+        assert sub.session is not None and sub.outcome is not None
+        sub.outcome.seed = seed
+        frame = Reset(
+            id=link.conn.core.next_id(),
+            session=sub.session,
+            seed=seed,
+            options=self.reset_options if options is None else options,
+        )
+        self._queue("reset", frame, link, [sub])
+
+    def _session_gone(self, sub: Sub) -> Failure | None:
+        if sub.lost is not None:
+            return sub.lost
+        if sub.session is None or sub.conn is None or sub.conn is not sub.link.conn:
+            return Failure.lost(ConnectionLost(f"sub-env {sub.index} has no open session"))
+        if sub.conn.closed:
+            return Failure.lost(ConnectionLost(f"the connection to {sub.link.url} is closed"))
+        return None
+
+    def _adopt(self, sub: Sub, action: Any, call: Call | None) -> Outcome:
+        """The outcome of a sub-env stepped in a bulk `step_many`, made when it needs one."""
+        outcome = Outcome(sub.index, "step", call, sub.obs)
+        outcome.action = action
+        sub.outcome = outcome
+        if call is not None:
+            call.outcomes[sub.index] = outcome
+        return outcome
+
+    def materialize(self, request: Request) -> None:
+        """Give the sub-envs of a bulk `step_many` still waiting for it their outcomes (before
+        they fail, or take the per-sub-env path for its answer)."""
+        actions = request.actions
+        if actions is None:
+            return
+        request.actions = None
+        for sub, action in zip(request.subs, actions, strict=True):
+            if sub.busy is request and sub.outcome is None:
+                self._adopt(sub, action, request.call)
+
+    def take_outbox(self, link: Link) -> list[Any]:
+        """Frames to send on `link` now (HTTP links: one at a time)."""
+        outbox = link.outbox
+        if not outbox:
+            return []
+        if link.pipelines:
+            frames = list(outbox)
+            outbox.clear()
+        elif link.unanswered == 0:
+            frames = [outbox.popleft()]
+        else:
+            return []
+        link.unanswered += len(frames)
+        return frames
+
+    def _fail(self, sub: Sub, failure: Failure, *, after_step: bool = False) -> None:
+        """`after_step`: the failed request was the sub-env's step (not a reset)."""
+        outcome = sub.outcome
+        assert outcome is not None
+        if outcome.failure is None:
+            outcome.failure = failure
+        sub.busy = None
+        if failure.session_lost:
+            sub.lost = failure
+        if failure.ends_episode:
+            sub.needs_reset = True
+            if self.recorder is not None:
+                self.recorder.ended(sub.index, "lost", f"[{failure.code}] {failure.error}")
+            if (
+                after_step
+                and self.autoreset_mode == "same_step"
+                and not failure.session_lost
+                and sub.link.alive
+            ):
+                self._queue_reset(sub, None)  # a lost episode ends like a truncated one
+                return
+        self._complete(sub)
+
+    def _complete(self, sub: Sub) -> None:
+        outcome = sub.outcome
+        assert outcome is not None
+        sub.outcome = None
+        call = outcome.call
+        if call is None:
+            self.ready.append(outcome)
+            self.ready_count += 1
+        else:
+            call.open -= 1
+            if call.open == 0 and call.order is not None:
+                self._sent_complete(call)
+
+    def _sent_complete(self, call: Call) -> None:
+        """A batched send has all its results: to `ready`, whole."""
+        assert call.order is not None
+        self.sending.remove(call)
+        for index in call.order:
+            self.subs[index].sent = None
+        self.ready.append(call)
+        self.ready_count += len(call.order)
+
+    def next_deadline(self) -> float | None:
+        deadlines = [
+            r.deadline for link in self.links for r in link.inflight.values() if r.deadline
+        ]
+        return min(deadlines) if deadlines else None
+
+    def failures(self, outcomes: Iterable[Outcome]) -> dict[int, Failure]:
+        return {o.index: o.failure for o in outcomes if o.failure is not None}
+
+    def check(self, outcomes: Iterable[Outcome], result: Any) -> Any:
+        """Apply the error policy: with `raise`, any failure raises (the result attached)."""
+        if self.errors == "raise":
+            raise_failures(self.failures(outcomes), result)
+        return result
+
+    def close_recording(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()

@@ -1,0 +1,330 @@
+"""What to send: the frames of an open, a restart, a reset and a step, and the caller's
+errors refused before any of them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import msgspec
+
+from ecotone.client._vector.failures import Failure
+from ecotone.client._vector.frames import _RESET, WireColumns, WireReset, WireStep, WireStepMany
+from ecotone.client._vector.ledger import Ledger
+from ecotone.client._vector.subenvs import Call, Link, Outcome, Request, Sub
+from ecotone.client.errors import ConnectionLost
+from ecotone.specs import Close, Open, ResetArgs, Step
+
+
+class Planning(Ledger):
+    """Queues the frames of the calls."""
+
+    def plan_open(self, subs: Iterable[Sub], call: Call, kind: str = "open") -> None:
+        """Open a session for each sub-env (closing its old one, if any, on a live link)."""
+        for sub in subs:
+            self._begin(sub, kind, call)
+            link = sub.link
+            if not link.alive:
+                down = link.down or ConnectionLost(f"not connected to {link.url}")
+                self._fail(sub, Failure.lost(down))
+                continue
+            if sub.session is not None and sub.conn is link.conn and sub.lost is None:
+                close = Close(id=link.conn.core.next_id(), session=sub.session)
+                link.inflight[close.id] = Request("close", close, link, [], None)
+                link.outbox.append(close)
+            sub.session = None
+            self._queue("open", Open(id=link.conn.core.next_id(), env=self.env), link, [sub])
+
+    def plan_restart(
+        self, subs: Iterable[Sub], seeds: list[int | None], options: dict[str, Any], call: Call
+    ) -> None:
+        subs = list(subs)
+        self.check_idle(subs)
+        self.plan_open(subs, call, kind="restart")
+        for sub, seed in zip(subs, seeds, strict=True):
+            outcome = call.outcomes[sub.index]
+            outcome.seed = seed
+            outcome.options = options
+
+    def plan_reset(
+        self,
+        subs: Iterable[Sub],
+        seeds: list[int | None],
+        options: dict[str, Any],
+        call: Call,
+    ) -> None:
+        for sub, seed in zip(subs, seeds, strict=True):
+            self._begin(sub, "reset", call)
+            gone = self._session_gone(sub)
+            if gone is not None:
+                self._fail(sub, gone)
+                continue
+            self._queue_reset(sub, seed, options)
+
+    def check_idle(self, subs: Iterable[Sub]) -> None:
+        for sub in subs:
+            if sub.busy is not None or sub.sent is not None:
+                raise ValueError(
+                    f"sub-env {sub.index} has a request in flight: recv() its result first"
+                )
+
+    def waiting_link(self, call: Call) -> Link:
+        """A link to read from for `call`: one with its requests in flight, else any busy."""
+        busy = [link for link in self.links if link.unanswered > 0]
+        for link in busy:
+            for request in link.inflight.values():
+                if request.call is call:
+                    return link
+                for sub in request.subs:
+                    if sub.outcome is not None and sub.outcome.call is call:
+                        return link
+        if not busy:  # pragma: no cover - a call always has something in flight
+            raise RuntimeError("nothing in flight for this call")
+        return busy[0]
+
+    def check_steppable(self, subs: Iterable[Sub]) -> None:
+        """Refuse, before any I/O, what is a bug in the caller rather than a failure."""
+        for sub in subs:
+            if sub.busy is not None or sub.sent is not None:
+                raise ValueError(
+                    f"sub-env {sub.index} has a request in flight: recv() its result first"
+                )
+            if self.autoreset_mode == "disabled" and sub.needs_reset and sub.lost is None:
+                raise ValueError(
+                    f"sub-env {sub.index}'s episode is over (autoreset_mode='disabled'): reset "
+                    "it first, e.g. reset(options={'reset_mask': terminated | truncated})"
+                )
+
+    def plan_step(
+        self,
+        actions: Sequence[Any],
+        subs: Sequence[Sub],
+        call: Call | None,
+        *,
+        batched: bool = False,
+    ) -> None:
+        """Queue one step (or autoreset) per sub-env: with a `call`, a `step_many` frame per
+        link; without (`send`), a `step` frame per sub-env so each answers on its own, or
+        (`batched`) a `step_many` per link whose sub-envs answer together.
+
+        An action that cannot be encoded raises TypeError before anything of a batched step
+        is queued."""
+        if len(actions) != len(subs):
+            raise ValueError(f"{len(actions)} actions given for {len(subs)} sub-envs")
+        if call is None and batched:
+            self._plan_sent_batch(actions, subs)
+            return
+        if call is None:
+            for sub, action in zip(subs, actions, strict=True):
+                outcome = self._begin(sub, "step", None)
+                outcome.action = action
+                if self._step_later(sub, outcome):
+                    continue
+                link = sub.link
+                assert sub.session is not None  # `_step_later` said it can be stepped
+                raw = msgspec.Raw(self._action_bytes(action))
+                step = Step(id=link.conn.core.next_id(), session=sub.session, action=raw)
+                self._queue("step", step, link, [sub])
+            return
+        self._plan_batch(actions, subs, call)
+
+    def _action_bytes(self, action: Any) -> bytes:
+        encode = self._encode_action
+        assert encode is not None  # attach() came first: there is no session before it
+        return encode(action)
+
+    def _ready_to_step(self, sub: Sub, alive: list[bool]) -> bool:
+        """The sub-env's session is open on its link's live connection and its episode runs:
+        it can go into a step_many as it is."""
+        link = sub.link
+        return not (
+            sub.needs_reset
+            or sub.lost is not None
+            or sub.session is None
+            or sub.conn is not link.conn
+            or not alive[link.index]
+        )
+
+    def _foldable(self, sub: Sub, alive: list[bool]) -> bool:
+        """The sub-env needs a reset, and it can ride in its link's `step_many`: its session
+        is open on the live connection of a server that takes resets there."""
+        link = sub.link
+        return (
+            sub.needs_reset
+            and link.folds_resets
+            and sub.lost is None
+            and sub.session is not None
+            and sub.conn is link.conn
+            and alive[link.index]
+        )
+
+    def _step_later(self, sub: Sub, outcome: Outcome) -> bool:
+        """For a sub-env that cannot be stepped as it is: fail it (its session is gone) or
+        queue its reset instead (next_step autoreset, or an episode that was lost). Returns
+        False when it can be stepped after all."""
+        link = sub.link
+        if (
+            sub.session is None
+            or sub.lost is not None
+            or sub.conn is not link.conn
+            or not link.alive
+        ):
+            gone = self._session_gone(sub)
+            if gone is not None:
+                self._fail(sub, gone)
+                return True
+        if sub.needs_reset:  # next_step autoreset (or a failed episode): reset, not step
+            outcome.action = None
+            self._queue_reset(sub, None)
+            return True
+        return False
+
+    def _group(
+        self, actions: Sequence[Any], subs: Sequence[Sub], alive: list[bool]
+    ) -> tuple[dict[int, tuple[list[Sub], list[Any]]], list[tuple[Sub, Any]], list[Sub]]:
+        """The sub-envs that go into a `step_many`, per link (with `_RESET` for those whose
+        autoreset rides in it); the others with their actions (a reset frame instead, or a
+        failure); and those whose autoreset rides along."""
+        groups: dict[int, tuple[list[Sub], list[Any]]] = {}
+        later: list[tuple[Sub, Any]] = []
+        folded: list[Sub] = []
+        for sub, action in zip(subs, actions, strict=True):
+            if not self._ready_to_step(sub, alive):
+                if not self._foldable(sub, alive):
+                    later.append((sub, action))
+                    continue
+                folded.append(sub)
+                action = _RESET
+            group = groups.get(sub.link.index)
+            if group is None:
+                group = groups[sub.link.index] = ([], [])
+            group[0].append(sub)
+            group[1].append(action)
+        return groups, later, folded
+
+    def _encode(
+        self, groups: dict[int, tuple[list[Sub], list[Any]]], folded: bool
+    ) -> list[tuple[int, list[Sub], list[Any], list[int] | None, WireColumns | WireStepMany]]:
+        """Each group's frame, its items encoded (an action that cannot be encoded raises
+        here, before anything is queued; the frame's id is set when it is queued): (link
+        index, sub-envs, actions with None for the resets, the resets' positions or None,
+        the frame). A `step_columns` where the link's server takes it, else a `step_many`.
+        `folded`: some items may be resets."""
+        args = ResetArgs(options=self.reset_options) if folded else None
+        encoded = []
+        links = self.links
+        for index, (group_subs, group_actions) in groups.items():
+            resets = (
+                [j for j, action in enumerate(group_actions) if action is _RESET]
+                if folded
+                else None
+            )
+            if resets:
+                group_actions = [None if a is _RESET else a for a in group_actions]
+            frame: WireColumns | WireStepMany
+            if links[index].columns:
+                frame = WireColumns(
+                    id=0,
+                    sessions=[sub.session for sub in group_subs],  # type: ignore[misc]
+                    actions=msgspec.Raw(self._action_bytes(group_actions)),
+                    resets=resets or [],
+                    reset=args if resets else None,
+                )
+            else:
+                at_reset = set(resets) if resets else None
+                steps = [
+                    WireStep(sub.session, action)  # type: ignore[arg-type]
+                    if at_reset is None or j not in at_reset
+                    else WireReset(sub.session, args)  # type: ignore[arg-type]
+                    for j, (sub, action) in enumerate(zip(group_subs, group_actions, strict=True))
+                ]
+                frame = WireStepMany(id=0, steps=msgspec.Raw(self._action_bytes(steps)))
+            encoded.append((index, group_subs, group_actions, resets or None, frame))
+        return encoded
+
+    def _plan_batch(self, actions: Sequence[Any], subs: Sequence[Sub], call: Call) -> None:
+        """`plan_step` with a call: the sub-envs ready to step go into one `step_many` per
+        link, without outcomes (`Request.actions` keeps their actions); the others get theirs
+        now (a reset instead, or a failure)."""
+        links = self.links
+        alive = [link.alive for link in links]
+        later: list[tuple[Sub, Any]] = []
+        folded: list[Sub] = []
+        groups: dict[int, tuple[list[Sub], list[Any]]]
+        conn = links[0].conn
+        unready = (
+            [  # `_ready_to_step` inline: this runs for every sub-env of every step
+                s
+                for s in subs
+                if s.needs_reset or s.lost is not None or s.session is None or s.conn is not conn
+            ]
+            if len(links) == 1 and alive[0]
+            else None
+        )
+        if unready is not None and not unready:
+            groups = {0: (list(subs), list(actions))}  # the common case: one step_many of all
+        elif (
+            unready is not None
+            and links[0].folds_resets
+            and not [
+                s for s in unready if s.lost is not None or s.session is None or s.conn is not conn
+            ]
+        ):  # the next most common: some episodes ended, their resets ride along
+            folded = unready
+            group_actions = [
+                _RESET if sub.needs_reset else action
+                for sub, action in zip(subs, actions, strict=True)
+            ]
+            groups = {0: (list(subs), group_actions)}
+        else:
+            groups, later, folded = self._group(actions, subs, alive)
+        encoded = self._encode(groups, bool(folded))
+        call.open += len(subs)  # each sub-env's outcome (or bulk row) completes it once
+        for sub in folded:  # a reset instead of a step, as `_step_later` would queue it
+            outcome = Outcome(sub.index, "step", call, sub.obs)
+            sub.outcome = outcome
+            call.outcomes[sub.index] = outcome
+        for sub, action in later:
+            outcome = Outcome(sub.index, "step", call, sub.obs)
+            outcome.action = action
+            sub.outcome = outcome
+            call.outcomes[sub.index] = outcome
+            handled = self._step_later(sub, outcome)
+            assert handled, f"sub-env {sub.index} is neither ready to step nor to reset"
+        for index, group_subs, group_actions, resets, frame in encoded:
+            link = links[index]
+            frame.id = link.conn.core.next_id()
+            request = self._queue("step_many", frame, link, group_subs)
+            request.call = call
+            request.resets = resets
+            request.actions = group_actions
+
+    def _plan_sent_batch(self, actions: Sequence[Any], subs: Sequence[Sub]) -> None:
+        """`send(batched=True)`: a `step_many` per link of the sub-envs ready to step (and of
+        those whose autoreset can ride in it), each with a call of its own (`Call.order`),
+        answered in bulk like a blocking step's; the call reaches `ready` whole once all of
+        its sub-envs have their results."""
+        groups, later, folded = self._group(actions, subs, [link.alive for link in self.links])
+        encoded = self._encode(groups, bool(folded))
+        for sub, action in later:
+            outcome = self._begin(sub, "step", None)
+            outcome.action = action
+            handled = self._step_later(sub, outcome)
+            assert handled, f"sub-env {sub.index} is neither ready to step nor to reset"
+        for index, group_subs, group_actions, resets, frame in encoded:
+            call = Call([sub.index for sub in group_subs])
+            call.open = len(group_subs)
+            self.sending.append(call)
+            for j in resets or ():  # a reset instead of a step: its outcome from the start
+                sub = group_subs[j]
+                outcome = Outcome(sub.index, "step", call, sub.obs)
+                sub.outcome = outcome
+                call.outcomes[sub.index] = outcome
+            for sub in group_subs:
+                sub.sent = call
+            link = self.links[index]
+            frame.id = link.conn.core.next_id()
+            request = self._queue("step_many", frame, link, group_subs)
+            request.call = call
+            request.resets = resets
+            request.actions = group_actions

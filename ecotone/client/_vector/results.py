@@ -1,0 +1,301 @@
+"""What a call returns: the outcomes and bulk rows of a call as Gymnasium's arrays and
+batched infos, and what `recv` takes of the ready results."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ecotone.client._vector.batching import _metadata, add_info
+from ecotone.client._vector.ledger import Ledger
+from ecotone.client._vector.subenvs import Call, Outcome, Rows, StepBatch
+
+
+class Results(Ledger):
+    """Builds the results of calls."""
+
+    def _info(self, outcome: Outcome) -> dict[str, Any]:
+        info: dict[str, Any]
+        step, reset, failure = outcome.step, outcome.reset, outcome.failure
+        if step is not None:
+            info = _metadata(step)
+            if reset is not None:  # same_step: the episode ended and the next one began
+                info = {"final_obs": step.observation, "final_info": info, **_metadata(reset)}
+        elif reset is not None:
+            info = _metadata(reset)
+            if failure is not None and outcome.kind == "step" and outcome.action is not None:
+                # same_step after a lost episode: the last good observation is its final one
+                info = {"final_obs": outcome.before, "final_info": {}, **info}
+        else:
+            info = {}
+        if failure is not None:
+            info.update(failure.info())
+        return info
+
+    def _row(self, outcome: Outcome) -> tuple[Any, float, bool, bool]:
+        """(observation, reward, terminated, truncated) of one sub-env's outcome."""
+        step, reset, failure = outcome.step, outcome.reset, outcome.failure
+        if step is not None:
+            obs = reset.observation if reset is not None else step.observation
+            return obs, float(step.reward or 0.0), step.done, step.truncated
+        lost = failure is not None and failure.ends_episode and outcome.kind == "step"
+        if outcome.kind == "step" and outcome.action is None and failure is not None:
+            lost = True  # an autoreset that failed: still no episode
+        if reset is not None:
+            return reset.observation, 0.0, False, lost
+        return outcome.before, 0.0, False, lost
+
+    def step_result(
+        self, outcomes: Sequence[Outcome], n: int
+    ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        observations: list[Any] = []
+        rewards: list[float] = []
+        terminated: list[bool] = []
+        truncated: list[bool] = []
+        infos: dict[str, Any] = {}
+        for j, outcome in enumerate(outcomes):
+            step = outcome.step
+            if step is not None and outcome.reset is None and outcome.failure is None:
+                # the hot path: an ordinary step
+                obs = step.observation
+                observations.append(obs)
+                rewards.append(step.reward or 0.0)
+                terminated.append(step.done)
+                truncated.append(step.truncated)
+                meta = obs.get("metadata") if type(obs) is dict else getattr(obs, "metadata", None)
+                if meta:
+                    add_info(infos, dict(meta), j, n)
+                continue
+            obs, reward, term, trunc = self._row(outcome)
+            observations.append(obs)
+            rewards.append(reward)
+            terminated.append(term)
+            truncated.append(trunc)
+            info = self._info(outcome)
+            if info:
+                add_info(infos, info, j, n)
+        return (
+            observations,
+            np.array(rewards, dtype=np.float64),
+            np.array(terminated, dtype=np.bool_),
+            np.array(truncated, dtype=np.bool_),
+            infos,
+        )
+
+    def step_all_result(
+        self, call: Call
+    ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """The result of a batched step of every sub-env (`plan_step(actions, self.subs,
+        call)`), the error policy applied: the bulk rows, with the outcomes laid over them
+        (an outcome's row is `_row` and its info `_info`, as in `step_result`)."""
+        n = self.num_envs
+        outcomes = call.outcomes
+        rows = call.rows
+        if len(rows) == 1 and not outcomes and rows[0].subs == self.subs:
+            # the hot path: one step_many of every sub-env, in order, all ordinary steps
+            row = rows[0]
+            infos: dict[str, Any] = {}
+            if row.metadata is not None:
+                for j, meta in enumerate(row.metadata):
+                    if meta:
+                        add_info(infos, dict(meta), j, n)
+            return row.observations, row.rewards, row.terminated, row.truncated, infos
+        observations: list[Any] = [None] * n
+        rewards = np.zeros(n, dtype=np.float64)
+        terminated = np.zeros(n, dtype=np.bool_)
+        truncated = np.zeros(n, dtype=np.bool_)
+        info_of: dict[int, dict[str, Any]] = {}
+        for row in rows:
+            where = [sub.index for sub in row.subs]
+            for i, obs in zip(where, row.observations, strict=True):
+                observations[i] = obs
+            rewards[where] = row.rewards
+            terminated[where] = row.terminated
+            truncated[where] = row.truncated
+            if row.metadata is not None:
+                for i, meta in zip(where, row.metadata, strict=True):
+                    if meta:
+                        info_of[i] = dict(meta)
+        for i, outcome in outcomes.items():
+            obs, reward, term, trunc = self._row(outcome)
+            observations[i] = obs
+            rewards[i] = reward
+            terminated[i] = term
+            truncated[i] = trunc
+            info = self._info(outcome)
+            if info:
+                info_of[i] = info
+            else:
+                info_of.pop(i, None)
+        infos = {}
+        for i in sorted(info_of):  # in sub-env order: the first value of a key sets its dtype
+            add_info(infos, info_of[i], i, n)
+        result = (observations, rewards, terminated, truncated, infos)
+        return self.check(outcomes.values(), result)
+
+    def _call_rows(self, call: Call, position: dict[int, int], out: list[Any]) -> None:
+        """Lay `call`'s rows and outcomes into `out` = [observations, rewards, terminated,
+        truncated, infos by position] at the positions of their sub-envs."""
+        observations, rewards, terminated, truncated, info_of = out
+        for row in call.rows:
+            where = [position[sub.index] for sub in row.subs]
+            for j, obs in zip(where, row.observations, strict=True):
+                observations[j] = obs
+            rewards[where] = row.rewards
+            terminated[where] = row.terminated
+            truncated[where] = row.truncated
+            if row.metadata is not None:
+                for j, meta in zip(where, row.metadata, strict=True):
+                    if meta:
+                        info_of[j] = dict(meta)
+        for i, outcome in call.outcomes.items():
+            j = position[i]
+            observations[j], rewards[j], terminated[j], truncated[j] = self._row(outcome)
+            info = self._info(outcome)
+            if info:
+                info_of[j] = info
+            else:
+                info_of.pop(j, None)
+
+    def sent_result(self, call: Call) -> StepBatch:
+        """The `recv` result of a complete batched send, in the order its sub-envs were sent."""
+        order = call.order
+        assert order is not None
+        rows = call.rows
+        env_ids = np.asarray(order, dtype=np.int64)
+        if len(rows) == 1 and not call.outcomes and [s.index for s in rows[0].subs] == order:
+            row = rows[0]  # the hot path: all ordinary steps
+            infos: dict[str, Any] = {}
+            if row.metadata is not None:
+                for j, meta in enumerate(row.metadata):
+                    if meta:
+                        add_info(infos, dict(meta), j, len(order))
+            return StepBatch(
+                env_ids, row.observations, row.rewards, row.terminated, row.truncated, infos
+            )
+        return self.mixed_result([call])
+
+    def mixed_result(self, parts: Sequence[Outcome | Call]) -> StepBatch:
+        """The `recv` result of ready outcomes and batched sends' calls, in their order."""
+        order = [
+            i
+            for part in parts
+            for i in (part.order or () if isinstance(part, Call) else [part.index])
+        ]
+        n = len(order)
+        position = {i: j for j, i in enumerate(order)}
+        out: list[Any] = [
+            [None] * n,
+            np.zeros(n, dtype=np.float64),
+            np.zeros(n, dtype=np.bool_),
+            np.zeros(n, dtype=np.bool_),
+            {},
+        ]
+        for part in parts:
+            if isinstance(part, Call):
+                self._call_rows(part, position, out)
+                continue
+            single = Call()
+            single.outcomes[part.index] = part
+            self._call_rows(single, position, out)
+        observations, rewards, terminated, truncated, info_of = out
+        infos: dict[str, Any] = {}
+        for j in sorted(info_of):
+            add_info(infos, info_of[j], j, n)
+        env_ids = np.asarray(order, dtype=np.int64)
+        return StepBatch(env_ids, observations, rewards, terminated, truncated, infos)
+
+    def reset_result(self, call: Call, n: int) -> tuple[list[Any], dict[str, Any]]:
+        observations = [sub.obs for sub in self.subs[:n]]
+        infos: dict[str, Any] = {}
+        for index, outcome in call.outcomes.items():
+            if outcome.reset is not None:
+                observations[index] = outcome.reset.observation
+            info = self._info(outcome)
+            if info:
+                add_info(infos, info, index, n)
+        return observations, infos
+
+
+def wanted(core: Results, min_ready: int | None) -> int:
+    """How many results `recv(min_ready)` waits for (default: every sub-env in flight)."""
+    in_flight = sum(1 for sub in core.subs if sub.busy is not None and sub.sent is None)
+    sending = sum(len(call.order or ()) for call in core.sending)
+    available = core.ready_count + sending + in_flight
+    if available == 0:
+        raise ValueError("recv: no sub-env has a step in flight (send first)")
+    want = available if min_ready is None else min_ready
+    if not 1 <= want <= available:
+        raise ValueError(f"recv(min_ready={want}) but {available} sub-env(s) can answer")
+    return want
+
+
+def take_ready(core: Results, max_ready: int | None) -> StepBatch:
+    """The results `recv` returns: the ready ones, oldest first, at most `max_ready` (a
+    batched send's call split if it must be)."""
+    ready = core.ready
+    limit = core.ready_count if max_ready is None else min(max_ready, core.ready_count)
+    if ready and type(ready[0]) is Call and len(ready[0].order or ()) == limit:
+        call = ready.popleft()  # the usual case of an EnvPool loop: one server's batch
+        core.ready_count -= limit
+        assert isinstance(call, Call) and call.order is not None
+        return core.check(call.outcomes.values(), core.sent_result(call))
+    parts: list[Outcome | Call] = []
+    taken = 0
+    while taken < limit:
+        entry = ready[0]
+        if type(entry) is Call:
+            assert entry.order is not None
+            if taken + len(entry.order) > limit:
+                entry, ready[0] = split_call(entry, limit - taken)
+            else:
+                ready.popleft()
+            assert entry.order is not None
+            taken += len(entry.order)
+        else:
+            ready.popleft()
+            taken += 1
+        parts.append(entry)
+    core.ready_count -= taken
+    singles = [part for part in parts if isinstance(part, Outcome)]
+    if len(singles) == len(parts):  # per-sub-env sends only
+        return core.check(singles, batch_of(core, singles))
+    outcomes = [
+        o for part in parts for o in (part.outcomes.values() if isinstance(part, Call) else [part])
+    ]
+    return core.check(outcomes, core.mixed_result(parts))
+
+
+def split_call(call: Call, k: int) -> tuple[Call, Call]:
+    """A complete batched send's call as two: its first `k` sub-envs (in send order), and the
+    rest."""
+    assert call.order is not None
+    first, rest = Call(call.order[:k]), Call(call.order[k:])
+    chosen = set(first.order or ())
+    for row in call.rows:
+        mask = np.fromiter((sub.index in chosen for sub in row.subs), dtype=np.bool_)
+        for part, keep in ((first, mask), (rest, ~mask)):
+            if keep.any():
+                picks = np.flatnonzero(keep).tolist()
+                part.rows.append(
+                    Rows(
+                        [row.subs[j] for j in picks],
+                        [row.observations[j] for j in picks],
+                        row.rewards[keep],
+                        row.terminated[keep],
+                        row.truncated[keep],
+                        None if row.metadata is None else [row.metadata[j] for j in picks],
+                    )
+                )
+    for index, outcome in call.outcomes.items():
+        (first if index in chosen else rest).outcomes[index] = outcome
+    return first, rest
+
+
+def batch_of(core: Results, outcomes: list[Outcome]) -> StepBatch:
+    n = len(outcomes)
+    observations, rewards, terminated, truncated, infos = core.step_result(outcomes, n)
+    env_ids = np.fromiter((o.index for o in outcomes), dtype=np.int64, count=n)
+    return StepBatch(env_ids, observations, rewards, terminated, truncated, infos)

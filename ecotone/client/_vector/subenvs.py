@@ -1,0 +1,194 @@
+"""The vector core's state: links (one per server URL), sub-envs, the requests in flight, and
+what a call waits for."""
+
+from __future__ import annotations
+
+import collections
+import time
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ecotone.client._vector.failures import Failure
+from ecotone.client.errors import ConnectionLost
+from ecotone.client.results import StepResult
+
+
+def pipelines(url: str) -> bool:
+    """Whether a connection to `url` carries several requests at once (HTTP and OpenEnv's
+    profile carry one at a time)."""
+    return not url.startswith(("http:", "https:", "openenv+"))
+
+
+class Link:
+    """One server URL: the connection its sub-envs share, and the requests in flight on it."""
+
+    __slots__ = (
+        "columns",
+        "conn",
+        "down",
+        "folds_resets",
+        "index",
+        "inflight",
+        "outbox",
+        "pipelines",
+        "unanswered",
+        "url",
+    )
+
+    def __init__(self, index: int, url: str) -> None:
+        self.index = index
+        self.url = url
+        self.conn: Any = None
+        self.pipelines = pipelines(url)
+        """HTTP carries one request at a time: frames wait in the outbox for the answer."""
+        self.outbox: collections.deque[Any] = collections.deque()
+        self.inflight: dict[Any, Request] = {}
+        self.unanswered = 0
+        self.down: ConnectionLost | None = None  # why the link is down, when it is
+        self.folds_resets = False
+        """Its server takes resets inside `step_many` (its `welcome` lists the feature)."""
+        self.columns = False
+        """Its server takes `step_columns` (its `welcome` lists the feature): a batched
+        step goes as one, not as a `step_many`."""
+
+    @property
+    def alive(self) -> bool:
+        return self.conn is not None and not self.conn.closed
+
+
+class Sub:
+    """One sub-env: its session, its last observation and what it needs next."""
+
+    __slots__ = (
+        "busy",
+        "conn",
+        "index",
+        "link",
+        "lost",
+        "needs_reset",
+        "obs",
+        "outcome",
+        "sent",
+        "session",
+    )
+
+    def __init__(self, index: int, link: Link) -> None:
+        self.index = index
+        self.link = link
+        self.conn: Any = None  # the connection its session lives on
+        self.session: str | None = None
+        self.obs: Any = None
+        self.needs_reset = True
+        self.lost: Failure | None = None  # its session is gone: only `restart` helps
+        self.busy: Request | None = None
+        self.outcome: Outcome | None = None
+        self.sent: Call | None = None
+        """The batched send it is part of, until that send's results are all in (`ready`)."""
+
+
+class Outcome:
+    """What happened to one sub-env in one call (a step, a reset, a restart)."""
+
+    __slots__ = (
+        "action",
+        "before",
+        "call",
+        "failure",
+        "index",
+        "kind",
+        "options",
+        "reset",
+        "seed",
+        "step",
+    )
+
+    def __init__(self, index: int, kind: str, call: Call | None, before: Any) -> None:
+        self.index = index
+        self.kind = kind  # "step", "reset", "restart", "open"
+        self.call = call
+        self.before = before  # the sub-env's observation before the call
+        self.action: Any = None
+        self.seed: int | None = None
+        self.options: dict[str, Any] | None = None
+        self.step: StepResult[Any] | None = None
+        self.reset: StepResult[Any] | None = None
+        self.failure: Failure | None = None
+
+
+class Request:
+    """A frame sent (or queued) on a link, and the sub-envs waiting for its answer.
+
+    A batched step's `step_many` also keeps its `call` and the sub-envs' `actions` (in the
+    order of `subs`): its sub-envs have no `Outcome` until one is needed (`materialize`)."""
+
+    __slots__ = (
+        "actions",
+        "call",
+        "deadline",
+        "frame",
+        "kind",
+        "link",
+        "resets",
+        "started",
+        "subs",
+    )
+
+    def __init__(
+        self, kind: str, frame: Any, link: Link, subs: list[Sub], deadline: float | None
+    ) -> None:
+        self.kind = kind  # "step_many", "step", "reset", "open", "close"
+        self.frame = frame
+        self.link = link
+        self.subs = subs
+        self.deadline = deadline
+        self.started = time.perf_counter()
+        self.call: Call | None = None
+        self.actions: list[Any] | None = None  # set while the sub-envs have no outcome
+        self.resets: list[int] | None = None
+        """A `step_many`'s items that are resets (autoresets folded into it), by position."""
+
+
+class Rows(NamedTuple):
+    """A `step_many` answered in bulk: per item (in the order of `subs`) the observation and
+    the reward (float64, None as 0.0) and flags it carries. `metadata` is each observation's
+    metadata, or None when none has any."""
+
+    subs: list[Sub]
+    observations: list[Any]
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    metadata: list[Any] | None
+
+
+class Call:
+    """A blocking call (`step`, `reset`, `restart`, opening): done when every sub-env it
+    touches has its outcome (or, for a batched step, its place in `rows`)."""
+
+    __slots__ = ("open", "order", "outcomes", "rows")
+
+    def __init__(self, order: list[int] | None = None) -> None:
+        self.outcomes: dict[int, Outcome] = {}
+        self.rows: list[Rows] = []  # step_many answers taken in bulk; `outcomes` win over them
+        self.open = 0  # sub-envs still waiting
+        self.order = order
+        """A batched send's (one link's sub-envs, in the order sent): when complete it goes to
+        `VectorCore.ready` whole. None: a blocking call."""
+
+    @property
+    def complete(self) -> bool:
+        return self.open == 0
+
+
+class StepBatch(NamedTuple):
+    """The results `recv` returns: the sub-envs that finished, in the order they finished.
+    `infos` is batched as in Gymnasium (`infos[key][j]`, mask `infos["_" + key]`), over the
+    positions of this batch."""
+
+    env_ids: np.ndarray
+    observations: list[Any]
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    infos: dict[str, Any]
