@@ -26,7 +26,7 @@ from ecotone.client._core import ClientCore, EnvTypes
 from ecotone.client._vector.core import VectorCore
 from ecotone.client._vector.frames import WireColumns, WireStepMany
 from ecotone.client._vector.results import take_ready
-from ecotone.client._vector.subenvs import Call
+from ecotone.client._vector.subenvs import Tally
 from ecotone.kernel import Engine, EnvSpec, Mode, Owner
 from ecotone.kernel.sessions import Phase
 from ecotone.plugins.counter import CounterAction, CounterObservation
@@ -502,8 +502,8 @@ def test_a_vector_step_many_encodes_to_the_bytes_of_step_many(codec: str) -> Non
         [np.float64(0.25), None, "text"],
     ]
     core, (conn,) = _core(len(actions), codec=codec)
-    call = Call()
-    core.plan_step(actions, core.subs, call)
+    tally = Tally()
+    core.plan_step(actions, core.subs, tally)
     (frame,) = core.take_outbox(core.links[0])
     assert isinstance(frame, WireStepMany)
     plain = codec_for(codec)
@@ -528,7 +528,7 @@ def test_a_vector_step_many_encodes_to_the_bytes_of_step_many(codec: str) -> Non
 def test_a_vector_step_columns_encodes_to_the_bytes_of_step_columns(codec: str) -> None:
     actions: list[Any] = [{"delta": 1}, {"delta": np.int64(2)}, CounterAction(delta=3)]
     core, (conn,) = _core(len(actions), codec=codec, features=("step_columns",))
-    core.plan_step(actions, core.subs, Call())
+    core.plan_step(actions, core.subs, Tally())
     (frame,) = core.take_outbox(core.links[0])
     assert isinstance(frame, WireColumns)
     plain = codec_for(codec)
@@ -543,10 +543,10 @@ def test_a_vector_step_columns_encodes_to_the_bytes_of_step_columns(codec: str) 
 def test_an_action_that_cannot_be_encoded_raises_before_anything_is_queued() -> None:
     core, _ = _core(3)
     core.subs[1].needs_reset = True  # would be reset instead: nothing of it may be queued either
-    call = Call()
+    tally = Tally()
     with pytest.raises(TypeError, match="unsupported"):
-        core.plan_step([{"delta": 1}, {"delta": 1}, {"delta": object()}], core.subs, call)
-    assert call.open == 0 and not call.outcomes
+        core.plan_step([{"delta": 1}, {"delta": 1}, {"delta": object()}], core.subs, tally)
+    assert tally.open == 0 and not tally.outcomes
     assert not core.links[0].outbox and not core.links[0].inflight
     assert all(sub.busy is None and sub.outcome is None for sub in core.subs)
 
@@ -666,14 +666,14 @@ def _step(
         core._take_in_bulk = lambda request, response: False  # type: ignore[method-assign]
     results = []
     for step in range(1 if mode == "disabled" and ends else 3):
-        call = Call()
+        tally = Tally()
         core.check_steppable(core.subs)
-        core.plan_step([{"delta": 1}] * 8, core.subs, call)
+        core.plan_step([{"delta": 1}] * 8, core.subs, tally)
         _answer(core, conns, ends if step == 0 else set(), meta, sent)
-        assert call.complete
+        assert tally.complete
         if step == 0 and not ends:  # every answer was ordinary: no sub-env needed an outcome
-            assert bool(call.rows) is bulk and bool(call.outcomes) is not bulk
-        results.append(core.step_all_result(call))
+            assert bool(tally.rows) is bulk and bool(tally.outcomes) is not bulk
+        results.append(core.step_all_result(tally))
     return results, [sub.obs for sub in core.subs], [sub.needs_reset for sub in core.subs]
 
 

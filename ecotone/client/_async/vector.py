@@ -22,7 +22,7 @@ from ecotone.client._vector.batching import seeds_for, split_actions
 from ecotone.client._vector.core import VectorCore, reset_plan, select_subs
 from ecotone.client._vector.failures import SubEnvError
 from ecotone.client._vector.results import take_ready, wanted
-from ecotone.client._vector.subenvs import Call, Link, StepBatch
+from ecotone.client._vector.subenvs import Link, StepBatch, Tally
 from ecotone.client.errors import ConnectionLost, EcotoneError
 
 
@@ -144,11 +144,11 @@ class AsyncVectorEnv:
         try:
             for link in core.links:
                 core.attach(link, await self._connect(link))
-            call = Call()
-            core.plan_open(core.subs, call)
+            tally = Tally()
+            core.plan_open(core.subs, tally)
             timeout = max(self._connect_timeout, core.step_timeout or 0.0)
-            await self._run(call, time.monotonic() + timeout)
-            failures = core.failures(call.outcomes.values())
+            await self._run(tally, time.monotonic() + timeout)
+            failures = core.failures(tally.outcomes.values())
             if failures:
                 raise SubEnvError({i: f.error for i, f in failures.items()})
         except BaseException:
@@ -223,11 +223,11 @@ class AsyncVectorEnv:
         core = self._core
         subs, seeds, merged = reset_plan(core, seed, options)
         core.check_idle(subs)
-        call = Call()
-        core.plan_reset(subs, seeds, merged, call)
-        await self._run(call, self._deadline())
+        tally = Tally()
+        core.plan_reset(subs, seeds, merged, tally)
+        await self._run(tally, self._deadline())
         self._started = True
-        return core.check(call.outcomes.values(), core.reset_result(call, core.num_envs))
+        return core.check(tally.outcomes.values(), core.reset_result(tally, core.num_envs))
 
     async def step(
         self, actions: Any
@@ -240,10 +240,10 @@ class AsyncVectorEnv:
             )
         actions = split_actions(actions, core.num_envs)
         core.check_steppable(core.subs)
-        call = Call()
-        core.plan_step(actions, core.subs, call)
-        await self._run(call, self._deadline())
-        return core.step_all_result(call)
+        tally = Tally()
+        core.plan_step(actions, core.subs, tally)
+        await self._run(tally, self._deadline())
+        return core.step_all_result(tally)
 
     async def restart(
         self,
@@ -276,11 +276,11 @@ class AsyncVectorEnv:
                             link.down = ConnectionLost(f"{link.url}: replacing it failed: {again}")
         all_seeds = seeds_for(seed, core.num_envs)
         merged = {**core.reset_options, **(options or {})}
-        call = Call()
-        core.plan_restart(subs, [all_seeds[s.index] for s in subs], merged, call)
-        await self._run(call, self._deadline())
+        tally = Tally()
+        core.plan_restart(subs, [all_seeds[s.index] for s in subs], merged, tally)
+        await self._run(tally, self._deadline())
         self._started = True
-        return core.check(call.outcomes.values(), core.reset_result(call, core.num_envs))
+        return core.check(tally.outcomes.values(), core.reset_result(tally, core.num_envs))
 
     # --- EnvPool-style asynchronous stepping ---------------------------------------------------
 
@@ -335,34 +335,34 @@ class AsyncVectorEnv:
                         core.on_link_lost(link, exc)
                         break
 
-    async def _run(self, call: Call, deadline: float | None) -> None:
-        """Move frames and answers until every sub-env of `call` has its outcome."""
+    async def _run(self, tally: Tally, deadline: float | None) -> None:
+        """Move frames and answers until every sub-env of `tally` has its outcome."""
         try:
             while True:
                 await self._flush()
-                if call.complete:
+                if tally.complete:
                     return
-                await self._pump(deadline, call)
+                await self._pump(deadline, tally)
         except BaseException:  # interrupted or cancelled: what the sub-envs did is unknown
-            for link, rid in self._core.cancel(call):
+            for link, rid in self._core.cancel(tally):
                 link.conn.abandon(rid)
             raise
 
-    async def _pump(self, deadline: float | None, call: Call | None) -> None:
+    async def _pump(self, deadline: float | None, tally: Tally | None) -> None:
         """One round of reading: whichever links have answers (at least one, or none when
-        the deadline passes), then the deadline is enforced (`call`'s requests all expire at
+        the deadline passes), then the deadline is enforced (`tally`'s requests all expire at
         `deadline`; without a call, each request at its own)."""
         core = self._core
         links = [link for link in core.links if link.unanswered > 0]
         if not links:  # pragma: no cover - the callers only pump with requests in flight
             raise RuntimeError("nothing in flight")
-        if call is None:
+        if tally is None:
             deadline = core.next_deadline()
         await io.read_some(links, deadline, self._answered)
         now = time.monotonic()
         if deadline is not None and now >= deadline:
             for link in core.links:
-                for rid in core.expire(link, now, call):
+                for rid in core.expire(link, now, tally):
                     link.conn.abandon(rid)
 
     def _answered(self, link: Link, responses: list[Any] | ConnectionLost) -> None:

@@ -23,7 +23,7 @@ from ecotone.client._vector.batching import seeds_for, split_actions
 from ecotone.client._vector.core import VectorCore, reset_plan, select_subs
 from ecotone.client._vector.failures import SubEnvError
 from ecotone.client._vector.results import take_ready, wanted
-from ecotone.client._vector.subenvs import Call, Link, StepBatch
+from ecotone.client._vector.subenvs import Link, StepBatch, Tally
 from ecotone.client.errors import ConnectionLost, EcotoneError
 
 
@@ -145,11 +145,11 @@ class VectorEnv:
         try:
             for link in core.links:
                 core.attach(link, self._connect(link))
-            call = Call()
-            core.plan_open(core.subs, call)
+            tally = Tally()
+            core.plan_open(core.subs, tally)
             timeout = max(self._connect_timeout, core.step_timeout or 0.0)
-            self._run(call, time.monotonic() + timeout)
-            failures = core.failures(call.outcomes.values())
+            self._run(tally, time.monotonic() + timeout)
+            failures = core.failures(tally.outcomes.values())
             if failures:
                 raise SubEnvError({i: f.error for i, f in failures.items()})
         except BaseException:
@@ -224,11 +224,11 @@ class VectorEnv:
         core = self._core
         subs, seeds, merged = reset_plan(core, seed, options)
         core.check_idle(subs)
-        call = Call()
-        core.plan_reset(subs, seeds, merged, call)
-        self._run(call, self._deadline())
+        tally = Tally()
+        core.plan_reset(subs, seeds, merged, tally)
+        self._run(tally, self._deadline())
         self._started = True
-        return core.check(call.outcomes.values(), core.reset_result(call, core.num_envs))
+        return core.check(tally.outcomes.values(), core.reset_result(tally, core.num_envs))
 
     def step(
         self, actions: Any
@@ -241,10 +241,10 @@ class VectorEnv:
             )
         actions = split_actions(actions, core.num_envs)
         core.check_steppable(core.subs)
-        call = Call()
-        core.plan_step(actions, core.subs, call)
-        self._run(call, self._deadline())
-        return core.step_all_result(call)
+        tally = Tally()
+        core.plan_step(actions, core.subs, tally)
+        self._run(tally, self._deadline())
+        return core.step_all_result(tally)
 
     def restart(
         self,
@@ -277,11 +277,11 @@ class VectorEnv:
                             link.down = ConnectionLost(f"{link.url}: replacing it failed: {again}")
         all_seeds = seeds_for(seed, core.num_envs)
         merged = {**core.reset_options, **(options or {})}
-        call = Call()
-        core.plan_restart(subs, [all_seeds[s.index] for s in subs], merged, call)
-        self._run(call, self._deadline())
+        tally = Tally()
+        core.plan_restart(subs, [all_seeds[s.index] for s in subs], merged, tally)
+        self._run(tally, self._deadline())
         self._started = True
-        return core.check(call.outcomes.values(), core.reset_result(call, core.num_envs))
+        return core.check(tally.outcomes.values(), core.reset_result(tally, core.num_envs))
 
     # --- EnvPool-style asynchronous stepping ---------------------------------------------------
 
@@ -336,34 +336,34 @@ class VectorEnv:
                         core.on_link_lost(link, exc)
                         break
 
-    def _run(self, call: Call, deadline: float | None) -> None:
-        """Move frames and answers until every sub-env of `call` has its outcome."""
+    def _run(self, tally: Tally, deadline: float | None) -> None:
+        """Move frames and answers until every sub-env of `tally` has its outcome."""
         try:
             while True:
                 self._flush()
-                if call.complete:
+                if tally.complete:
                     return
-                self._pump(deadline, call)
+                self._pump(deadline, tally)
         except BaseException:  # interrupted or cancelled: what the sub-envs did is unknown
-            for link, rid in self._core.cancel(call):
+            for link, rid in self._core.cancel(tally):
                 link.conn.abandon(rid)
             raise
 
-    def _pump(self, deadline: float | None, call: Call | None) -> None:
+    def _pump(self, deadline: float | None, tally: Tally | None) -> None:
         """One round of reading: whichever links have answers (at least one, or none when
-        the deadline passes), then the deadline is enforced (`call`'s requests all expire at
+        the deadline passes), then the deadline is enforced (`tally`'s requests all expire at
         `deadline`; without a call, each request at its own)."""
         core = self._core
         links = [link for link in core.links if link.unanswered > 0]
         if not links:  # pragma: no cover - the callers only pump with requests in flight
             raise RuntimeError("nothing in flight")
-        if call is None:
+        if tally is None:
             deadline = core.next_deadline()
         io.read_some(links, deadline, self._answered)
         now = time.monotonic()
         if deadline is not None and now >= deadline:
             for link in core.links:
-                for rid in core.expire(link, now, call):
+                for rid in core.expire(link, now, tally):
                     link.conn.abandon(rid)
 
     def _answered(self, link: Link, responses: list[Any] | ConnectionLost) -> None:

@@ -11,9 +11,9 @@ import msgspec
 import numpy as np
 
 from ecotone.client._vector.failures import Failure
-from ecotone.client._vector.frames import _plain
+from ecotone.client._vector.frames import plain
 from ecotone.client._vector.ledger import Ledger
-from ecotone.client._vector.subenvs import Link, Request, Rows, Sub
+from ecotone.client._vector.subenvs import InFlight, Link, Rows, Sub
 from ecotone.client.errors import ServerError
 from ecotone.client.results import StepResult
 from ecotone.specs import (
@@ -106,7 +106,7 @@ class Answers(Ledger):
             assert isinstance(response, Opened)
             self._opened(request.subs[0], response)
 
-    def _on_step_many(self, request: Request, response: Response) -> None:
+    def _on_step_many(self, request: InFlight, response: Response) -> None:
         kind = type(response)
         typed = self._typed
         if (kind is StepColumnsResult or (typed is not None and kind is typed.columns)) and (
@@ -150,14 +150,14 @@ class Answers(Ledger):
                 sub.obs = result.observation
                 sub.busy = None
                 sub.outcome = None
-                call = outcome.call
-                if call is None:
+                tally = outcome.tally
+                if tally is None:
                     self.ready.append(outcome)
                     self.ready_count += 1
                 else:
-                    call.open -= 1
-                    if call.open == 0 and call.order is not None:
-                        self._sent_complete(call)
+                    tally.open -= 1
+                    if tally.open == 0 and tally.order is not None:
+                        self._sent_complete(tally)
             else:
                 self._stepped(sub, result, request.started)
 
@@ -183,7 +183,7 @@ class Answers(Ledger):
             ],
         )
 
-    def _take_resets(self, request: Request, response: Response) -> Response:
+    def _take_resets(self, request: InFlight, response: Response) -> Response:
         """Answer the reset items of a `step_many` (folded autoresets) and take them out of
         the request and its answer, which then go on as a step_many of steps only."""
         positions = request.resets
@@ -248,7 +248,7 @@ class Answers(Ledger):
             )
         return _rewards(rewards), _bools(terminated), _bools(truncated), metadata, True
 
-    def _take_in_bulk(self, request: Request, response: Response) -> bool:
+    def _take_in_bulk(self, request: InFlight, response: Response) -> bool:
         """Take a bulk `step_many`'s answer as `Rows` of the call, if it is the usual one:
         typed observations only, no recorder. Sub-envs whose episode ended are marked for
         reset; under `same_step` they get outcomes and are reset within the call. Returns
@@ -274,14 +274,14 @@ class Answers(Ledger):
         if flags is None:
             return False
         rewards, terminated, truncated, metadata, ends = flags
-        call, actions = request.call, request.actions
-        assert call is not None and actions is not None
+        tally, actions = request.tally, request.actions
+        assert tally is not None and actions is not None
         ended: list[int] = []
         if ends:
             ended = np.flatnonzero(terminated | truncated).tolist()
             if self.autoreset_mode == "same_step":
                 for j in ended:  # before their observation changes: it is the outcome's `before`
-                    self._adopt(subs[j], actions[j], call)
+                    self._adopt(subs[j], actions[j], tally)
             else:
                 for j in ended:
                     subs[j].needs_reset = True
@@ -290,10 +290,10 @@ class Answers(Ledger):
             sub.obs = obs
             sub.busy = None
         meta = metadata if any(metadata) else None
-        call.rows.append(Rows(subs, observations, rewards, terminated, truncated, meta))
-        call.open -= len(subs) - len(ended)
-        if call.open == 0 and call.order is not None:
-            self._sent_complete(call)
+        tally.rows.append(Rows(subs, observations, rewards, terminated, truncated, meta))
+        tally.open -= len(subs) - len(ended)
+        if tally.open == 0 and tally.order is not None:
+            self._sent_complete(tally)
         for j in ended:  # same_step: these finish once their reset is answered
             self._stepped(subs[j], self.result(observations[j]), request.started)
         return True
@@ -307,7 +307,7 @@ class Answers(Ledger):
         if self.recorder is not None:
             self.recorder.stepped(
                 sub.index,
-                _plain(outcome.action),
+                plain(outcome.action),
                 result.observation,
                 result.reward,
                 result.done,

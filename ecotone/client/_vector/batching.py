@@ -11,7 +11,7 @@ import numpy as np
 from ecotone.client.results import StepResult
 
 
-def _metadata(result: StepResult[Any]) -> dict[str, Any]:
+def metadata_of(result: StepResult[Any]) -> dict[str, Any]:
     obs = result.observation
     meta = obs.get("metadata") if isinstance(obs, dict) else getattr(obs, "metadata", None)
     return dict(meta) if meta else {}

@@ -10,7 +10,7 @@ blocking and the async vector envs are two small loops that move the frames it q
 A batched `step` is the hot path, so it is planned and answered per connection rather than per
 sub-env: the items of a `step_many` are encoded in one pass, and an answer whose items are all
 ordinary observations is taken in bulk (lists of observations and flags, no per-sub-env
-`Outcome`). A sub-env gets its own `Outcome` only when something needs one: it is reset
+`SubOutcome`). A sub-env gets its own `SubOutcome` only when something needs one: it is reset
 instead of stepped, it failed, its episode ended under `same_step`, its request was lost or
 timed out, or a recorder is on. The result of the call is the bulk rows, with those outcomes
 laid over them.

@@ -26,19 +26,19 @@ from ecotone.specs import (
 from ecotone.specs.frames import Frame
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """numpy scalars and arrays (also inside dicts and lists) as plain Python values."""
     if isinstance(value, np.generic | np.ndarray):
         return value.tolist()
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value
 
 
-def _plain_hook(value: Any) -> Any:
-    """`enc_hook` for actions: numpy scalars and arrays as plain values (what `_plain` makes of
+def plain_hook(value: Any) -> Any:
+    """`enc_hook` for actions: numpy scalars and arrays as plain values (what `plain` makes of
     them), anything else msgspec cannot encode is a TypeError as without the hook."""
     if isinstance(value, np.generic | np.ndarray):
         return value.tolist()
@@ -55,7 +55,7 @@ class WireStep(msgspec.Struct, gc=False):
     action: Any
 
 
-_RESET: Any = object()
+RESET_ITEM: Any = object()
 """Stands for a folded autoreset among a step's actions while a batch is planned."""
 
 

@@ -13,7 +13,7 @@ from ecotone.client._core import EnvTypes
 from ecotone.client._vector.failures import Failure, raise_failures
 from ecotone.client._vector.frames import TypedAnswers
 from ecotone.client._vector.policy import _GYMNASIUM_MODES, AUTORESET_MODES, ERROR_POLICIES
-from ecotone.client._vector.subenvs import Call, Link, Outcome, Request, Sub
+from ecotone.client._vector.subenvs import InFlight, Link, Sub, SubOutcome, Tally
 from ecotone.client.errors import ConnectionLost
 from ecotone.recording import ClientRecorder
 from ecotone.specs import Reset, Response
@@ -77,12 +77,12 @@ class Ledger:
         self._typed: TypedAnswers | None = None  # the typed decoder and its answers' types
         self._encode_action: Callable[[Any], bytes] | None = None
         """Encodes actions (one, or a step_many's list of `WireStep`), numpy values as plain."""
-        self.ready: collections.deque[Outcome | Call] = collections.deque()
+        self.ready: collections.deque[SubOutcome | Tally] = collections.deque()
         """Results of `send`-started work, in the order they completed, for `recv`: a sub-env's
         outcome, or a batched send's complete call."""
         self.ready_count = 0
         """Sub-envs in `ready`."""
-        self.sending: list[Call] = []
+        self.sending: list[Tally] = []
         """Batched sends not complete yet."""
         self.recorder: ClientRecorder | None = None
         if record_to is not None:
@@ -95,24 +95,24 @@ class Ledger:
     def _deadline(self) -> float | None:
         return None if self.step_timeout is None else time.monotonic() + self.step_timeout
 
-    def _queue(self, kind: str, frame: Any, link: Link, subs: list[Sub]) -> Request:
-        request = Request(kind, frame, link, subs, self._deadline())
+    def _queue(self, kind: str, frame: Any, link: Link, subs: list[Sub]) -> InFlight:
+        request = InFlight(kind, frame, link, subs, self._deadline())
         link.inflight[frame.id] = request
         link.outbox.append(frame)
         for sub in subs:
             sub.busy = request
         return request
 
-    def _begin(self, sub: Sub, kind: str, call: Call | None) -> Outcome:
+    def _begin(self, sub: Sub, kind: str, tally: Tally | None) -> SubOutcome:
         if sub.busy is not None:
             raise ValueError(
                 f"sub-env {sub.index} has a request in flight: recv() its result first"
             )
-        outcome = Outcome(sub.index, kind, call, sub.obs)
+        outcome = SubOutcome(sub.index, kind, tally, sub.obs)
         sub.outcome = outcome
-        if call is not None:
-            call.outcomes[sub.index] = outcome
-            call.open += 1
+        if tally is not None:
+            tally.outcomes[sub.index] = outcome
+            tally.open += 1
         return outcome
 
     def _queue_reset(
@@ -138,16 +138,16 @@ class Ledger:
             return Failure.lost(ConnectionLost(f"the connection to {sub.link.url} is closed"))
         return None
 
-    def _adopt(self, sub: Sub, action: Any, call: Call | None) -> Outcome:
+    def _adopt(self, sub: Sub, action: Any, tally: Tally | None) -> SubOutcome:
         """The outcome of a sub-env stepped in a bulk `step_many`, made when it needs one."""
-        outcome = Outcome(sub.index, "step", call, sub.obs)
+        outcome = SubOutcome(sub.index, "step", tally, sub.obs)
         outcome.action = action
         sub.outcome = outcome
-        if call is not None:
-            call.outcomes[sub.index] = outcome
+        if tally is not None:
+            tally.outcomes[sub.index] = outcome
         return outcome
 
-    def materialize(self, request: Request) -> None:
+    def materialize(self, request: InFlight) -> None:
         """Give the sub-envs of a bulk `step_many` still waiting for it their outcomes (before
         they fail, or take the per-sub-env path for its answer)."""
         actions = request.actions
@@ -156,7 +156,7 @@ class Ledger:
         request.actions = None
         for sub, action in zip(request.subs, actions, strict=True):
             if sub.busy is request and sub.outcome is None:
-                self._adopt(sub, action, request.call)
+                self._adopt(sub, action, request.tally)
 
     def take_outbox(self, link: Link) -> list[Any]:
         """Frames to send on `link` now (HTTP links: one at a time)."""
@@ -200,23 +200,23 @@ class Ledger:
         outcome = sub.outcome
         assert outcome is not None
         sub.outcome = None
-        call = outcome.call
-        if call is None:
+        tally = outcome.tally
+        if tally is None:
             self.ready.append(outcome)
             self.ready_count += 1
         else:
-            call.open -= 1
-            if call.open == 0 and call.order is not None:
-                self._sent_complete(call)
+            tally.open -= 1
+            if tally.open == 0 and tally.order is not None:
+                self._sent_complete(tally)
 
-    def _sent_complete(self, call: Call) -> None:
+    def _sent_complete(self, tally: Tally) -> None:
         """A batched send has all its results: to `ready`, whole."""
-        assert call.order is not None
-        self.sending.remove(call)
-        for index in call.order:
+        assert tally.order is not None
+        self.sending.remove(tally)
+        for index in tally.order:
             self.subs[index].sent = None
-        self.ready.append(call)
-        self.ready_count += len(call.order)
+        self.ready.append(tally)
+        self.ready_count += len(tally.order)
 
     def next_deadline(self) -> float | None:
         deadlines = [
@@ -224,10 +224,10 @@ class Ledger:
         ]
         return min(deadlines) if deadlines else None
 
-    def failures(self, outcomes: Iterable[Outcome]) -> dict[int, Failure]:
+    def failures(self, outcomes: Iterable[SubOutcome]) -> dict[int, Failure]:
         return {o.index: o.failure for o in outcomes if o.failure is not None}
 
-    def check(self, outcomes: Iterable[Outcome], result: Any) -> Any:
+    def check(self, outcomes: Iterable[SubOutcome], result: Any) -> Any:
         """Apply the error policy: with `raise`, any failure raises (the result attached)."""
         if self.errors == "raise":
             raise_failures(self.failures(outcomes), result)

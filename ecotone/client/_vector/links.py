@@ -9,9 +9,9 @@ from typing import Any
 import msgspec
 
 from ecotone.client._vector.failures import Failure
-from ecotone.client._vector.frames import _plain_hook, typed_decoder
+from ecotone.client._vector.frames import plain_hook, typed_decoder
 from ecotone.client._vector.ledger import Ledger
-from ecotone.client._vector.subenvs import Call, Link, Request
+from ecotone.client._vector.subenvs import InFlight, Link, Tally
 from ecotone.client.errors import ConnectionLost
 from ecotone.specs import Hello
 
@@ -40,16 +40,16 @@ class Links(Ledger):
                     self._fail(sub, failure)
 
     def expire(
-        self, link: Link, now: float, call: Call | None = None, *, cancelled: bool = False
+        self, link: Link, now: float, tally: Tally | None = None, *, cancelled: bool = False
     ) -> list[Any]:
-        """Fail the requests on `link` past their deadline (and all of `call`'s, if given);
-        return the ids to abandon on the connection. `cancelled`: the caller of `call` was
+        """Fail the requests on `link` past their deadline (and all of `tally`'s, if given);
+        return the ids to abandon on the connection. `cancelled`: the caller of `tally` was
         cancelled (only its requests go; their sub-envs' episodes are lost)."""
 
-        def due(request: Request) -> bool:
-            if call is not None and (
-                request.call is call
-                or any(s.outcome is not None and s.outcome.call is call for s in request.subs)
+        def due(request: InFlight) -> bool:
+            if tally is not None and (
+                request.tally is tally
+                or any(s.outcome is not None and s.outcome.tally is tally for s in request.subs)
             ):
                 return True
             return not cancelled and request.deadline is not None and request.deadline <= now
@@ -75,14 +75,14 @@ class Links(Ledger):
                 self._fail(sub, Failure.cancelled(error) if cancelled else Failure.timed_out(error))
         return abandoned
 
-    def cancel(self, call: Call) -> list[tuple[Link, Any]]:
-        """`call`'s caller gave up (cancelled, interrupted): its sub-envs' outcomes are
+    def cancel(self, tally: Tally) -> list[tuple[Link, Any]]:
+        """`tally`'s caller gave up (cancelled, interrupted): its sub-envs' outcomes are
         unknown, so their episodes are lost. Returns (link, id) pairs to abandon."""
         now = time.monotonic()
         return [
             (link, rid)
             for link in self.links
-            for rid in self.expire(link, now, call, cancelled=True)
+            for rid in self.expire(link, now, tally, cancelled=True)
         ]
 
     def attach(self, link: Link, conn: Any) -> None:
@@ -93,7 +93,7 @@ class Links(Ledger):
             self._typed = typed_decoder(codec, self._observation_target)
             self._decode_frame = self._typed.decode
             module = msgspec.json if codec.name == "json" else msgspec.msgpack
-            self._encode_action = module.Encoder(enc_hook=_plain_hook).encode
+            self._encode_action = module.Encoder(enc_hook=plain_hook).encode
         conn.decode = self._decode_frame
         old = link.conn
         if old is not None and (link.inflight or link.outbox):

@@ -9,9 +9,9 @@ from typing import Any
 import msgspec
 
 from ecotone.client._vector.failures import Failure
-from ecotone.client._vector.frames import _RESET, WireColumns, WireReset, WireStep, WireStepMany
+from ecotone.client._vector.frames import RESET_ITEM, WireColumns, WireReset, WireStep, WireStepMany
 from ecotone.client._vector.ledger import Ledger
-from ecotone.client._vector.subenvs import Call, Link, Outcome, Request, Sub
+from ecotone.client._vector.subenvs import InFlight, Link, Sub, SubOutcome, Tally
 from ecotone.client.errors import ConnectionLost
 from ecotone.specs import Close, Open, ResetArgs, Step
 
@@ -19,10 +19,10 @@ from ecotone.specs import Close, Open, ResetArgs, Step
 class Planning(Ledger):
     """Queues the frames of the calls."""
 
-    def plan_open(self, subs: Iterable[Sub], call: Call, kind: str = "open") -> None:
+    def plan_open(self, subs: Iterable[Sub], tally: Tally, kind: str = "open") -> None:
         """Open a session for each sub-env (closing its old one, if any, on a live link)."""
         for sub in subs:
-            self._begin(sub, kind, call)
+            self._begin(sub, kind, tally)
             link = sub.link
             if not link.alive:
                 down = link.down or ConnectionLost(f"not connected to {link.url}")
@@ -30,19 +30,19 @@ class Planning(Ledger):
                 continue
             if sub.session is not None and sub.conn is link.conn and sub.lost is None:
                 close = Close(id=link.conn.core.next_id(), session=sub.session)
-                link.inflight[close.id] = Request("close", close, link, [], None)
+                link.inflight[close.id] = InFlight("close", close, link, [], None)
                 link.outbox.append(close)
             sub.session = None
             self._queue("open", Open(id=link.conn.core.next_id(), env=self.env), link, [sub])
 
     def plan_restart(
-        self, subs: Iterable[Sub], seeds: list[int | None], options: dict[str, Any], call: Call
+        self, subs: Iterable[Sub], seeds: list[int | None], options: dict[str, Any], tally: Tally
     ) -> None:
         subs = list(subs)
         self.check_idle(subs)
-        self.plan_open(subs, call, kind="restart")
+        self.plan_open(subs, tally, kind="restart")
         for sub, seed in zip(subs, seeds, strict=True):
-            outcome = call.outcomes[sub.index]
+            outcome = tally.outcomes[sub.index]
             outcome.seed = seed
             outcome.options = options
 
@@ -51,10 +51,10 @@ class Planning(Ledger):
         subs: Iterable[Sub],
         seeds: list[int | None],
         options: dict[str, Any],
-        call: Call,
+        tally: Tally,
     ) -> None:
         for sub, seed in zip(subs, seeds, strict=True):
-            self._begin(sub, "reset", call)
+            self._begin(sub, "reset", tally)
             gone = self._session_gone(sub)
             if gone is not None:
                 self._fail(sub, gone)
@@ -68,15 +68,15 @@ class Planning(Ledger):
                     f"sub-env {sub.index} has a request in flight: recv() its result first"
                 )
 
-    def waiting_link(self, call: Call) -> Link:
-        """A link to read from for `call`: one with its requests in flight, else any busy."""
+    def waiting_link(self, tally: Tally) -> Link:
+        """A link to read from for `tally`: one with its requests in flight, else any busy."""
         busy = [link for link in self.links if link.unanswered > 0]
         for link in busy:
             for request in link.inflight.values():
-                if request.call is call:
+                if request.tally is tally:
                     return link
                 for sub in request.subs:
-                    if sub.outcome is not None and sub.outcome.call is call:
+                    if sub.outcome is not None and sub.outcome.tally is tally:
                         return link
         if not busy:  # pragma: no cover - a call always has something in flight
             raise RuntimeError("nothing in flight for this call")
@@ -99,11 +99,11 @@ class Planning(Ledger):
         self,
         actions: Sequence[Any],
         subs: Sequence[Sub],
-        call: Call | None,
+        tally: Tally | None,
         *,
         batched: bool = False,
     ) -> None:
-        """Queue one step (or autoreset) per sub-env: with a `call`, a `step_many` frame per
+        """Queue one step (or autoreset) per sub-env: with a `tally`, a `step_many` frame per
         link; without (`send`), a `step` frame per sub-env so each answers on its own, or
         (`batched`) a `step_many` per link whose sub-envs answer together.
 
@@ -111,10 +111,10 @@ class Planning(Ledger):
         is queued."""
         if len(actions) != len(subs):
             raise ValueError(f"{len(actions)} actions given for {len(subs)} sub-envs")
-        if call is None and batched:
+        if tally is None and batched:
             self._plan_sent_batch(actions, subs)
             return
-        if call is None:
+        if tally is None:
             for sub, action in zip(subs, actions, strict=True):
                 outcome = self._begin(sub, "step", None)
                 outcome.action = action
@@ -126,7 +126,7 @@ class Planning(Ledger):
                 step = Step(id=link.conn.core.next_id(), session=sub.session, action=raw)
                 self._queue("step", step, link, [sub])
             return
-        self._plan_batch(actions, subs, call)
+        self._plan_batch(actions, subs, tally)
 
     def _action_bytes(self, action: Any) -> bytes:
         encode = self._encode_action
@@ -158,7 +158,7 @@ class Planning(Ledger):
             and alive[link.index]
         )
 
-    def _step_later(self, sub: Sub, outcome: Outcome) -> bool:
+    def _step_later(self, sub: Sub, outcome: SubOutcome) -> bool:
         """For a sub-env that cannot be stepped as it is: fail it (its session is gone) or
         queue its reset instead (next_step autoreset, or an episode that was lost). Returns
         False when it can be stepped after all."""
@@ -182,7 +182,7 @@ class Planning(Ledger):
     def _group(
         self, actions: Sequence[Any], subs: Sequence[Sub], alive: list[bool]
     ) -> tuple[dict[int, tuple[list[Sub], list[Any]]], list[tuple[Sub, Any]], list[Sub]]:
-        """The sub-envs that go into a `step_many`, per link (with `_RESET` for those whose
+        """The sub-envs that go into a `step_many`, per link (with `RESET_ITEM` for those whose
         autoreset rides in it); the others with their actions (a reset frame instead, or a
         failure); and those whose autoreset rides along."""
         groups: dict[int, tuple[list[Sub], list[Any]]] = {}
@@ -194,7 +194,7 @@ class Planning(Ledger):
                     later.append((sub, action))
                     continue
                 folded.append(sub)
-                action = _RESET
+                action = RESET_ITEM
             group = groups.get(sub.link.index)
             if group is None:
                 group = groups[sub.link.index] = ([], [])
@@ -215,12 +215,12 @@ class Planning(Ledger):
         links = self.links
         for index, (group_subs, group_actions) in groups.items():
             resets = (
-                [j for j, action in enumerate(group_actions) if action is _RESET]
+                [j for j, action in enumerate(group_actions) if action is RESET_ITEM]
                 if folded
                 else None
             )
             if resets:
-                group_actions = [None if a is _RESET else a for a in group_actions]
+                group_actions = [None if a is RESET_ITEM else a for a in group_actions]
             frame: WireColumns | WireStepMany
             if links[index].columns:
                 frame = WireColumns(
@@ -242,9 +242,9 @@ class Planning(Ledger):
             encoded.append((index, group_subs, group_actions, resets or None, frame))
         return encoded
 
-    def _plan_batch(self, actions: Sequence[Any], subs: Sequence[Sub], call: Call) -> None:
+    def _plan_batch(self, actions: Sequence[Any], subs: Sequence[Sub], tally: Tally) -> None:
         """`plan_step` with a call: the sub-envs ready to step go into one `step_many` per
-        link, without outcomes (`Request.actions` keeps their actions); the others get theirs
+        link, without outcomes (`InFlight.actions` keeps their actions); the others get theirs
         now (a reset instead, or a failure)."""
         links = self.links
         alive = [link.alive for link in links]
@@ -272,36 +272,36 @@ class Planning(Ledger):
         ):  # the next most common: some episodes ended, their resets ride along
             folded = unready
             group_actions = [
-                _RESET if sub.needs_reset else action
+                RESET_ITEM if sub.needs_reset else action
                 for sub, action in zip(subs, actions, strict=True)
             ]
             groups = {0: (list(subs), group_actions)}
         else:
             groups, later, folded = self._group(actions, subs, alive)
         encoded = self._encode(groups, bool(folded))
-        call.open += len(subs)  # each sub-env's outcome (or bulk row) completes it once
+        tally.open += len(subs)  # each sub-env's outcome (or bulk row) completes it once
         for sub in folded:  # a reset instead of a step, as `_step_later` would queue it
-            outcome = Outcome(sub.index, "step", call, sub.obs)
+            outcome = SubOutcome(sub.index, "step", tally, sub.obs)
             sub.outcome = outcome
-            call.outcomes[sub.index] = outcome
+            tally.outcomes[sub.index] = outcome
         for sub, action in later:
-            outcome = Outcome(sub.index, "step", call, sub.obs)
+            outcome = SubOutcome(sub.index, "step", tally, sub.obs)
             outcome.action = action
             sub.outcome = outcome
-            call.outcomes[sub.index] = outcome
+            tally.outcomes[sub.index] = outcome
             handled = self._step_later(sub, outcome)
             assert handled, f"sub-env {sub.index} is neither ready to step nor to reset"
         for index, group_subs, group_actions, resets, frame in encoded:
             link = links[index]
             frame.id = link.conn.core.next_id()
             request = self._queue("step_many", frame, link, group_subs)
-            request.call = call
+            request.tally = tally
             request.resets = resets
             request.actions = group_actions
 
     def _plan_sent_batch(self, actions: Sequence[Any], subs: Sequence[Sub]) -> None:
         """`send(batched=True)`: a `step_many` per link of the sub-envs ready to step (and of
-        those whose autoreset can ride in it), each with a call of its own (`Call.order`),
+        those whose autoreset can ride in it), each with a tally of its own (`Tally.order`),
         answered in bulk like a blocking step's; the call reaches `ready` whole once all of
         its sub-envs have their results."""
         groups, later, folded = self._group(actions, subs, [link.alive for link in self.links])
@@ -312,19 +312,19 @@ class Planning(Ledger):
             handled = self._step_later(sub, outcome)
             assert handled, f"sub-env {sub.index} is neither ready to step nor to reset"
         for index, group_subs, group_actions, resets, frame in encoded:
-            call = Call([sub.index for sub in group_subs])
-            call.open = len(group_subs)
-            self.sending.append(call)
+            tally = Tally([sub.index for sub in group_subs])
+            tally.open = len(group_subs)
+            self.sending.append(tally)
             for j in resets or ():  # a reset instead of a step: its outcome from the start
                 sub = group_subs[j]
-                outcome = Outcome(sub.index, "step", call, sub.obs)
+                outcome = SubOutcome(sub.index, "step", tally, sub.obs)
                 sub.outcome = outcome
-                call.outcomes[sub.index] = outcome
+                tally.outcomes[sub.index] = outcome
             for sub in group_subs:
-                sub.sent = call
+                sub.sent = tally
             link = self.links[index]
             frame.id = link.conn.core.next_id()
             request = self._queue("step_many", frame, link, group_subs)
-            request.call = call
+            request.tally = tally
             request.resets = resets
             request.actions = group_actions

@@ -8,23 +8,23 @@ from typing import Any
 
 import numpy as np
 
-from ecotone.client._vector.batching import _metadata, add_info
+from ecotone.client._vector.batching import add_info, metadata_of
 from ecotone.client._vector.ledger import Ledger
-from ecotone.client._vector.subenvs import Call, Outcome, Rows, StepBatch
+from ecotone.client._vector.subenvs import Rows, StepBatch, SubOutcome, Tally
 
 
 class Results(Ledger):
     """Builds the results of calls."""
 
-    def _info(self, outcome: Outcome) -> dict[str, Any]:
+    def _info(self, outcome: SubOutcome) -> dict[str, Any]:
         info: dict[str, Any]
         step, reset, failure = outcome.step, outcome.reset, outcome.failure
         if step is not None:
-            info = _metadata(step)
+            info = metadata_of(step)
             if reset is not None:  # same_step: the episode ended and the next one began
-                info = {"final_obs": step.observation, "final_info": info, **_metadata(reset)}
+                info = {"final_obs": step.observation, "final_info": info, **metadata_of(reset)}
         elif reset is not None:
-            info = _metadata(reset)
+            info = metadata_of(reset)
             if failure is not None and outcome.kind == "step" and outcome.action is not None:
                 # same_step after a lost episode: the last good observation is its final one
                 info = {"final_obs": outcome.before, "final_info": {}, **info}
@@ -34,7 +34,7 @@ class Results(Ledger):
             info.update(failure.info())
         return info
 
-    def _row(self, outcome: Outcome) -> tuple[Any, float, bool, bool]:
+    def _row(self, outcome: SubOutcome) -> tuple[Any, float, bool, bool]:
         """(observation, reward, terminated, truncated) of one sub-env's outcome."""
         step, reset, failure = outcome.step, outcome.reset, outcome.failure
         if step is not None:
@@ -48,7 +48,7 @@ class Results(Ledger):
         return outcome.before, 0.0, False, lost
 
     def step_result(
-        self, outcomes: Sequence[Outcome], n: int
+        self, outcomes: Sequence[SubOutcome], n: int
     ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         observations: list[Any] = []
         rewards: list[float] = []
@@ -85,14 +85,14 @@ class Results(Ledger):
         )
 
     def step_all_result(
-        self, call: Call
+        self, tally: Tally
     ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """The result of a batched step of every sub-env (`plan_step(actions, self.subs,
         call)`), the error policy applied: the bulk rows, with the outcomes laid over them
         (an outcome's row is `_row` and its info `_info`, as in `step_result`)."""
         n = self.num_envs
-        outcomes = call.outcomes
-        rows = call.rows
+        outcomes = tally.outcomes
+        rows = tally.rows
         if len(rows) == 1 and not outcomes and rows[0].subs == self.subs:
             # the hot path: one step_many of every sub-env, in order, all ordinary steps
             row = rows[0]
@@ -135,11 +135,11 @@ class Results(Ledger):
         result = (observations, rewards, terminated, truncated, infos)
         return self.check(outcomes.values(), result)
 
-    def _call_rows(self, call: Call, position: dict[int, int], out: list[Any]) -> None:
-        """Lay `call`'s rows and outcomes into `out` = [observations, rewards, terminated,
+    def _tally_rows(self, tally: Tally, position: dict[int, int], out: list[Any]) -> None:
+        """Lay `tally`'s rows and outcomes into `out` = [observations, rewards, terminated,
         truncated, infos by position] at the positions of their sub-envs."""
         observations, rewards, terminated, truncated, info_of = out
-        for row in call.rows:
+        for row in tally.rows:
             where = [position[sub.index] for sub in row.subs]
             for j, obs in zip(where, row.observations, strict=True):
                 observations[j] = obs
@@ -150,7 +150,7 @@ class Results(Ledger):
                 for j, meta in zip(where, row.metadata, strict=True):
                     if meta:
                         info_of[j] = dict(meta)
-        for i, outcome in call.outcomes.items():
+        for i, outcome in tally.outcomes.items():
             j = position[i]
             observations[j], rewards[j], terminated[j], truncated[j] = self._row(outcome)
             info = self._info(outcome)
@@ -159,13 +159,13 @@ class Results(Ledger):
             else:
                 info_of.pop(j, None)
 
-    def sent_result(self, call: Call) -> StepBatch:
+    def sent_result(self, tally: Tally) -> StepBatch:
         """The `recv` result of a complete batched send, in the order its sub-envs were sent."""
-        order = call.order
+        order = tally.order
         assert order is not None
-        rows = call.rows
+        rows = tally.rows
         env_ids = np.asarray(order, dtype=np.int64)
-        if len(rows) == 1 and not call.outcomes and [s.index for s in rows[0].subs] == order:
+        if len(rows) == 1 and not tally.outcomes and [s.index for s in rows[0].subs] == order:
             row = rows[0]  # the hot path: all ordinary steps
             infos: dict[str, Any] = {}
             if row.metadata is not None:
@@ -175,14 +175,14 @@ class Results(Ledger):
             return StepBatch(
                 env_ids, row.observations, row.rewards, row.terminated, row.truncated, infos
             )
-        return self.mixed_result([call])
+        return self.mixed_result([tally])
 
-    def mixed_result(self, parts: Sequence[Outcome | Call]) -> StepBatch:
+    def mixed_result(self, parts: Sequence[SubOutcome | Tally]) -> StepBatch:
         """The `recv` result of ready outcomes and batched sends' calls, in their order."""
         order = [
             i
             for part in parts
-            for i in (part.order or () if isinstance(part, Call) else [part.index])
+            for i in (part.order or () if isinstance(part, Tally) else [part.index])
         ]
         n = len(order)
         position = {i: j for j, i in enumerate(order)}
@@ -194,12 +194,12 @@ class Results(Ledger):
             {},
         ]
         for part in parts:
-            if isinstance(part, Call):
-                self._call_rows(part, position, out)
+            if isinstance(part, Tally):
+                self._tally_rows(part, position, out)
                 continue
-            single = Call()
+            single = Tally()
             single.outcomes[part.index] = part
-            self._call_rows(single, position, out)
+            self._tally_rows(single, position, out)
         observations, rewards, terminated, truncated, info_of = out
         infos: dict[str, Any] = {}
         for j in sorted(info_of):
@@ -207,10 +207,10 @@ class Results(Ledger):
         env_ids = np.asarray(order, dtype=np.int64)
         return StepBatch(env_ids, observations, rewards, terminated, truncated, infos)
 
-    def reset_result(self, call: Call, n: int) -> tuple[list[Any], dict[str, Any]]:
+    def reset_result(self, tally: Tally, n: int) -> tuple[list[Any], dict[str, Any]]:
         observations = [sub.obs for sub in self.subs[:n]]
         infos: dict[str, Any] = {}
-        for index, outcome in call.outcomes.items():
+        for index, outcome in tally.outcomes.items():
             if outcome.reset is not None:
                 observations[index] = outcome.reset.observation
             info = self._info(outcome)
@@ -222,7 +222,7 @@ class Results(Ledger):
 def wanted(core: Results, min_ready: int | None) -> int:
     """How many results `recv(min_ready)` waits for (default: every sub-env in flight)."""
     in_flight = sum(1 for sub in core.subs if sub.busy is not None and sub.sent is None)
-    sending = sum(len(call.order or ()) for call in core.sending)
+    sending = sum(len(tally.order or ()) for tally in core.sending)
     available = core.ready_count + sending + in_flight
     if available == 0:
         raise ValueError("recv: no sub-env has a step in flight (send first)")
@@ -237,19 +237,19 @@ def take_ready(core: Results, max_ready: int | None) -> StepBatch:
     batched send's call split if it must be)."""
     ready = core.ready
     limit = core.ready_count if max_ready is None else min(max_ready, core.ready_count)
-    if ready and type(ready[0]) is Call and len(ready[0].order or ()) == limit:
-        call = ready.popleft()  # the usual case of an EnvPool loop: one server's batch
+    if ready and type(ready[0]) is Tally and len(ready[0].order or ()) == limit:
+        tally = ready.popleft()  # the usual case of an EnvPool loop: one server's batch
         core.ready_count -= limit
-        assert isinstance(call, Call) and call.order is not None
-        return core.check(call.outcomes.values(), core.sent_result(call))
-    parts: list[Outcome | Call] = []
+        assert isinstance(tally, Tally) and tally.order is not None
+        return core.check(tally.outcomes.values(), core.sent_result(tally))
+    parts: list[SubOutcome | Tally] = []
     taken = 0
     while taken < limit:
         entry = ready[0]
-        if type(entry) is Call:
+        if type(entry) is Tally:
             assert entry.order is not None
             if taken + len(entry.order) > limit:
-                entry, ready[0] = split_call(entry, limit - taken)
+                entry, ready[0] = split_tally(entry, limit - taken)
             else:
                 ready.popleft()
             assert entry.order is not None
@@ -259,22 +259,22 @@ def take_ready(core: Results, max_ready: int | None) -> StepBatch:
             taken += 1
         parts.append(entry)
     core.ready_count -= taken
-    singles = [part for part in parts if isinstance(part, Outcome)]
+    singles = [part for part in parts if isinstance(part, SubOutcome)]
     if len(singles) == len(parts):  # per-sub-env sends only
         return core.check(singles, batch_of(core, singles))
     outcomes = [
-        o for part in parts for o in (part.outcomes.values() if isinstance(part, Call) else [part])
+        o for part in parts for o in (part.outcomes.values() if isinstance(part, Tally) else [part])
     ]
     return core.check(outcomes, core.mixed_result(parts))
 
 
-def split_call(call: Call, k: int) -> tuple[Call, Call]:
+def split_tally(tally: Tally, k: int) -> tuple[Tally, Tally]:
     """A complete batched send's call as two: its first `k` sub-envs (in send order), and the
     rest."""
-    assert call.order is not None
-    first, rest = Call(call.order[:k]), Call(call.order[k:])
+    assert tally.order is not None
+    first, rest = Tally(tally.order[:k]), Tally(tally.order[k:])
     chosen = set(first.order or ())
-    for row in call.rows:
+    for row in tally.rows:
         mask = np.fromiter((sub.index in chosen for sub in row.subs), dtype=np.bool_)
         for part, keep in ((first, mask), (rest, ~mask)):
             if keep.any():
@@ -289,12 +289,12 @@ def split_call(call: Call, k: int) -> tuple[Call, Call]:
                         None if row.metadata is None else [row.metadata[j] for j in picks],
                     )
                 )
-    for index, outcome in call.outcomes.items():
+    for index, outcome in tally.outcomes.items():
         (first if index in chosen else rest).outcomes[index] = outcome
     return first, rest
 
 
-def batch_of(core: Results, outcomes: list[Outcome]) -> StepBatch:
+def batch_of(core: Results, outcomes: list[SubOutcome]) -> StepBatch:
     n = len(outcomes)
     observations, rewards, terminated, truncated, infos = core.step_result(outcomes, n)
     env_ids = np.fromiter((o.index for o in outcomes), dtype=np.int64, count=n)

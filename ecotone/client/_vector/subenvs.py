@@ -43,7 +43,7 @@ class Link:
         self.pipelines = pipelines(url)
         """HTTP carries one request at a time: frames wait in the outbox for the answer."""
         self.outbox: collections.deque[Any] = collections.deque()
-        self.inflight: dict[Any, Request] = {}
+        self.inflight: dict[Any, InFlight] = {}
         self.unanswered = 0
         self.down: ConnectionLost | None = None  # why the link is down, when it is
         self.folds_resets = False
@@ -81,19 +81,18 @@ class Sub:
         self.obs: Any = None
         self.needs_reset = True
         self.lost: Failure | None = None  # its session is gone: only `restart` helps
-        self.busy: Request | None = None
-        self.outcome: Outcome | None = None
-        self.sent: Call | None = None
+        self.busy: InFlight | None = None
+        self.outcome: SubOutcome | None = None
+        self.sent: Tally | None = None
         """The batched send it is part of, until that send's results are all in (`ready`)."""
 
 
-class Outcome:
+class SubOutcome:
     """What happened to one sub-env in one call (a step, a reset, a restart)."""
 
     __slots__ = (
         "action",
         "before",
-        "call",
         "failure",
         "index",
         "kind",
@@ -101,12 +100,13 @@ class Outcome:
         "reset",
         "seed",
         "step",
+        "tally",
     )
 
-    def __init__(self, index: int, kind: str, call: Call | None, before: Any) -> None:
+    def __init__(self, index: int, kind: str, tally: Tally | None, before: Any) -> None:
         self.index = index
         self.kind = kind  # "step", "reset", "restart", "open"
-        self.call = call
+        self.tally = tally
         self.before = before  # the sub-env's observation before the call
         self.action: Any = None
         self.seed: int | None = None
@@ -116,15 +116,14 @@ class Outcome:
         self.failure: Failure | None = None
 
 
-class Request:
+class InFlight:
     """A frame sent (or queued) on a link, and the sub-envs waiting for its answer.
 
-    A batched step's `step_many` also keeps its `call` and the sub-envs' `actions` (in the
-    order of `subs`): its sub-envs have no `Outcome` until one is needed (`materialize`)."""
+    A batched step's `step_many` also keeps its `tally` and the sub-envs' `actions` (in the
+    order of `subs`): its sub-envs have no `SubOutcome` until one is needed (`materialize`)."""
 
     __slots__ = (
         "actions",
-        "call",
         "deadline",
         "frame",
         "kind",
@@ -132,6 +131,7 @@ class Request:
         "resets",
         "started",
         "subs",
+        "tally",
     )
 
     def __init__(
@@ -143,7 +143,7 @@ class Request:
         self.subs = subs
         self.deadline = deadline
         self.started = time.perf_counter()
-        self.call: Call | None = None
+        self.tally: Tally | None = None
         self.actions: list[Any] | None = None  # set while the sub-envs have no outcome
         self.resets: list[int] | None = None
         """A `step_many`'s items that are resets (autoresets folded into it), by position."""
@@ -162,14 +162,15 @@ class Rows(NamedTuple):
     metadata: list[Any] | None
 
 
-class Call:
-    """A blocking call (`step`, `reset`, `restart`, opening): done when every sub-env it
-    touches has its outcome (or, for a batched step, its place in `rows`)."""
+class Tally:
+    """What one call waits for: a blocking call's (`step`, `reset`, `restart`, opening) or
+    one link's share of a batched `send`. Complete when every sub-env it touches has its
+    outcome (or, for a batched step, its place in `rows`)."""
 
     __slots__ = ("open", "order", "outcomes", "rows")
 
     def __init__(self, order: list[int] | None = None) -> None:
-        self.outcomes: dict[int, Outcome] = {}
+        self.outcomes: dict[int, SubOutcome] = {}
         self.rows: list[Rows] = []  # step_many answers taken in bulk; `outcomes` win over them
         self.open = 0  # sub-envs still waiting
         self.order = order
