@@ -11,16 +11,21 @@ from ecotone.client._vector.batching import add_info, seeds_for, split_actions, 
 from ecotone.client._vector.failures import (
     EpisodeLost,
     Failure,
+    FailureCode,
     ObservationMismatch,
     SubEnvError,
     raise_failures,
 )
+from ecotone.client._vector.policy import AutoresetMode, ErrorPolicy
 from ecotone.client._vector.subenvs import StepBatch, pipelines
 
 __all__ = [
     "AsyncVectorEnv",
+    "AutoresetMode",
     "EpisodeLost",
+    "ErrorPolicy",
     "Failure",
+    "FailureCode",
     "ObservationMismatch",
     "StepBatch",
     "SubEnvError",

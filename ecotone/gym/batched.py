@@ -49,6 +49,7 @@ from gymnasium.vector.utils import batch_space
 from ecotone.client.errors import ConnectionLost, EcotoneError, ServerError
 from ecotone.client.sync import DEFAULT_TIMEOUT, Connection, poll_any
 from ecotone.client.vector import (
+    ErrorPolicy,
     Failure,
     SubEnvError,
     VectorEnv,
@@ -187,7 +188,7 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
         item = self._dtype.itemsize * int(np.prod(self._shape))
         self._lengths = [(n * item, n * 8, n, n) for n in sizes]
         """Bytes of each batch's arrays (observations, float64 rewards, bool flags)."""
-        self._raise = vector_kwargs.get("errors", "raise") == "raise"
+        self._raise = vector_kwargs.get("errors", ErrorPolicy.RAISE) == ErrorPolicy.RAISE
         self._step_timeout: float | None = vector_kwargs.get("step_timeout", DEFAULT_TIMEOUT)
         self._inflight: dict[int, Sent] = {}  # batches whose step was sent, not answered
         self._ready: collections.deque[BatchOutcome] = collections.deque()

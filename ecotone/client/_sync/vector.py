@@ -22,6 +22,7 @@ from ecotone.client._sync.connection import DEFAULT_TIMEOUT, Connection
 from ecotone.client._vector.batching import seeds_for, split_actions
 from ecotone.client._vector.core import VectorCore, reset_plan, select_subs
 from ecotone.client._vector.failures import SubEnvError
+from ecotone.client._vector.policy import AutoresetMode, ErrorPolicy
 from ecotone.client._vector.results import take_ready, wanted
 from ecotone.client._vector.subenvs import Link, StepBatch, Tally
 from ecotone.client.errors import ConnectionLost, EcotoneError
@@ -102,8 +103,8 @@ class VectorEnv:
         env: str | None = None,
         *,
         observation_type: Any = None,
-        autoreset_mode: str = "next_step",
-        errors: str = "raise",
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        errors: ErrorPolicy | str = ErrorPolicy.RAISE,
         step_timeout: float | None = DEFAULT_TIMEOUT,
         reset_options: dict[str, Any] | None = None,
         codec: str = "json",
@@ -174,7 +175,7 @@ class VectorEnv:
         return self._core.num_envs
 
     @property
-    def autoreset_mode(self) -> str:
+    def autoreset_mode(self) -> AutoresetMode:
         return self._core.autoreset_mode
 
     @property

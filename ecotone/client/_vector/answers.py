@@ -13,7 +13,8 @@ import numpy as np
 from ecotone.client._vector.failures import Failure
 from ecotone.client._vector.frames import plain
 from ecotone.client._vector.ledger import Ledger
-from ecotone.client._vector.subenvs import InFlight, Link, Rows, Sub
+from ecotone.client._vector.policy import AutoresetMode
+from ecotone.client._vector.subenvs import FrameKind, InFlight, Link, Rows, Sub, Verb
 from ecotone.client.errors import ServerError
 from ecotone.client.results import StepResult
 from ecotone.specs import (
@@ -83,16 +84,16 @@ class Answers(Ledger):
             return
         link.unanswered -= 1
         kind = request.kind
-        if kind == "step_many":
+        if kind is FrameKind.STEP_MANY:
             self._on_step_many(request, response)
-        elif kind in ("close", "hello"):
+        elif kind is FrameKind.CLOSE or kind is FrameKind.HELLO:
             if type(response) is Welcome:
                 link.folds_resets = "step_many.reset" in response.features
                 link.columns = "step_columns" in response.features
         elif isinstance(response, Error):
             failure = Failure.from_server(ServerError.from_frame(response))
-            self._fail(request.subs[0], failure, after_step=kind == "step")
-        elif kind == "step":
+            self._fail(request.subs[0], failure, after_step=kind is FrameKind.STEP)
+        elif kind is FrameKind.STEP:
             try:
                 result = self.result(response.observation)  # type: ignore[union-attr]
             except (msgspec.ValidationError, msgspec.DecodeError) as exc:
@@ -100,9 +101,9 @@ class Answers(Ledger):
                 self._fail(sub, Failure.mismatch(exc), after_step=True)
                 return
             self._stepped(request.subs[0], result, request.started)
-        elif kind == "reset":
+        elif kind is FrameKind.RESET:
             self._reset_done(request.subs[0], response.observation)  # type: ignore[union-attr]
-        elif kind == "open":
+        elif kind is FrameKind.OPEN:
             assert isinstance(response, Opened)
             self._opened(request.subs[0], response)
 
@@ -279,7 +280,7 @@ class Answers(Ledger):
         ended: list[int] = []
         if ends:
             ended = np.flatnonzero(terminated | truncated).tolist()
-            if self.autoreset_mode == "same_step":
+            if self.autoreset_mode is AutoresetMode.SAME_STEP:
                 for j in ended:  # before their observation changes: it is the outcome's `before`
                     self._adopt(subs[j], actions[j], tally)
             else:
@@ -316,7 +317,7 @@ class Answers(Ledger):
             )
         if result.done or result.truncated:
             sub.needs_reset = True
-            if self.autoreset_mode == "same_step":
+            if self.autoreset_mode is AutoresetMode.SAME_STEP:
                 self._queue_reset(sub, None)
                 return
         self._complete(sub)
@@ -347,7 +348,7 @@ class Answers(Ledger):
         sub.lost = None
         sub.needs_reset = True
         sub.busy = None
-        if outcome.kind == "restart":
+        if outcome.kind is Verb.RESTART:
             self._queue_reset(sub, outcome.seed, outcome.options)
             return
         self._complete(sub)

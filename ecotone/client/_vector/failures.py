@@ -3,16 +3,25 @@ failure in one call."""
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 from ecotone.client.errors import EcotoneError, ServerError
 from ecotone.specs import ErrorCode
 
-CONNECTION_LOST = "connection_lost"
-TIMEOUT = "timeout"
-CANCELLED = "cancelled"
-BAD_OBSERVATION = "bad_observation"
-"""A sub-env's failure code when the server's observation does not fit `observation_type`."""
+
+class FailureCode(enum.StrEnum):
+    """A sub-env's failure code when the server did not answer with one (`infos["error_code"]`
+    is the value; a server's error gives its `ErrorCode`)."""
+
+    CONNECTION_LOST = "connection_lost"
+    """Its connection dropped: its session is gone."""
+    TIMEOUT = "timeout"
+    """No answer within `step_timeout`."""
+    CANCELLED = "cancelled"
+    """The caller gave up waiting."""
+    BAD_OBSERVATION = "bad_observation"
+    """The server's observation does not fit `observation_type`."""
 
 
 class SubEnvError(EcotoneError):
@@ -74,18 +83,18 @@ class Failure:
 
     @classmethod
     def lost(cls, error: BaseException) -> Failure:
-        return cls(CONNECTION_LOST, error, ends_episode=True, session_lost=True)
+        return cls(FailureCode.CONNECTION_LOST, error, ends_episode=True, session_lost=True)
 
     @classmethod
     def timed_out(cls, error: TimeoutError) -> Failure:
         """No answer within the step's deadline: the episode is lost, the session stays."""
-        return cls(TIMEOUT, error, ends_episode=True, session_lost=False)
+        return cls(FailureCode.TIMEOUT, error, ends_episode=True, session_lost=False)
 
     @classmethod
     def cancelled(cls, error: TimeoutError) -> Failure:
         """The caller gave up waiting (cancelled, interrupted): what the env did is unknown,
         so the episode is lost; the session stays."""
-        return cls(CANCELLED, error, ends_episode=True, session_lost=False)
+        return cls(FailureCode.CANCELLED, error, ends_episode=True, session_lost=False)
 
     def info(self) -> dict[str, Any]:
         """How a sub-env's infos report it: `error`, `error_code`, `episode_lost`."""
@@ -99,7 +108,7 @@ class Failure:
     def mismatch(cls, error: Exception) -> Failure:
         """A sub-env's observation did not decode into the observation type."""
         return cls(
-            BAD_OBSERVATION,
+            FailureCode.BAD_OBSERVATION,
             ObservationMismatch(f"the observation does not fit observation_type: {error}"),
             ends_episode=True,
             session_lost=False,

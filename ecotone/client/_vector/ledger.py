@@ -10,10 +10,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ecotone.client._core import EnvTypes
+from ecotone.client._vector import policy
 from ecotone.client._vector.failures import Failure, raise_failures
 from ecotone.client._vector.frames import TypedAnswers
-from ecotone.client._vector.policy import _GYMNASIUM_MODES, AUTORESET_MODES, ERROR_POLICIES
-from ecotone.client._vector.subenvs import InFlight, Link, Sub, SubOutcome, Tally
+from ecotone.client._vector.policy import AutoresetMode, ErrorPolicy
+from ecotone.client._vector.subenvs import FrameKind, InFlight, Link, Sub, SubOutcome, Tally, Verb
 from ecotone.client.errors import ConnectionLost
 from ecotone.recording import ClientRecorder
 from ecotone.specs import Reset, Response
@@ -29,31 +30,24 @@ class Ledger:
         *,
         env: str | None,
         types: EnvTypes,
-        autoreset_mode: str,
-        errors: str,
+        autoreset_mode: AutoresetMode | str,
+        errors: ErrorPolicy | str,
         reset_options: dict[str, Any] | None,
         step_timeout: float | None,
         record_to: Any = None,
         record_format: str = "jsonl",
     ) -> None:
-        autoreset_mode = _GYMNASIUM_MODES.get(
-            getattr(autoreset_mode, "value", autoreset_mode), autoreset_mode
-        )
         url_list = [urls] if isinstance(urls, str) else list(urls)
         if not url_list:
             raise ValueError("no server URL given")
         if num_envs < 1:
             raise ValueError(f"num_envs must be at least 1, not {num_envs}")
-        if autoreset_mode not in AUTORESET_MODES:
-            raise ValueError(
-                f"autoreset_mode {autoreset_mode!r} is not one of {', '.join(AUTORESET_MODES)}"
-            )
-        if errors not in ERROR_POLICIES:
-            raise ValueError(f"errors {errors!r} is not one of {', '.join(ERROR_POLICIES)}")
+        mode = policy.autoreset_mode(autoreset_mode)
+        error_policy = policy.error_policy(errors)
         self.env = env
         self.types = types
-        self.autoreset_mode = autoreset_mode
-        self.errors = errors
+        self.autoreset_mode = mode
+        self.errors = error_policy
         self.reset_options = dict(reset_options or {})
         self.step_timeout = step_timeout
         by_url: dict[str, Link] = {}
@@ -95,7 +89,7 @@ class Ledger:
     def _deadline(self) -> float | None:
         return None if self.step_timeout is None else time.monotonic() + self.step_timeout
 
-    def _queue(self, kind: str, frame: Any, link: Link, subs: list[Sub]) -> InFlight:
+    def _queue(self, kind: FrameKind, frame: Any, link: Link, subs: list[Sub]) -> InFlight:
         request = InFlight(kind, frame, link, subs, self._deadline())
         link.inflight[frame.id] = request
         link.outbox.append(frame)
@@ -103,7 +97,7 @@ class Ledger:
             sub.busy = request
         return request
 
-    def _begin(self, sub: Sub, kind: str, tally: Tally | None) -> SubOutcome:
+    def _begin(self, sub: Sub, kind: Verb, tally: Tally | None) -> SubOutcome:
         if sub.busy is not None:
             raise ValueError(
                 f"sub-env {sub.index} has a request in flight: recv() its result first"
@@ -127,7 +121,7 @@ class Ledger:
             seed=seed,
             options=self.reset_options if options is None else options,
         )
-        self._queue("reset", frame, link, [sub])
+        self._queue(FrameKind.RESET, frame, link, [sub])
 
     def _session_gone(self, sub: Sub) -> Failure | None:
         if sub.lost is not None:
@@ -140,7 +134,7 @@ class Ledger:
 
     def _adopt(self, sub: Sub, action: Any, tally: Tally | None) -> SubOutcome:
         """The outcome of a sub-env stepped in a bulk `step_many`, made when it needs one."""
-        outcome = SubOutcome(sub.index, "step", tally, sub.obs)
+        outcome = SubOutcome(sub.index, Verb.STEP, tally, sub.obs)
         outcome.action = action
         sub.outcome = outcome
         if tally is not None:
@@ -188,7 +182,7 @@ class Ledger:
                 self.recorder.ended(sub.index, "lost", f"[{failure.code}] {failure.error}")
             if (
                 after_step
-                and self.autoreset_mode == "same_step"
+                and self.autoreset_mode is AutoresetMode.SAME_STEP
                 and not failure.session_lost
                 and sub.link.alive
             ):
@@ -229,7 +223,7 @@ class Ledger:
 
     def check(self, outcomes: Iterable[SubOutcome], result: Any) -> Any:
         """Apply the error policy: with `raise`, any failure raises (the result attached)."""
-        if self.errors == "raise":
+        if self.errors is ErrorPolicy.RAISE:
             raise_failures(self.failures(outcomes), result)
         return result
 

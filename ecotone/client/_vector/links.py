@@ -11,7 +11,7 @@ import msgspec
 from ecotone.client._vector.failures import Failure
 from ecotone.client._vector.frames import plain_hook, typed_decoder
 from ecotone.client._vector.ledger import Ledger
-from ecotone.client._vector.subenvs import InFlight, Link, Tally
+from ecotone.client._vector.subenvs import FrameKind, InFlight, Link, Tally
 from ecotone.client.errors import ConnectionLost
 from ecotone.specs import Hello
 
@@ -106,7 +106,7 @@ class Links(Ledger):
         link.unanswered = 0
         link.folds_resets = link.columns = False
         # Learn what the server can do (answered before any session is open to step).
-        self._queue("hello", Hello(id=conn.core.next_id()), link, [])
+        self._queue(FrameKind.HELLO, Hello(id=conn.core.next_id()), link, [])
         if old is not None:
             for sub in self.subs:
                 if sub.link is link and sub.conn is old and sub.lost is None:

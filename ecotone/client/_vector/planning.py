@@ -11,7 +11,8 @@ import msgspec
 from ecotone.client._vector.failures import Failure
 from ecotone.client._vector.frames import RESET_ITEM, WireColumns, WireReset, WireStep, WireStepMany
 from ecotone.client._vector.ledger import Ledger
-from ecotone.client._vector.subenvs import InFlight, Link, Sub, SubOutcome, Tally
+from ecotone.client._vector.policy import AutoresetMode
+from ecotone.client._vector.subenvs import FrameKind, InFlight, Link, Sub, SubOutcome, Tally, Verb
 from ecotone.client.errors import ConnectionLost
 from ecotone.specs import Close, Open, ResetArgs, Step
 
@@ -19,7 +20,7 @@ from ecotone.specs import Close, Open, ResetArgs, Step
 class Planning(Ledger):
     """Queues the frames of the calls."""
 
-    def plan_open(self, subs: Iterable[Sub], tally: Tally, kind: str = "open") -> None:
+    def plan_open(self, subs: Iterable[Sub], tally: Tally, kind: Verb = Verb.OPEN) -> None:
         """Open a session for each sub-env (closing its old one, if any, on a live link)."""
         for sub in subs:
             self._begin(sub, kind, tally)
@@ -30,17 +31,19 @@ class Planning(Ledger):
                 continue
             if sub.session is not None and sub.conn is link.conn and sub.lost is None:
                 close = Close(id=link.conn.core.next_id(), session=sub.session)
-                link.inflight[close.id] = InFlight("close", close, link, [], None)
+                link.inflight[close.id] = InFlight(FrameKind.CLOSE, close, link, [], None)
                 link.outbox.append(close)
             sub.session = None
-            self._queue("open", Open(id=link.conn.core.next_id(), env=self.env), link, [sub])
+            self._queue(
+                FrameKind.OPEN, Open(id=link.conn.core.next_id(), env=self.env), link, [sub]
+            )
 
     def plan_restart(
         self, subs: Iterable[Sub], seeds: list[int | None], options: dict[str, Any], tally: Tally
     ) -> None:
         subs = list(subs)
         self.check_idle(subs)
-        self.plan_open(subs, tally, kind="restart")
+        self.plan_open(subs, tally, kind=Verb.RESTART)
         for sub, seed in zip(subs, seeds, strict=True):
             outcome = tally.outcomes[sub.index]
             outcome.seed = seed
@@ -54,7 +57,7 @@ class Planning(Ledger):
         tally: Tally,
     ) -> None:
         for sub, seed in zip(subs, seeds, strict=True):
-            self._begin(sub, "reset", tally)
+            self._begin(sub, Verb.RESET, tally)
             gone = self._session_gone(sub)
             if gone is not None:
                 self._fail(sub, gone)
@@ -89,7 +92,11 @@ class Planning(Ledger):
                 raise ValueError(
                     f"sub-env {sub.index} has a request in flight: recv() its result first"
                 )
-            if self.autoreset_mode == "disabled" and sub.needs_reset and sub.lost is None:
+            if (
+                self.autoreset_mode is AutoresetMode.DISABLED
+                and sub.needs_reset
+                and sub.lost is None
+            ):
                 raise ValueError(
                     f"sub-env {sub.index}'s episode is over (autoreset_mode='disabled'): reset "
                     "it first, e.g. reset(options={'reset_mask': terminated | truncated})"
@@ -116,7 +123,7 @@ class Planning(Ledger):
             return
         if tally is None:
             for sub, action in zip(subs, actions, strict=True):
-                outcome = self._begin(sub, "step", None)
+                outcome = self._begin(sub, Verb.STEP, None)
                 outcome.action = action
                 if self._step_later(sub, outcome):
                     continue
@@ -124,7 +131,7 @@ class Planning(Ledger):
                 assert sub.session is not None  # `_step_later` said it can be stepped
                 raw = msgspec.Raw(self._action_bytes(action))
                 step = Step(id=link.conn.core.next_id(), session=sub.session, action=raw)
-                self._queue("step", step, link, [sub])
+                self._queue(FrameKind.STEP, step, link, [sub])
             return
         self._plan_batch(actions, subs, tally)
 
@@ -281,11 +288,11 @@ class Planning(Ledger):
         encoded = self._encode(groups, bool(folded))
         tally.open += len(subs)  # each sub-env's outcome (or bulk row) completes it once
         for sub in folded:  # a reset instead of a step, as `_step_later` would queue it
-            outcome = SubOutcome(sub.index, "step", tally, sub.obs)
+            outcome = SubOutcome(sub.index, Verb.STEP, tally, sub.obs)
             sub.outcome = outcome
             tally.outcomes[sub.index] = outcome
         for sub, action in later:
-            outcome = SubOutcome(sub.index, "step", tally, sub.obs)
+            outcome = SubOutcome(sub.index, Verb.STEP, tally, sub.obs)
             outcome.action = action
             sub.outcome = outcome
             tally.outcomes[sub.index] = outcome
@@ -294,7 +301,7 @@ class Planning(Ledger):
         for index, group_subs, group_actions, resets, frame in encoded:
             link = links[index]
             frame.id = link.conn.core.next_id()
-            request = self._queue("step_many", frame, link, group_subs)
+            request = self._queue(FrameKind.STEP_MANY, frame, link, group_subs)
             request.tally = tally
             request.resets = resets
             request.actions = group_actions
@@ -307,7 +314,7 @@ class Planning(Ledger):
         groups, later, folded = self._group(actions, subs, [link.alive for link in self.links])
         encoded = self._encode(groups, bool(folded))
         for sub, action in later:
-            outcome = self._begin(sub, "step", None)
+            outcome = self._begin(sub, Verb.STEP, None)
             outcome.action = action
             handled = self._step_later(sub, outcome)
             assert handled, f"sub-env {sub.index} is neither ready to step nor to reset"
@@ -317,14 +324,14 @@ class Planning(Ledger):
             self.sending.append(tally)
             for j in resets or ():  # a reset instead of a step: its outcome from the start
                 sub = group_subs[j]
-                outcome = SubOutcome(sub.index, "step", tally, sub.obs)
+                outcome = SubOutcome(sub.index, Verb.STEP, tally, sub.obs)
                 sub.outcome = outcome
                 tally.outcomes[sub.index] = outcome
             for sub in group_subs:
                 sub.sent = tally
             link = self.links[index]
             frame.id = link.conn.core.next_id()
-            request = self._queue("step_many", frame, link, group_subs)
+            request = self._queue(FrameKind.STEP_MANY, frame, link, group_subs)
             request.tally = tally
             request.resets = resets
             request.actions = group_actions

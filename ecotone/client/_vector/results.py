@@ -10,7 +10,7 @@ import numpy as np
 
 from ecotone.client._vector.batching import add_info, metadata_of
 from ecotone.client._vector.ledger import Ledger
-from ecotone.client._vector.subenvs import Rows, StepBatch, SubOutcome, Tally
+from ecotone.client._vector.subenvs import Rows, StepBatch, SubOutcome, Tally, Verb
 
 
 class Results(Ledger):
@@ -25,7 +25,7 @@ class Results(Ledger):
                 info = {"final_obs": step.observation, "final_info": info, **metadata_of(reset)}
         elif reset is not None:
             info = metadata_of(reset)
-            if failure is not None and outcome.kind == "step" and outcome.action is not None:
+            if failure is not None and outcome.kind is Verb.STEP and outcome.action is not None:
                 # same_step after a lost episode: the last good observation is its final one
                 info = {"final_obs": outcome.before, "final_info": {}, **info}
         else:
@@ -40,8 +40,8 @@ class Results(Ledger):
         if step is not None:
             obs = reset.observation if reset is not None else step.observation
             return obs, float(step.reward or 0.0), step.done, step.truncated
-        lost = failure is not None and failure.ends_episode and outcome.kind == "step"
-        if outcome.kind == "step" and outcome.action is None and failure is not None:
+        lost = failure is not None and failure.ends_episode and outcome.kind is Verb.STEP
+        if outcome.kind is Verb.STEP and outcome.action is None and failure is not None:
             lost = True  # an autoreset that failed: still no episode
         if reset is not None:
             return reset.observation, 0.0, False, lost

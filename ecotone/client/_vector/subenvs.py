@@ -4,6 +4,7 @@ what a call waits for."""
 from __future__ import annotations
 
 import collections
+import enum
 import time
 from typing import Any, NamedTuple
 
@@ -12,6 +13,30 @@ import numpy as np
 from ecotone.client._vector.failures import Failure
 from ecotone.client.errors import ConnectionLost
 from ecotone.client.results import StepResult
+
+
+class FrameKind(enum.StrEnum):
+    """What an `InFlight` frame asks (the value is the frame's op, and is what timeout
+    messages name)."""
+
+    HELLO = "hello"
+    OPEN = "open"
+    CLOSE = "close"
+    RESET = "reset"
+    STEP = "step"
+    STEP_MANY = "step_many"
+    """A batched step: a `step_many` frame, or a `step_columns` where the server takes it."""
+
+
+class Verb(enum.StrEnum):
+    """What a call asked of one sub-env (a `SubOutcome`'s `kind`)."""
+
+    STEP = "step"
+    """Step it (or reset it instead, when its episode is over: its `action` is then None)."""
+    RESET = "reset"
+    RESTART = "restart"
+    """Open a new session for it, then reset it."""
+    OPEN = "open"
 
 
 def pipelines(url: str) -> bool:
@@ -103,9 +128,9 @@ class SubOutcome:
         "tally",
     )
 
-    def __init__(self, index: int, kind: str, tally: Tally | None, before: Any) -> None:
+    def __init__(self, index: int, kind: Verb, tally: Tally | None, before: Any) -> None:
         self.index = index
-        self.kind = kind  # "step", "reset", "restart", "open"
+        self.kind = kind
         self.tally = tally
         self.before = before  # the sub-env's observation before the call
         self.action: Any = None
@@ -135,9 +160,9 @@ class InFlight:
     )
 
     def __init__(
-        self, kind: str, frame: Any, link: Link, subs: list[Sub], deadline: float | None
+        self, kind: FrameKind, frame: Any, link: Link, subs: list[Sub], deadline: float | None
     ) -> None:
-        self.kind = kind  # "step_many", "step", "reset", "open", "close"
+        self.kind = kind
         self.frame = frame
         self.link = link
         self.subs = subs
