@@ -46,7 +46,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from ecotone.client.errors import ConnectionLost, EcotoneError, ServerError
+from ecotone.client.errors import ConnectionLost, EcotoneError
 from ecotone.client.sync import DEFAULT_TIMEOUT, Connection, poll_any
 from ecotone.client.vector import (
     ErrorPolicy,
@@ -441,7 +441,7 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
                     continue
                 failure = misfit
             elif type(answer) is Error:
-                failure = Failure.from_server(ServerError.from_frame(answer))
+                failure = Failure.from_frame(answer)
             else:
                 problem = f"a {type(answer).__name__} frame"
                 if isinstance(obs, msgspec.Raw):  # the typed decode failed: say what does not fit

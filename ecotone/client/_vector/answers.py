@@ -91,7 +91,7 @@ class Answers(Ledger):
                 link.folds_resets = "step_many.reset" in response.features
                 link.columns = "step_columns" in response.features
         elif isinstance(response, Error):
-            failure = Failure.from_server(ServerError.from_frame(response))
+            failure = Failure.from_frame(response)
             self._fail(request.subs[0], failure, after_step=kind is FrameKind.STEP)
         elif kind is FrameKind.STEP:
             try:
@@ -127,7 +127,7 @@ class Answers(Ledger):
             response = self._by_items(response)  # not taken in bulk: item by item
         self.materialize(request)
         if isinstance(response, Error):
-            failure = Failure.from_server(ServerError.from_frame(response))
+            failure = Failure.from_frame(response)
             for sub in request.subs:
                 self._fail(sub, failure, after_step=True)
             return
@@ -136,7 +136,7 @@ class Answers(Ledger):
         results = response.results  # type: ignore[union-attr]
         for sub, item in zip(request.subs, results, strict=True):
             if isinstance(item, Error):
-                failure = Failure.from_server(ServerError.from_frame(item))
+                failure = Failure.from_frame(item)
                 self._fail(sub, failure, after_step=True)
                 continue
             try:
@@ -155,10 +155,8 @@ class Answers(Ledger):
                 if tally is None:
                     self.ready.append(outcome)
                     self.ready_count += 1
-                else:
-                    tally.open -= 1
-                    if tally.open == 0 and tally.order is not None:
-                        self._sent_complete(tally)
+                elif tally.settle(1):
+                    self._sent_complete(tally)
             else:
                 self._stepped(sub, result, request.started)
 
@@ -194,7 +192,7 @@ class Answers(Ledger):
         resets = set(positions)
         keep = [j for j in range(len(subs)) if j not in resets]
         if isinstance(response, Error):
-            failure = Failure.from_server(ServerError.from_frame(response))
+            failure = Failure.from_frame(response)
             for j in positions:
                 self._fail(subs[j], failure)
         else:
@@ -210,7 +208,7 @@ class Answers(Ledger):
                 for j in positions:
                     item = results[j]
                     if isinstance(item, Error):
-                        self._fail(subs[j], Failure.from_server(ServerError.from_frame(item)))
+                        self._fail(subs[j], Failure.from_frame(item))
                     else:
                         self._reset_done(subs[j], item.observation)
                 response.results = [results[j] for j in keep]  # type: ignore[union-attr]
@@ -292,8 +290,7 @@ class Answers(Ledger):
             sub.busy = None
         meta = metadata if any(metadata) else None
         tally.rows.append(Rows(subs, observations, rewards, terminated, truncated, meta))
-        tally.open -= len(subs) - len(ended)
-        if tally.open == 0 and tally.order is not None:
+        if tally.settle(len(subs) - len(ended)):
             self._sent_complete(tally)
         for j in ended:  # same_step: these finish once their reset is answered
             self._stepped(subs[j], self.result(observations[j]), request.started)

@@ -7,7 +7,7 @@ import enum
 from typing import Any
 
 from ecotone.client.errors import EcotoneError, ServerError
-from ecotone.specs import ErrorCode
+from ecotone.specs import Error, ErrorCode
 
 
 class FailureCode(enum.StrEnum):
@@ -73,6 +73,8 @@ class Failure:
 
     @classmethod
     def from_server(cls, error: ServerError) -> Failure:
+        """A server's error: the episode goes on after an invalid action only, the session
+        is gone only when the server does not know it."""
         code = error.code
         return cls(
             code,
@@ -80,6 +82,11 @@ class Failure:
             ends_episode=code != ErrorCode.INVALID_ACTION,
             session_lost=code == ErrorCode.UNKNOWN_SESSION,
         )
+
+    @classmethod
+    def from_frame(cls, frame: Error) -> Failure:
+        """A server's error frame (a whole answer's, or one item's of a batch)."""
+        return cls.from_server(ServerError.from_frame(frame))
 
     @classmethod
     def lost(cls, error: BaseException) -> Failure:

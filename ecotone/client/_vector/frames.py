@@ -84,6 +84,11 @@ class WireColumns(Frame, tag="step_columns"):
     reset: ResetArgs | None = None
 
 
+def codec_module(codec: Any) -> Any:
+    """msgspec's module (`msgspec.json` or `msgspec.msgpack`) for a connection's codec."""
+    return msgspec.json if codec.name == "json" else msgspec.msgpack
+
+
 class TypedAnswers(NamedTuple):
     """What `typed_decoder` makes: the decoder, and its typed batch answers' types."""
 
@@ -103,7 +108,7 @@ def typed_decoder(codec: Any, observation: Any) -> TypedAnswers:
     generic decoder, whose raw observations `VectorCore.result` decodes (and so reports).
 
     Returns the decoder and the types of its typed batch answers."""
-    module = msgspec.json if codec.name == "json" else msgspec.msgpack
+    module = codec_module(codec)
     obs_frame = msgspec.defstruct(
         "VectorObservationFrame",
         [("session", str), ("observation", observation)],

@@ -14,8 +14,16 @@ from ecotone.client._vector import policy
 from ecotone.client._vector.failures import Failure, raise_failures
 from ecotone.client._vector.frames import TypedAnswers
 from ecotone.client._vector.policy import AutoresetMode, ErrorPolicy
-from ecotone.client._vector.subenvs import FrameKind, InFlight, Link, Sub, SubOutcome, Tally, Verb
-from ecotone.client.errors import ConnectionLost
+from ecotone.client._vector.subenvs import (
+    FrameKind,
+    InFlight,
+    Link,
+    Sub,
+    SubOutcome,
+    Tally,
+    Verb,
+    check_idle,
+)
 from ecotone.recording import ClientRecorder
 from ecotone.specs import Reset, Response
 
@@ -98,10 +106,13 @@ class Ledger:
         return request
 
     def _begin(self, sub: Sub, kind: Verb, tally: Tally | None) -> SubOutcome:
-        if sub.busy is not None:
-            raise ValueError(
-                f"sub-env {sub.index} has a request in flight: recv() its result first"
-            )
+        """A new outcome of `sub` for `tally` (None: a `send`'s, for `ready`).
+
+        Raises:
+            ValueError: `sub` is `in_flight` (the faces check before planning anything;
+                this is the last guard).
+        """
+        check_idle((sub,))
         outcome = SubOutcome(sub.index, kind, tally, sub.obs)
         sub.outcome = outcome
         if tally is not None:
@@ -122,15 +133,6 @@ class Ledger:
             options=self.reset_options if options is None else options,
         )
         self._queue(FrameKind.RESET, frame, link, [sub])
-
-    def _session_gone(self, sub: Sub) -> Failure | None:
-        if sub.lost is not None:
-            return sub.lost
-        if sub.session is None or sub.conn is None or sub.conn is not sub.link.conn:
-            return Failure.lost(ConnectionLost(f"sub-env {sub.index} has no open session"))
-        if sub.conn.closed:
-            return Failure.lost(ConnectionLost(f"the connection to {sub.link.url} is closed"))
-        return None
 
     def _adopt(self, sub: Sub, action: Any, tally: Tally | None) -> SubOutcome:
         """The outcome of a sub-env stepped in a bulk `step_many`, made when it needs one."""
@@ -198,10 +200,8 @@ class Ledger:
         if tally is None:
             self.ready.append(outcome)
             self.ready_count += 1
-        else:
-            tally.open -= 1
-            if tally.open == 0 and tally.order is not None:
-                self._sent_complete(tally)
+        elif tally.settle(1):
+            self._sent_complete(tally)
 
     def _sent_complete(self, tally: Tally) -> None:
         """A batched send has all its results: to `ready`, whole."""

@@ -6,10 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import msgspec
-
 from ecotone.client._vector.failures import Failure
-from ecotone.client._vector.frames import plain_hook, typed_decoder
+from ecotone.client._vector.frames import codec_module, plain_hook, typed_decoder
 from ecotone.client._vector.ledger import Ledger
 from ecotone.client._vector.subenvs import FrameKind, InFlight, Link, Tally
 from ecotone.client.errors import ConnectionLost
@@ -47,10 +45,7 @@ class Links(Ledger):
         cancelled (only its requests go; their sub-envs' episodes are lost)."""
 
         def due(request: InFlight) -> bool:
-            if tally is not None and (
-                request.tally is tally
-                or any(s.outcome is not None and s.outcome.tally is tally for s in request.subs)
-            ):
+            if tally is not None and request.serves(tally):
                 return True
             return not cancelled and request.deadline is not None and request.deadline <= now
 
@@ -92,7 +87,7 @@ class Links(Ledger):
             self._codec = codec
             self._typed = typed_decoder(codec, self._observation_target)
             self._decode_frame = self._typed.decode
-            module = msgspec.json if codec.name == "json" else msgspec.msgpack
+            module = codec_module(codec)
             self._encode_action = module.Encoder(enc_hook=plain_hook).encode
         conn.decode = self._decode_frame
         old = link.conn

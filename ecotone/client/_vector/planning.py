@@ -12,7 +12,17 @@ from ecotone.client._vector.failures import Failure
 from ecotone.client._vector.frames import RESET_ITEM, WireColumns, WireReset, WireStep, WireStepMany
 from ecotone.client._vector.ledger import Ledger
 from ecotone.client._vector.policy import AutoresetMode
-from ecotone.client._vector.subenvs import FrameKind, InFlight, Link, Sub, SubOutcome, Tally, Verb
+from ecotone.client._vector.subenvs import (
+    FrameKind,
+    InFlight,
+    Sub,
+    SubOutcome,
+    Tally,
+    Verb,
+    check_idle,
+    session_gone,
+    stale_sessions,
+)
 from ecotone.client.errors import ConnectionLost
 from ecotone.specs import Close, Open, ResetArgs, Step
 
@@ -29,7 +39,8 @@ class Planning(Ledger):
                 down = link.down or ConnectionLost(f"not connected to {link.url}")
                 self._fail(sub, Failure.lost(down))
                 continue
-            if sub.session is not None and sub.conn is link.conn and sub.lost is None:
+            if session_gone(sub) is None:  # its old session, still open: close it
+                assert sub.session is not None
                 close = Close(id=link.conn.core.next_id(), session=sub.session)
                 link.inflight[close.id] = InFlight(FrameKind.CLOSE, close, link, [], None)
                 link.outbox.append(close)
@@ -58,45 +69,32 @@ class Planning(Ledger):
     ) -> None:
         for sub, seed in zip(subs, seeds, strict=True):
             self._begin(sub, Verb.RESET, tally)
-            gone = self._session_gone(sub)
+            gone = session_gone(sub)
             if gone is not None:
                 self._fail(sub, gone)
                 continue
             self._queue_reset(sub, seed, options)
 
     def check_idle(self, subs: Iterable[Sub]) -> None:
-        for sub in subs:
-            if sub.busy is not None or sub.sent is not None:
-                raise ValueError(
-                    f"sub-env {sub.index} has a request in flight: recv() its result first"
-                )
+        """Refuse, before any I/O, to reset or restart sub-envs with a request in flight.
 
-    def waiting_link(self, tally: Tally) -> Link:
-        """A link to read from for `tally`: one with its requests in flight, else any busy."""
-        busy = [link for link in self.links if link.unanswered > 0]
-        for link in busy:
-            for request in link.inflight.values():
-                if request.tally is tally:
-                    return link
-                for sub in request.subs:
-                    if sub.outcome is not None and sub.outcome.tally is tally:
-                        return link
-        if not busy:  # pragma: no cover - a call always has something in flight
-            raise RuntimeError("nothing in flight for this call")
-        return busy[0]
+        Raises:
+            ValueError: naming the first of them.
+        """
+        check_idle(subs)
 
-    def check_steppable(self, subs: Iterable[Sub]) -> None:
-        """Refuse, before any I/O, what is a bug in the caller rather than a failure."""
+    def check_steppable(self, subs: Sequence[Sub]) -> None:
+        """Refuse, before any I/O, what is a bug in the caller rather than a failure.
+
+        Raises:
+            ValueError: a sub-env has a request in flight; or, under `disabled` autoreset,
+                one's episode is over (and its session is not lost: `restart` it).
+        """
+        check_idle(subs)
+        if self.autoreset_mode is not AutoresetMode.DISABLED:
+            return
         for sub in subs:
-            if sub.busy is not None or sub.sent is not None:
-                raise ValueError(
-                    f"sub-env {sub.index} has a request in flight: recv() its result first"
-                )
-            if (
-                self.autoreset_mode is AutoresetMode.DISABLED
-                and sub.needs_reset
-                and sub.lost is None
-            ):
+            if sub.needs_reset and sub.lost is None:
                 raise ValueError(
                     f"sub-env {sub.index}'s episode is over (autoreset_mode='disabled'): reset "
                     "it first, e.g. reset(options={'reset_mask': terminated | truncated})"
@@ -140,46 +138,14 @@ class Planning(Ledger):
         assert encode is not None  # attach() came first: there is no session before it
         return encode(action)
 
-    def _ready_to_step(self, sub: Sub, alive: list[bool]) -> bool:
-        """The sub-env's session is open on its link's live connection and its episode runs:
-        it can go into a step_many as it is."""
-        link = sub.link
-        return not (
-            sub.needs_reset
-            or sub.lost is not None
-            or sub.session is None
-            or sub.conn is not link.conn
-            or not alive[link.index]
-        )
-
-    def _foldable(self, sub: Sub, alive: list[bool]) -> bool:
-        """The sub-env needs a reset, and it can ride in its link's `step_many`: its session
-        is open on the live connection of a server that takes resets there."""
-        link = sub.link
-        return (
-            sub.needs_reset
-            and link.folds_resets
-            and sub.lost is None
-            and sub.session is not None
-            and sub.conn is link.conn
-            and alive[link.index]
-        )
-
     def _step_later(self, sub: Sub, outcome: SubOutcome) -> bool:
         """For a sub-env that cannot be stepped as it is: fail it (its session is gone) or
         queue its reset instead (next_step autoreset, or an episode that was lost). Returns
         False when it can be stepped after all."""
-        link = sub.link
-        if (
-            sub.session is None
-            or sub.lost is not None
-            or sub.conn is not link.conn
-            or not link.alive
-        ):
-            gone = self._session_gone(sub)
-            if gone is not None:
-                self._fail(sub, gone)
-                return True
+        gone = session_gone(sub)
+        if gone is not None:
+            self._fail(sub, gone)
+            return True
         if sub.needs_reset:  # next_step autoreset (or a failed episode): reset, not step
             outcome.action = None
             self._queue_reset(sub, None)
@@ -191,16 +157,28 @@ class Planning(Ledger):
     ) -> tuple[dict[int, tuple[list[Sub], list[Any]]], list[tuple[Sub, Any]], list[Sub]]:
         """The sub-envs that go into a `step_many`, per link (with `RESET_ITEM` for those whose
         autoreset rides in it); the others with their actions (a reset frame instead, or a
-        failure); and those whose autoreset rides along."""
+        failure); and those whose autoreset rides along. `later` keeps the order of `subs`:
+        it is the order of their reset frames, and of `ready` for `send`."""
+        links = self.links
+        by_link: dict[int, list[Sub]] = {}
+        for sub in subs:
+            bucket = by_link.get(sub.link.index)
+            if bucket is None:
+                bucket = by_link[sub.link.index] = []
+            bucket.append(sub)
+        stale: set[int] = set()  # sub-envs whose session cannot be stepped as it is
+        for index, bucket in by_link.items():
+            gone = stale_sessions(bucket, links[index].conn) if alive[index] else bucket
+            stale.update(sub.index for sub in gone)
         groups: dict[int, tuple[list[Sub], list[Any]]] = {}
         later: list[tuple[Sub, Any]] = []
         folded: list[Sub] = []
         for sub, action in zip(subs, actions, strict=True):
-            if not self._ready_to_step(sub, alive):
-                if not self._foldable(sub, alive):
-                    later.append((sub, action))
+            if sub.needs_reset or sub.index in stale:
+                if sub.index in stale or not sub.link.folds_resets:
+                    later.append((sub, action))  # a reset frame instead, or a failure
                     continue
-                folded.append(sub)
+                folded.append(sub)  # its reset rides in the link's step_many
                 action = RESET_ITEM
             group = groups.get(sub.link.index)
             if group is None:
@@ -258,25 +236,13 @@ class Planning(Ledger):
         later: list[tuple[Sub, Any]] = []
         folded: list[Sub] = []
         groups: dict[int, tuple[list[Sub], list[Any]]]
-        conn = links[0].conn
-        unready = (
-            [  # `_ready_to_step` inline: this runs for every sub-env of every step
-                s
-                for s in subs
-                if s.needs_reset or s.lost is not None or s.session is None or s.conn is not conn
-            ]
-            if len(links) == 1 and alive[0]
-            else None
-        )
+        # One live link and every session open on it: the common cases, without `_group`.
+        one_link = len(links) == 1 and alive[0] and not stale_sessions(subs, links[0].conn)
+        unready = [s for s in subs if s.needs_reset] if one_link else None
         if unready is not None and not unready:
             groups = {0: (list(subs), list(actions))}  # the common case: one step_many of all
-        elif (
-            unready is not None
-            and links[0].folds_resets
-            and not [
-                s for s in unready if s.lost is not None or s.session is None or s.conn is not conn
-            ]
-        ):  # the next most common: some episodes ended, their resets ride along
+        elif unready is not None and links[0].folds_resets:
+            # the next most common: some episodes ended, their resets ride along
             folded = unready
             group_actions = [
                 RESET_ITEM if sub.needs_reset else action

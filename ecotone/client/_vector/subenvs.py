@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import enum
 import time
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -173,6 +174,13 @@ class InFlight:
         self.resets: list[int] | None = None
         """A `step_many`'s items that are resets (autoresets folded into it), by position."""
 
+    def serves(self, tally: Tally) -> bool:
+        """Whether `tally` waits for this request: it is a batched step's for `tally`, or one
+        of its sub-envs has an outcome for `tally`."""
+        return self.tally is tally or any(
+            s.outcome is not None and s.outcome.tally is tally for s in self.subs
+        )
+
 
 class Rows(NamedTuple):
     """A `step_many` answered in bulk: per item (in the order of `subs`) the observation and
@@ -206,6 +214,12 @@ class Tally:
     def complete(self) -> bool:
         return self.open == 0
 
+    def settle(self, n: int) -> bool:
+        """`n` more of its sub-envs have their results. True when that completes a batched
+        send's tally, which then goes to `ready` whole (`VectorCore._sent_complete`)."""
+        self.open -= n
+        return self.open == 0 and self.order is not None
+
 
 class StepBatch(NamedTuple):
     """The results `recv` returns: the sub-envs that finished, in the order they finished.
@@ -218,3 +232,44 @@ class StepBatch(NamedTuple):
     terminated: np.ndarray
     truncated: np.ndarray
     infos: dict[str, Any]
+
+
+def stale_sessions(subs: Sequence[Sub], conn: Any) -> list[Sub]:
+    """Those of `subs` (all of one link, whose live connection is `conn`) whose session cannot
+    take a request as it is: lost, not open (or being reopened), or opened on an earlier
+    connection. The others' sessions are open on `conn`.
+
+    One pass over the sub-envs, not a call per sub-env: a batched step asks it of every
+    sub-env."""
+    return [s for s in subs if s.lost is not None or s.session is None or s.conn is not conn]
+
+
+def session_gone(sub: Sub) -> Failure | None:
+    """Why `sub`'s session cannot take a request (its `lost` failure, no open session on its
+    link's connection, or that connection closed), or None when it can."""
+    if sub.lost is not None:
+        return sub.lost
+    if sub.conn is None or stale_sessions((sub,), sub.link.conn):
+        return Failure.lost(ConnectionLost(f"sub-env {sub.index} has no open session"))
+    if sub.conn.closed:
+        return Failure.lost(ConnectionLost(f"the connection to {sub.link.url} is closed"))
+    return None
+
+
+def in_flight(subs: Iterable[Sub]) -> list[Sub]:
+    """Those of `subs` with a request in flight, or in a batched send not complete yet:
+    neither may be asked anything else until its result is in."""
+    return [s for s in subs if s.busy is not None or s.sent is not None]
+
+
+def check_idle(subs: Iterable[Sub]) -> None:
+    """Refuse to ask anything of sub-envs that are `in_flight`.
+
+    Raises:
+        ValueError: naming the first of them.
+    """
+    busy = in_flight(subs)
+    if busy:
+        raise ValueError(
+            f"sub-env {busy[0].index} has a request in flight: recv() its result first"
+        )
