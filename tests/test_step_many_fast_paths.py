@@ -25,6 +25,7 @@ import ecotone
 from ecotone.client._core import ClientCore, EnvTypes
 from ecotone.client._vector.core import VectorCore
 from ecotone.client._vector.frames import WireColumns, WireStepMany
+from ecotone.client._vector.policy import Policy
 from ecotone.client._vector.results import take_ready
 from ecotone.client._vector.subenvs import Tally
 from ecotone.kernel import Engine, EnvSpec, Mode, Owner
@@ -470,10 +471,9 @@ def _core(
         n,
         env=None,
         types=EnvTypes(observation_type),
-        autoreset_mode=autoreset_mode,
-        errors="info",
-        reset_options=None,
-        step_timeout=60.0,
+        policy=Policy(
+            autoreset_mode=autoreset_mode, errors="info", reset_options=None, step_timeout=60.0
+        ),
     )
     conns = [FakeConn(codec) for _ in core.links]
     for link, conn in zip(core.links, conns, strict=True):

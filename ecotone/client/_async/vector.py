@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -21,10 +21,11 @@ from ecotone.client._core import EnvTypes
 from ecotone.client._vector.batching import seeds_for, split_actions
 from ecotone.client._vector.core import VectorCore, reset_plan, select_subs
 from ecotone.client._vector.failures import SubEnvError
-from ecotone.client._vector.policy import AutoresetMode, ErrorPolicy
+from ecotone.client._vector.policy import AutoresetMode, Policy, VectorOptions, check_options
 from ecotone.client._vector.results import take_ready, wanted
 from ecotone.client._vector.subenvs import Link, StepBatch, Tally
 from ecotone.client.errors import ConnectionLost, EcotoneError
+from ecotone.recording import ClientRecorder
 
 
 class AsyncVectorEnv:
@@ -101,34 +102,36 @@ class AsyncVectorEnv:
         num_envs: int,
         env: str | None = None,
         *,
-        observation_type: Any = None,
-        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-        errors: ErrorPolicy | str = ErrorPolicy.RAISE,
-        step_timeout: float | None = DEFAULT_TIMEOUT,
-        reset_options: dict[str, Any] | None = None,
-        codec: str = "json",
-        connect_timeout: float = 10.0,
-        record_to: Any = None,
-        record_format: str = "jsonl",
         replace_server: io.ReplaceServer | None = None,
-        token: str | None = None,
+        **options: Unpack[VectorOptions],
     ) -> None:
+        """The keyword `options` are `VectorOptions` (the class docstring says what each
+        does).
+
+        Raises:
+            TypeError: a keyword that is not one of them.
+            ValueError: no URL, fewer than one sub-env, or an autoreset mode or error policy
+                that is not one.
+        """
+        check_options(options, type(self))
+        policy = Policy.from_options(options, DEFAULT_TIMEOUT)
+        record_to = options.get("record_to")
+        recorder = None
+        if record_to is not None:
+            record_format: Any = options.get("record_format", "jsonl")  # checked by the recorder
+            recorder = ClientRecorder(record_to, env or "env", format=record_format)
         self._core = VectorCore(
             urls,
             num_envs,
             env=env,
-            types=EnvTypes(observation_type),
-            autoreset_mode=autoreset_mode,
-            errors=errors,
-            reset_options=reset_options,
-            step_timeout=step_timeout,
-            record_to=record_to,
-            record_format=record_format,
+            types=EnvTypes(options.get("observation_type")),
+            policy=policy,
+            recorder=recorder,
         )
-        self._codec = codec
+        self._codec = options.get("codec", "json")
         self._replace_server = replace_server
-        self._connect_timeout = connect_timeout
-        self._token = token
+        self._connect_timeout = options.get("connect_timeout", 10.0)
+        self._token = options.get("token")
         self._opened = False
         self._closed = False
         self._started = False

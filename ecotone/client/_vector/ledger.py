@@ -10,10 +10,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ecotone.client._core import EnvTypes
-from ecotone.client._vector import policy
 from ecotone.client._vector.failures import Failure, raise_failures
 from ecotone.client._vector.frames import TypedAnswers
-from ecotone.client._vector.policy import AutoresetMode, ErrorPolicy
+from ecotone.client._vector.policy import AutoresetMode, ErrorPolicy, Policy
 from ecotone.client._vector.subenvs import (
     FrameKind,
     InFlight,
@@ -38,26 +37,28 @@ class Ledger:
         *,
         env: str | None,
         types: EnvTypes,
-        autoreset_mode: AutoresetMode | str,
-        errors: ErrorPolicy | str,
-        reset_options: dict[str, Any] | None,
-        step_timeout: float | None,
-        record_to: Any = None,
-        record_format: str = "jsonl",
+        policy: Policy,
+        recorder: ClientRecorder | None = None,
     ) -> None:
+        """`num_envs` sub-envs of `env` (None: each server's default) spread round robin over
+        `urls` (the sub-envs of one URL share a link), under `policy`; `recorder` records
+        their episodes.
+
+        Raises:
+            ValueError: no URL, or fewer than one sub-env.
+        """
         url_list = [urls] if isinstance(urls, str) else list(urls)
         if not url_list:
             raise ValueError("no server URL given")
         if num_envs < 1:
             raise ValueError(f"num_envs must be at least 1, not {num_envs}")
-        mode = policy.autoreset_mode(autoreset_mode)
-        error_policy = policy.error_policy(errors)
         self.env = env
         self.types = types
-        self.autoreset_mode = mode
-        self.errors = error_policy
-        self.reset_options = dict(reset_options or {})
-        self.step_timeout = step_timeout
+        # The policy's fields, flat: the hot paths read them as plain attributes.
+        self.autoreset_mode = policy.autoreset_mode
+        self.errors = policy.errors
+        self.reset_options = policy.reset_options
+        self.step_timeout = policy.step_timeout
         by_url: dict[str, Link] = {}
         for url in url_list:
             if url not in by_url:
@@ -86,13 +87,7 @@ class Ledger:
         """Sub-envs in `ready`."""
         self.sending: list[Tally] = []
         """Batched sends not complete yet."""
-        self.recorder: ClientRecorder | None = None
-        if record_to is not None:
-            self.recorder = ClientRecorder(
-                record_to,
-                env or "env",
-                format=record_format,  # type: ignore[arg-type]
-            )
+        self.recorder = recorder
 
     def _deadline(self) -> float | None:
         return None if self.step_timeout is None else time.monotonic() + self.step_timeout

@@ -1,14 +1,17 @@
-"""What a vector env is told to do: its autoreset mode and its error policy.
+"""What a vector env is told to do: its keyword options, its autoreset mode and error policy.
 
-Both are `str` enums: a member is equal to its value, and prints as it, so the strings users
-pass and compare (`autoreset_mode="same_step"`, `venv.autoreset_mode == "next_step"`) keep
-working. No numpy here: `import ecotone` imports this module.
+The mode and the policy are `str` enums: a member is equal to its value, and prints as it,
+so the strings users pass and compare (`autoreset_mode="same_step"`,
+`venv.autoreset_mode == "next_step"`) keep working. No numpy here.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Final, TypedDict
+
+import attrs
 
 
 class AutoresetMode(enum.StrEnum):
@@ -45,7 +48,7 @@ class ErrorPolicy(enum.StrEnum):
     """Report each failure in the sub-env's infos and go on."""
 
 
-def autoreset_mode(value: Any) -> AutoresetMode:
+def as_autoreset_mode(value: Any) -> AutoresetMode:
     """`value` (ours, or Gymnasium's member or value) as an `AutoresetMode`.
 
     Raises:
@@ -58,7 +61,7 @@ def autoreset_mode(value: Any) -> AutoresetMode:
         raise ValueError(f"autoreset_mode {value!r} is not one of {known}") from None
 
 
-def error_policy(value: Any) -> ErrorPolicy:
+def as_error_policy(value: Any) -> ErrorPolicy:
     """`value` as an `ErrorPolicy`.
 
     Raises:
@@ -68,3 +71,71 @@ def error_policy(value: Any) -> ErrorPolicy:
         return ErrorPolicy(value)
     except ValueError:
         raise ValueError(f"errors {value!r} is not one of {', '.join(ErrorPolicy)}") from None
+
+
+def _reset_options(value: Mapping[str, Any] | None) -> dict[str, Any]:
+    return dict(value or {})
+
+
+@attrs.frozen(kw_only=True)
+class Policy:
+    """What the core does when an episode ends or a sub-env fails, and how long it waits for
+    an answer. The fields are checked (and Gymnasium's modes mapped) as the record is made.
+
+    Raises (when made):
+        ValueError: an autoreset mode or an error policy that is not one.
+    """
+
+    autoreset_mode: AutoresetMode = attrs.field(converter=as_autoreset_mode)
+    errors: ErrorPolicy = attrs.field(converter=as_error_policy)
+    reset_options: dict[str, Any] = attrs.field(converter=_reset_options)
+    """Passed to every automatic reset (and merged into explicit ones)."""
+    step_timeout: float | None
+    """Seconds a step (or a reset) may take; None: forever."""
+
+    @classmethod
+    def from_options(cls, options: VectorOptions, default_timeout: float | None) -> Policy:
+        """The policy a vector env's keyword `options` give, with the defaults (`next_step`,
+        `raise`, no reset options, `default_timeout`) for those they leave out."""
+        return cls(
+            autoreset_mode=options.get("autoreset_mode", AutoresetMode.NEXT_STEP),
+            errors=options.get("errors", ErrorPolicy.RAISE),
+            reset_options=options.get("reset_options"),
+            step_timeout=options.get("step_timeout", default_timeout),
+        )
+
+
+class VectorOptions(TypedDict, total=False):
+    """The keyword options of `VectorEnv` and `AsyncVectorEnv`; their class docstring says
+    what each does. Defaults: observation_type None (dicts), autoreset_mode `next_step`,
+    errors `raise`, step_timeout the connection's `DEFAULT_TIMEOUT` (60 s), reset_options
+    none, codec `"json"`, connect_timeout 10 s, record_to None (no recording),
+    record_format `"jsonl"`, token None."""
+
+    observation_type: Any
+    autoreset_mode: AutoresetMode | str | enum.Enum  # Gymnasium's members too
+    errors: ErrorPolicy | str
+    step_timeout: float | None
+    reset_options: Mapping[str, Any] | None
+    codec: str
+    connect_timeout: float
+    record_to: Any
+    record_format: str
+    token: str | None
+
+
+OPTIONS: Final = frozenset(VectorOptions.__optional_keys__)
+
+
+def check_options(options: Mapping[str, object], owner: type) -> None:
+    """Refuse a keyword that is not one of `VectorOptions`, as Python refuses an unknown
+    keyword argument of `owner.__init__` (mypy catches it too, where it sees the call).
+
+    Raises:
+        TypeError: naming the first unknown keyword.
+    """
+    for name in options:
+        if name not in OPTIONS:
+            raise TypeError(
+                f"{owner.__qualname__}.__init__() got an unexpected keyword argument {name!r}"
+            )
