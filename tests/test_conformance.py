@@ -447,7 +447,7 @@ def _breaker_target(how: str) -> Target:
 
 def test_the_step_columns_check_compares_errors_by_code_session_and_details() -> None:
     """Not by message: a server may word one error differently in the two frames."""
-    from ecotone.conformance.checks import _outcome
+    from ecotone.conformance.checks.columns import _outcome
     from ecotone.specs import Error, ErrorCode
 
     def outcome(sid: str, message: str, **details: Any) -> Any:

@@ -23,16 +23,11 @@ from typing import Any, Final, TypeVar
 import anyio
 
 from ecotone.client.aio import AsyncConnection, AsyncEnvClient
-from ecotone.conformance.checks import (
-    CheckSkipped,
-    Runner,
-    answer,
-    check,
-    expect,
-    fail,
-    show,
-)
+from ecotone.conformance.expect import answer, expect, fail, show
 from ecotone.conformance.generate import generate
+from ecotone.conformance.registry import check, register
+from ecotone.conformance.report import CheckSkipped
+from ecotone.conformance.runner import Runner
 from ecotone.conformance.schema import SchemaDefinitionError
 from ecotone.specs import (
     Close,
@@ -137,7 +132,6 @@ async def _shares_sessions(r: Runner) -> bool:
     "pipelined_in_order",
     "requests sent back to back on one session are answered in the order they were sent",
     openenv_skip=_OPENENV,
-    protocol=True,
 )
 def check_pipelined_in_order(r: Runner) -> str:
     async def go() -> tuple[list[Any], list[Any]]:
@@ -170,7 +164,6 @@ def check_pipelined_in_order(r: Runner) -> str:
     "batch_names_session_twice",
     "a step_many naming a session twice steps it once: the second item is invalid_argument",
     openenv_skip=_OPENENV,
-    protocol=True,
 )
 def check_batch_names_session_twice(r: Runner) -> None:
     async def go() -> Response:
@@ -207,7 +200,6 @@ def check_batch_names_session_twice(r: Runner) -> None:
     "concurrent steps and step_many batches on overlapping sessions never run two calls of "
     "one session at once, and each step runs exactly once",
     openenv_skip=_OPENENV,
-    protocol=True,
 )
 def check_no_overlapping_calls(r: Runner) -> str:
     if not _is_probe(r):
@@ -282,7 +274,6 @@ def check_no_overlapping_calls(r: Runner) -> str:
     "a close sent while a step (in a step_many) runs is answered after it, and the step runs "
     "to its end",
     openenv_skip=_OPENENV,
-    protocol=True,
 )
 def check_close_waits_for_step(r: Runner) -> str:
     async def go() -> list[tuple[str, Response]]:
@@ -370,7 +361,6 @@ def check_close_waits_for_step(r: Runner) -> str:
     "a frame that cannot be read is answered with an error whose id is null (or the id, "
     "when it can be read), and the connection goes on",
     openenv_skip=_OPENENV,
-    protocol=True,
 )
 def check_errors_without_id(r: Runner) -> None:
     connection = r.target.connection
@@ -408,7 +398,6 @@ def _next_answer(r: Runner) -> Response:
     "unknown_and_foreign_sessions",
     "a made-up session id, and another connection's session, are unknown_session",
     openenv_skip=_OPENENV,
-    protocol=True,
 )
 def check_unknown_and_foreign_sessions(r: Runner) -> str:
     made_up = "0" * 16
@@ -448,3 +437,16 @@ def check_unknown_and_foreign_sessions(r: Runner) -> str:
         answer(foreign),
     )
     return "made-up and foreign"
+
+
+PROTOCOL = (
+    check_pipelined_in_order,
+    check_batch_names_session_twice,
+    check_no_overlapping_calls,
+    check_close_waits_for_step,
+    check_errors_without_id,
+    check_unknown_and_foreign_sessions,
+)
+"""The protocol's checks in the order they run."""
+
+register(*PROTOCOL, protocol=True)

@@ -5,15 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from ecotone.conformance.checks import (
-    CHECKS,
-    PROTOCOL_CHECKS,
-    Report,
-    Runner,
-    Settings,
-    Status,
-    check_named,
-)
+from ecotone.conformance.checks import CHECKS
+from ecotone.conformance.registry import PROTOCOL_CHECKS, check_named
+from ecotone.conformance.report import Report, Status
+from ecotone.conformance.runner import Runner, Settings
 from ecotone.conformance.target import open_target
 from ecotone.kernel import EnvSpec, Registry
 
