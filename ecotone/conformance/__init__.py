@@ -29,10 +29,10 @@ The checks, in the order they run. The env's contract (`CHECKS`, `checks/`): des
 reset_before_step, observation_flags, observation_schema, state_schema, step_count, episode_id,
 seeded_determinism, step_after_done, invalid_action, close_idempotent, close_releases_session,
 concurrent_sessions, tasks, step_columns (where the server lists it: a `step_columns` of two
-sessions answers what the `step_many` of the same items does, and a malformed one is one clear
-error). The protocol's rules, which every transport must keep
-(`PROTOCOL_CHECKS`, `protocol.py`; run by default with `--url`, in process with
-`--protocol`): pipelined_in_order, batch_names_session_twice, no_overlapping_calls,
+sessions answers what the `step_many` of the same items does), step_columns_malformed (and a
+malformed one is one clear error that steps nothing). The protocol's rules, which every
+transport must keep (`PROTOCOL_CHECKS`, `protocol.py`; run by default with `--url`, in process
+with `--protocol`): pipelined_in_order, batch_names_session_twice, no_overlapping_calls,
 close_waits_for_step, errors_without_id, unknown_and_foreign_sessions. Each fails with what
 it looked at, what it expected and what it saw; a check that cannot apply (an episode that
 does not end within the step budget, a rule OpenEnv lacks, a check that needs the `probe` env)

@@ -10,7 +10,7 @@ registered here in the order they run and are reported in.
 """
 
 from ecotone.conformance.checks.closing import check_close_idempotent, check_close_releases_session
-from ecotone.conformance.checks.columns import check_step_columns
+from ecotone.conformance.checks.columns import check_step_columns, check_step_columns_malformed
 from ecotone.conformance.checks.describe import (
     check_describe,
     check_observation_flags,
@@ -47,6 +47,7 @@ ENV_CHECKS = (
     check_concurrent_sessions,
     check_tasks,
     check_step_columns,
+    check_step_columns_malformed,
 )
 """The env's checks in the order they run (`ecotone validate` prints them in it)."""
 

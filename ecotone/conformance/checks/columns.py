@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+from collections.abc import Iterator
 from typing import Any, Final
 
 import msgspec
@@ -32,17 +33,111 @@ from ecotone.specs import (
     Welcome,
 )
 
-_COLUMNS_ROUNDS: Final = 4
-"""How many step_columns the `step_columns` check compares with step_many (then one that
-resets a position)."""
+_ROUNDS: Final = 4
+"""How many step_columns `step_columns` compares with step_many (then one that resets a
+position)."""
+
+_OPENENV = "OpenEnv's protocol has no step_columns"
+_HOW_MANY = {2: "two", 4: "four"}
 
 
-def _features(r: Runner) -> list[str]:
-    """What the server lists in its `welcome`."""
+def _require_columns(r: Runner) -> list[str]:
+    """The features the server lists in its `welcome`.
+
+    Raises:
+        CheckFailed: hello is not answered with a welcome.
+        CheckSkipped: the features do not list step_columns.
+    """
+    r.doing = "asking for the server's features (hello)"
     welcome = r.request(Hello(id=r.next_id()))
     if not isinstance(welcome, Welcome):
         fail("the answer to hello", "a welcome frame", answer(welcome))
+    if "step_columns" not in welcome.features:
+        raise CheckSkipped("the server does not list step_columns in its welcome's features")
     return list(welcome.features)
+
+
+@contextlib.contextmanager
+def _sessions(r: Runner, n: int) -> Iterator[list[EnvClient[Any, Any]]]:
+    """`n` sessions open at once, closed on the way out.
+
+    Raises:
+        CheckSkipped: the server holds fewer than `n` sessions at once (a server may: it is
+            not wrong for it).
+    """
+    clients: list[EnvClient[Any, Any]] = []
+    try:
+        for _ in range(n):
+            try:
+                clients.append(r.open())
+            except CapacityError as exc:
+                raise CheckSkipped(
+                    f"the check holds {_HOW_MANY[n]} sessions at once and the server allows "
+                    f"fewer: {exc}"
+                ) from exc
+        yield clients
+    finally:
+        for client in clients:
+            with contextlib.suppress(EcotoneError, TimeoutError):
+                client.close()
+
+
+def _pair_seeds(r: Runner) -> tuple[int, int]:
+    """The seeds of sessions A and B: the first two of the settings."""
+    seeds = r.settings.seeds
+    return seeds[0], seeds[1] if len(seeds) > 1 else seeds[0] + 1
+
+
+def _names(ids: list[str]) -> dict[str, str]:
+    """Session ids as the positions' names (`<session A>`, `<session B>`), so that the
+    answers of two pairs of sessions compare."""
+    return {sid: f"<session {'AB'[j]}>" for j, sid in enumerate(ids)}
+
+
+def _reference_answer(
+    r: Runner,
+    features: list[str],
+    ids: list[str],
+    actions: list[Any],
+    resets: list[int],
+    reset: ResetArgs | None,
+) -> Response:
+    """What the step_many of a step_columns' items answers: `ids` stepped with `actions`, the
+    positions of `resets` reset with `reset`. Where the server does not list step_many.reset,
+    a step_many of the steps and a reset frame per reset, put back in position.
+
+    Raises:
+        CheckFailed: that step_many is not answered with a step_many_result, or a reset
+            frame with an observation or an error.
+    """
+    raw = r.target.connection.core.raw
+    if not resets or "step_many.reset" in features:
+        r.doing = "sending the step_many of the same items"
+        items = [
+            StepItem(session=sid, reset=reset)
+            if j in resets
+            else StepItem(session=sid, action=raw(actions[j]))
+            for j, sid in enumerate(ids)
+        ]
+        return r.request(StepMany(id=r.next_id(), steps=items))
+    assert reset is not None
+    steps = [
+        StepItem(session=sid, action=raw(actions[j]))
+        for j, sid in enumerate(ids)
+        if j not in resets
+    ]
+    step = r.request(StepMany(id=r.next_id(), steps=steps))
+    if not isinstance(step, StepManyResult):
+        fail("the answer to a step_many", "a step_many_result", answer(step))
+    results = list(step.results)
+    for j in sorted(resets):  # the reset as a reset frame
+        alone = r.request(
+            Reset(id=r.next_id(), session=ids[j], seed=reset.seed, options=reset.options)
+        )
+        if not isinstance(alone, ObservationFrame | Error):
+            fail("the answer to a reset", "an observation", answer(alone))
+        results.insert(j, alone)
+    return StepManyResult(id=step.id, results=results)
 
 
 def _as_items(response: StepColumnsResult) -> list[ObservationFrame | Error]:
@@ -54,7 +149,7 @@ def _as_items(response: StepColumnsResult) -> list[ObservationFrame | Error]:
     ]
 
 
-def _outcome(r: Runner, item: ObservationFrame | Error, names: dict[str, str]) -> Any:
+def item_outcome(r: Runner, item: ObservationFrame | Error, names: dict[str, str]) -> Any:
     """One item's outcome, comparable across sessions: its observation and task, or its
     error's code, session and details, the session ids named as `names` says (not its message:
     a server may word the same error for a step_columns and a step_many differently)."""
@@ -98,8 +193,8 @@ def _same_as_step_many(
                 "null",
                 "an observation",
             )
-        want = _outcome(r, many.results[j], names[1])
-        got = _outcome(r, item, names[0])
+        want = item_outcome(r, many.results[j], names[1])
+        got = item_outcome(r, item, names[0])
         if want != got:
             want, got = difference(want, got)
             fail(
@@ -110,48 +205,30 @@ def _same_as_step_many(
 @check(
     "step_columns",
     "where the server lists step_columns: a step_columns of two sessions answers what the "
-    "step_many of the same items answers (steps and a reset, by position), and a malformed "
-    "one is one clear error that steps nothing",
+    "step_many of the same items answers (steps and a reset, by position)",
     needs=("seeded_determinism", "concurrent_sessions"),
-    openenv_skip="OpenEnv's protocol has no step_columns",
+    openenv_skip=_OPENENV,
 )
 def check_step_columns(r: Runner) -> str:
-    r.doing = "asking for the server's features (hello)"
-    features = _features(r)
-    if "step_columns" not in features:
-        raise CheckSkipped("the server does not list step_columns in its welcome's features")
-    seeds = r.settings.seeds
-    pair_seeds = (seeds[0], seeds[1] if len(seeds) > 1 else seeds[0] + 1)
-    options = dict(r.settings.reset_options)
-    connection = r.target.connection
-    clients: list[EnvClient[Any, Any]] = []
-    try:
-        for _ in range(4):
-            try:
-                clients.append(r.open())
-            except CapacityError as exc:  # a server may hold fewer: this check needs four
-                raise CheckSkipped(
-                    f"the check holds four sessions at once and the server allows fewer: {exc}"
-                ) from exc
+    features = _require_columns(r)
+    seeds = _pair_seeds(r)
+    with _sessions(r, 4) as clients:
         # Two pairs alike: (A, B) stepped by columns, (A', B') by step_many, the same actions.
-        by_columns, by_items = clients[:2], clients[2:]
-        for pair in (by_columns, by_items):
-            for client, seed in zip(pair, pair_seeds, strict=True):
+        pairs = (clients[:2], clients[2:])
+        for pair in pairs:
+            for client, seed in zip(pair, seeds, strict=True):
                 r.reset(client, seed=seed)
-        columns_ids = [c.session_id for c in by_columns]
-        items_ids = [c.session_id for c in by_items]
-        names = (
-            {sid: f"<session {'AB'[j]}>" for j, sid in enumerate(columns_ids)},
-            {sid: f"<session {'AB'[j]}>" for j, sid in enumerate(items_ids)},
-        )
-        rngs = [random.Random(3000 + seed) for seed in pair_seeds]
-        for i in range(1, _COLUMNS_ROUNDS + 2):
-            resets = [1] if i == _COLUMNS_ROUNDS + 1 else []
+        ids = [[c.session_id for c in pair] for pair in pairs]
+        names = (_names(ids[0]), _names(ids[1]))
+        rngs = [random.Random(3000 + seed) for seed in seeds]
+        for i in range(1, _ROUNDS + 2):
+            resets = [1] if i == _ROUNDS + 1 else []
             actions = [
                 None if j in resets else r.action(client, rng)
-                for j, (client, rng) in enumerate(zip(by_columns, rngs, strict=True))
+                for j, (client, rng) in enumerate(zip(pairs[0], rngs, strict=True))
             ]
-            reset = ResetArgs(seed=pair_seeds[1], options=options) if resets else None
+            reset = ResetArgs(seed=seeds[1], options=dict(r.settings.reset_options))
+            reset_or_none = reset if resets else None
             what = f"step_columns {i} (actions {show(actions, 80)}" + (
                 ", resetting position 1)" if resets else ")"
             )
@@ -159,80 +236,89 @@ def check_step_columns(r: Runner) -> str:
             columns = r.request(
                 StepColumns(
                     id=r.next_id(),
-                    sessions=columns_ids,
-                    actions=connection.core.raw(actions),
+                    sessions=ids[0],
+                    actions=r.target.connection.core.raw(actions),
                     resets=resets,
-                    reset=reset,
+                    reset=reset_or_none,
                 )
             )
-            many: Response
-            if resets and "step_many.reset" not in features:  # the reset as a reset frame
-                step = r.request(
-                    StepMany(
-                        id=r.next_id(),
-                        steps=[
-                            StepItem(session=items_ids[0], action=connection.core.raw(actions[0]))
-                        ],
-                    )
-                )
-                alone = r.request(
-                    Reset(id=r.next_id(), session=items_ids[1], seed=pair_seeds[1], options=options)
-                )
-                if not isinstance(step, StepManyResult):
-                    fail("the answer to a step_many", "a step_many_result", answer(step))
-                if not isinstance(alone, ObservationFrame | Error):
-                    fail("the answer to a reset", "an observation", answer(alone))
-                many = StepManyResult(id=step.id, results=[*step.results, alone])
-            else:
-                r.doing = "sending the step_many of the same items"
-                items = [
-                    StepItem(session=sid, reset=reset)
-                    if j in resets
-                    else StepItem(session=sid, action=connection.core.raw(actions[j]))
-                    for j, sid in enumerate(items_ids)
-                ]
-                many = r.request(StepMany(id=r.next_id(), steps=items))
+            many = _reference_answer(r, features, ids[1], actions, resets, reset_or_none)
             _same_as_step_many(r, what, columns, many, names)
-        # Malformed ones: each one error, the server goes on, nothing is stepped.
-        before = [without_episode_id(r.state(client)) for client in clients]
-        # Valid actions where a position steps: a server that stepped what it could before
-        # refusing the frame would change a state.
-        valid = [r.action(client, rng) for client, rng in zip(by_columns, rngs, strict=True)]
-        pair = connection.core.raw(valid)
-        malformed: list[tuple[str, dict[str, Any]]] = [
-            ("one action for two sessions", {"actions": connection.core.raw(valid[:1])}),
-            ("actions that are not an array", {"actions": connection.core.raw({"a": 1})}),
-            ("a reset position beyond the sessions", {"actions": pair, "resets": [2]}),
-            ("a negative reset position", {"actions": pair, "resets": [-1]}),
-            ("a reset position twice", {"actions": pair, "resets": [0, 0]}),
-        ]
-        for label, fields in malformed:
-            frame = StepColumns(id=r.next_id(), sessions=columns_ids, **fields)
-            r.doing = f"sending a step_columns with {label}"
-            response = r.request(frame)
-            expect(
-                isinstance(response, Error)
-                and response.code in (ErrorCode.INVALID_ARGUMENT, ErrorCode.INVALID_FRAME)
-                and response.id == frame.id
-                and bool(response.message),
-                f"the answer to a step_columns with {label}",
-                "one error frame (invalid_argument) with the request's id and a message",
-                answer(response),
+    return f"{_ROUNDS + 1} step_columns of 2 sessions"
+
+
+def _malformed(r: Runner, valid: list[Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The malformed step_columns of two sessions, as (what is wrong, the frame's fields
+    beside its id and sessions). `valid`: an action per session, so that a server that
+    stepped what it could before refusing the frame would change a state."""
+    raw = r.target.connection.core.raw
+    pair = raw(valid)
+    return [
+        ("one action for two sessions", {"actions": raw(valid[:1])}),
+        ("actions that are not an array", {"actions": raw({"a": 1})}),
+        ("a reset position beyond the sessions", {"actions": pair, "resets": [2]}),
+        ("a negative reset position", {"actions": pair, "resets": [-1]}),
+        ("a reset position twice", {"actions": pair, "resets": [0, 0]}),
+    ]
+
+
+def _expect_one_error(r: Runner, label: str, frame: StepColumns) -> None:
+    """Send a malformed step_columns; it must be answered by one error frame.
+
+    Raises:
+        CheckFailed: the answer is not an invalid_argument (or invalid_frame) error with the
+            request's id and a message.
+    """
+    r.doing = f"sending a step_columns with {label}"
+    response = r.request(frame)
+    expect(
+        isinstance(response, Error)
+        and response.code in (ErrorCode.INVALID_ARGUMENT, ErrorCode.INVALID_FRAME)
+        and response.id == frame.id
+        and bool(response.message),
+        f"the answer to a step_columns with {label}",
+        "one error frame (invalid_argument) with the request's id and a message",
+        answer(response),
+    )
+
+
+def _states(r: Runner, clients: list[EnvClient[Any, Any]]) -> list[dict[str, Any]]:
+    """Each session's state (its episode id aside: a step does not change it)."""
+    return [without_episode_id(r.state(client)) for client in clients]
+
+
+def _expect_unchanged(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> None:
+    """Raises CheckFailed naming the first session whose state changed."""
+    for j, (want, got) in enumerate(zip(before, after, strict=True)):
+        if want != got:
+            want, got = difference(want, got)
+            fail(
+                f"state() of session {'AB'[j]} after the malformed step_columns",
+                f"unchanged {show(want)}",
+                show(got),
             )
+
+
+@check(
+    "step_columns_malformed",
+    "where the server lists step_columns: a malformed step_columns is one clear error that "
+    "steps nothing",
+    openenv_skip=_OPENENV,
+)
+def check_step_columns_malformed(r: Runner) -> str:
+    _require_columns(r)
+    seeds = _pair_seeds(r)
+    with _sessions(r, 2) as clients:
+        for client, seed in zip(clients, seeds, strict=True):
+            r.reset(client, seed=seed)
+        ids = [c.session_id for c in clients]
+        before = _states(r, clients)
+        rngs = [random.Random(3000 + seed) for seed in seeds]
+        cases = _malformed(r, [r.action(c, rng) for c, rng in zip(clients, rngs, strict=True)])
+        for label, fields in cases:
+            _expect_one_error(r, label, StepColumns(id=r.next_id(), sessions=ids, **fields))
         r.doing = "pinging after the malformed step_columns"
         pong = r.request(Ping(id=r.next_id()))
         expect(isinstance(pong, Pong), "a ping after them", "pong", answer(pong))
-        after = [without_episode_id(r.state(client)) for client in clients]
-        for j, (want, got) in enumerate(zip(before, after, strict=True)):
-            if want != got:
-                want, got = difference(want, got)
-                fail(
-                    f"state() of session {'ABAB'[j]} after the malformed step_columns",
-                    f"unchanged {show(want)}",
-                    show(got),
-                )
-    finally:
-        for client in clients:
-            with contextlib.suppress(EcotoneError, TimeoutError):
-                client.close()
-    return f"{_COLUMNS_ROUNDS + 1} step_columns of 2 sessions, {len(malformed)} malformed"
+        _expect_unchanged(before, _states(r, clients))
+    return f"{len(cases)} malformed step_columns refused"
