@@ -6,7 +6,9 @@ break it (tests/broken_envs.py), and the three ways to run it: in process, again
 
 from __future__ import annotations
 
+import ast
 import enum
+import inspect
 import json
 import os
 import random
@@ -395,6 +397,29 @@ def test_an_openenv_url_skips_the_rules_openenv_lacks_with_the_reason() -> None:
     assert "no reset_required error" in skipped["reset_before_step"]
     assert "no `truncated`" in skipped["observation_flags"]
     assert failed(report) == set(), report.text()
+
+
+# --- the checks as written: one rule per function, its docstring saying what it raises -----------
+
+
+def _body_lines(fn: Any) -> int:
+    """The lines of a function's body, its docstring aside."""
+    (node,) = ast.parse(textwrap.dedent(inspect.getsource(fn))).body
+    assert isinstance(node, ast.FunctionDef)
+    body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+    return body[-1].end_lineno - body[0].lineno + 1  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("name", [*ALL_CHECKS, *PROTOCOL])
+def test_every_check_says_what_it_checks_and_what_it_raises(name: str) -> None:
+    chk = {**CHECKS, **PROTOCOL_CHECKS}[name]
+    doc = chk.fn.__doc__ or ""
+    title, _, rest = textwrap.dedent(doc).strip().partition("\n\n")
+    assert " ".join(title.split()) == chk.title  # the title is the docstring's first paragraph
+    raises = rest.split("Raises:\n", 1)
+    assert len(raises) == 2 and "CheckFailed:" in raises[1], doc
+    if name in CHECKS:  # the protocol's two long ones wait for helpers of their own
+        assert _body_lines(chk.fn) <= 40, f"{name}: {_body_lines(chk.fn)} lines"
 
 
 # --- the step_columns check: against real servers, and against servers that break it ---------

@@ -8,6 +8,7 @@ protocol's. Nothing here imports the runner: a check is a function of one (`Chec
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -43,18 +44,35 @@ They run by default against a URL; in process only when asked for."""
 
 
 def check(
-    name: str,
-    title: str,
-    *,
-    needs: tuple[str, ...] = (),
-    openenv_skip: str = "",
+    name: str, *, needs: tuple[str, ...] = (), openenv_skip: str = ""
 ) -> Callable[[CheckFn], Check]:
-    """Declare a check: the decorated function becomes a `Check` (not registered yet)."""
+    """Declare a check: the decorated function becomes a `Check` (not registered yet), its
+    title the first paragraph of its docstring, joined into one line.
+
+    The docstring says what the check checks (that first paragraph), then in a `Raises:`
+    section when it fails (`CheckFailed`) and when it does not apply (`CheckSkipped`); the
+    runner's own skips (a `needs` that did not pass, `openenv_skip`) are not repeated there.
+
+    Raises:
+        TypeError: the function has no docstring.
+    """
 
     def declare(fn: CheckFn) -> Check:
-        return Check(name, title, fn, needs, openenv_skip)
+        return Check(name, title_of(fn), fn, needs, openenv_skip)
 
     return declare
+
+
+def title_of(fn: CheckFn) -> str:
+    """The first paragraph of `fn`'s docstring, in one line.
+
+    Raises:
+        TypeError: `fn` has no docstring.
+    """
+    doc = inspect.getdoc(fn)
+    if not doc:
+        raise TypeError(f"check {fn.__qualname__} has no docstring: its first line is its title")
+    return " ".join(line.strip() for line in doc.split("\n\n", 1)[0].splitlines())
 
 
 def register(*checks: Check, protocol: bool = False) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+from typing import Any
 
 from ecotone.client.errors import EcotoneError
 from ecotone.conformance.expect import answer, error_text, expect, fail
@@ -17,13 +18,13 @@ _OPENENV_CLOSE = (
 )
 
 
-@check(
-    "close_idempotent",
-    "closing a session twice: the second close is unknown_session on the wire and a no-op "
-    "through EnvClient.close(); the env's close() may be called again",
-    openenv_skip=_OPENENV_CLOSE,
-)
-def check_close_idempotent(r: Runner) -> str | None:
+def _close_twice_on_the_wire(r: Runner) -> tuple[Any | None, int]:
+    """Open a session, step it, and send two close frames for it. Returns the env instance
+    behind it (None when it is remote) and the target's error mark from before the closes.
+
+    Raises:
+        CheckFailed: the first close is refused, or the second is not unknown_session.
+    """
     client = r.open()
     sid = client.session_id
     closed = False
@@ -46,6 +47,20 @@ def check_close_idempotent(r: Runner) -> str | None:
         if not closed:
             with contextlib.suppress(EcotoneError, TimeoutError):
                 client.close()
+    return instance, mark
+
+
+@check("close_idempotent", openenv_skip=_OPENENV_CLOSE)
+def check_close_idempotent(r: Runner) -> str | None:
+    """closing a session twice: the second close is unknown_session on the wire and a no-op through
+    EnvClient.close(); the env's close() may be called again
+
+    Raises:
+        CheckFailed: the first close is refused; the second is not unknown_session; the env's
+            close() raised when the kernel called it, or when called again on the instance.
+        CheckSkipped: no action the env accepts could be drawn.
+    """
+    instance, mark = _close_twice_on_the_wire(r)
     logged = r.target.errors_since(mark)
     expect(not logged, "env.close() called by the kernel", "no exception", "; ".join(logged))
     if instance is not None:
@@ -67,12 +82,15 @@ def check_close_idempotent(r: Runner) -> str | None:
     return None if instance is not None else "wire level only: the env instance is remote"
 
 
-@check(
-    "close_releases_session",
-    "after close, reset, step and state on the session are unknown_session",
-    openenv_skip=_OPENENV_CLOSE,
-)
+@check("close_releases_session", openenv_skip=_OPENENV_CLOSE)
 def check_close_releases_session(r: Runner) -> None:
+    """after close, reset, step and state on the session are unknown_session
+
+    Raises:
+        CheckFailed: a reset, a step or a state request on the closed session is not answered with
+            unknown_session.
+        CheckSkipped: no action the env accepts could be drawn.
+    """
     client = r.open()
     sid = client.session_id
     try:

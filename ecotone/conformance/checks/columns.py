@@ -202,14 +202,19 @@ def _same_as_step_many(
             )
 
 
-@check(
-    "step_columns",
-    "where the server lists step_columns: a step_columns of two sessions answers what the "
-    "step_many of the same items answers (steps and a reset, by position)",
-    needs=("seeded_determinism", "concurrent_sessions"),
-    openenv_skip=_OPENENV,
-)
+@check("step_columns", needs=("seeded_determinism", "concurrent_sessions"), openenv_skip=_OPENENV)
 def check_step_columns(r: Runner) -> str:
+    """where the server lists step_columns: a step_columns of two sessions answers what the
+    step_many of the same items answers (steps and a reset, by position)
+
+    Raises:
+        CheckFailed: an answer is not a step_columns_result; it has not one observation per session,
+            names a position beyond them, or has an observation where it has an error; a position's
+            outcome (its observation and task, or its error's code, session and details) differs
+            from the step_many's; the step_many is not answered as one.
+        CheckSkipped: the server does not list step_columns; it holds fewer than four sessions at
+            once; no action the env accepts could be drawn.
+    """
     features = _require_columns(r)
     seeds = _pair_seeds(r)
     with _sessions(r, 4) as clients:
@@ -299,13 +304,19 @@ def _expect_unchanged(before: list[dict[str, Any]], after: list[dict[str, Any]])
             )
 
 
-@check(
-    "step_columns_malformed",
-    "where the server lists step_columns: a malformed step_columns is one clear error that "
-    "steps nothing",
-    openenv_skip=_OPENENV,
-)
+@check("step_columns_malformed", openenv_skip=_OPENENV)
 def check_step_columns_malformed(r: Runner) -> str:
+    """where the server lists step_columns: a malformed step_columns is one clear error that steps
+    nothing
+
+    Raises:
+        CheckFailed: a malformed step_columns (one action for two sessions, actions that are not an
+            array, a reset position beyond the sessions, negative or twice) is not answered by one
+            invalid_argument (or invalid_frame) error with its id and a message; a ping after them
+            is not answered; a session's state changed.
+        CheckSkipped: the server does not list step_columns; it holds fewer than two sessions at
+            once; no action the env accepts could be drawn.
+    """
     _require_columns(r)
     seeds = _pair_seeds(r)
     with _sessions(r, 2) as clients:

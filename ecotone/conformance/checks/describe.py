@@ -9,12 +9,16 @@ from ecotone.conformance.runner import Runner, Sample
 from ecotone.conformance.schema import SchemaDefinitionError, refs, resolve, validate
 
 
-@check(
-    "describe",
-    "describe() gives a name and object schemas for action, observation and state; the state "
-    "schema has episode_id and step_count",
-)
+@check("describe")
 def check_describe(r: Runner) -> str:
+    """describe() gives a name and object schemas for action, observation and state; the state
+    schema has episode_id and step_count
+
+    Raises:
+        CheckFailed: the name is empty (or not a string); a schema is not a JSON Schema object, has
+            a $ref that does not resolve, or is not an object schema; the state schema has no
+            episode_id or no step_count.
+    """
     info = r.info
     expect(
         isinstance(info.name, str) and info.name.strip(),
@@ -51,13 +55,20 @@ def check_describe(r: Runner) -> str:
 
 @check(
     "observation_flags",
-    "every observation has reward (a number; null after reset), done and truncated (booleans)",
     openenv_skip=(
         "OpenEnv observations have no `truncated`, and ecotone's adapter fills in reward and "
         "done itself"
     ),
 )
 def check_observation_flags(r: Runner) -> str:
+    """every observation has reward (a number; null after reset), done and truncated (booleans)
+
+    Raises:
+        CheckFailed: an observation of the seeded episodes is not a JSON object, lacks reward, done
+            or truncated, has a done or truncated that is not a boolean, or a reward that is not a
+            number (null is allowed after a reset).
+        CheckSkipped: no action the env accepts could be drawn.
+    """
     count = 0
     for seed in r.settings.seeds:
         for sample in r.samples(seed):
@@ -103,11 +114,23 @@ def _schema_check(r: Runner, kind: str) -> str:
     return f"{count} {kind}s"
 
 
-@check("observation_schema", "observations match the observation schema from describe()")
+@check("observation_schema")
 def check_observation_schema(r: Runner) -> str:
+    """observations match the observation schema from describe()
+
+    Raises:
+        CheckFailed: an observation of the seeded episodes does not match the observation schema.
+        CheckSkipped: no action the env accepts could be drawn.
+    """
     return _schema_check(r, "observation")
 
 
-@check("state_schema", "states match the state schema from describe()")
+@check("state_schema")
 def check_state_schema(r: Runner) -> str:
+    """states match the state schema from describe()
+
+    Raises:
+        CheckFailed: a state of the seeded episodes does not match the state schema.
+        CheckSkipped: no action the env accepts could be drawn.
+    """
     return _schema_check(r, "state")

@@ -12,12 +12,16 @@ from ecotone.conformance.registry import check
 from ecotone.conformance.runner import Played, Runner
 
 
-@check(
-    "seeded_determinism",
-    "the same seed gives the same first observation, and the same actions then give the same "
-    "observations, on the same session and on a fresh one",
-)
+@check("seeded_determinism")
 def check_seeded_determinism(r: Runner) -> str:
+    """the same seed gives the same first observation, and the same actions then give the same
+    observations, on the same session and on a fresh one
+
+    Raises:
+        CheckFailed: a seed's episode replayed (on the same session, then on a fresh one) differs
+            from the first play: its first observation, or the observation after a step.
+        CheckSkipped: no action the env accepts could be drawn.
+    """
     total = 0
     for seed in r.settings.seeds:
         with r.session() as client:
@@ -40,12 +44,15 @@ def check_seeded_determinism(r: Runner) -> str:
     return f"{len(r.settings.seeds)} seeds, {total} steps each replayed twice"
 
 
-@check(
-    "concurrent_sessions",
-    "two sessions stepped in turn (different seeds and actions) each see what they would alone",
-    needs=("seeded_determinism",),
-)
+@check("concurrent_sessions", needs=("seeded_determinism",))
 def check_concurrent_sessions(r: Runner) -> str:
+    """two sessions stepped in turn (different seeds and actions) each see what they would alone
+
+    Raises:
+        CheckFailed: a session stepped in turn with another saw an observation, or ended in a state,
+            other than the same seed and actions give it alone.
+        CheckSkipped: no action the env accepts could be drawn.
+    """
     seeds = r.settings.seeds
     second = seeds[1] if len(seeds) > 1 else seeds[0] + 1
     runs: list[Played] = []

@@ -18,12 +18,14 @@ from ecotone.specs import ErrorCode
 _OPENENV_NO_RULE = "OpenEnv's protocol has no {} error: the rule cannot be checked there"
 
 
-@check(
-    "reset_before_step",
-    "a step before the first reset is refused with reset_required; reset then works",
-    openenv_skip=_OPENENV_NO_RULE.format("reset_required"),
-)
+@check("reset_before_step", openenv_skip=_OPENENV_NO_RULE.format("reset_required"))
 def check_reset_before_step(r: Runner) -> str | None:
+    """a step before the first reset is refused with reset_required; reset then works
+
+    Raises:
+        CheckFailed: the step before the first reset is answered with an observation, or with an
+            error other than reset_required.
+    """
     with r.session() as client:
         action = generate(r.info.action_schema, random.Random(r.seed))
         what = "step before the first reset"
@@ -54,12 +56,16 @@ def _step_count_is(r: Runner, client: EnvClient[Any, Any], count: int, when: str
     )
 
 
-@check(
-    "step_count",
-    "state().step_count is 0 after reset, counts each step, and a reset (mid-episode too) "
-    "sets it back to 0",
-)
+@check("step_count")
 def check_step_count(r: Runner) -> None:
+    """state().step_count is 0 after reset, counts each step, and a reset (mid-episode too) sets it
+    back to 0
+
+    Raises:
+        CheckFailed: state() has no step_count; it is not 0 after a reset (the first, at the end of
+            an episode or in its middle), or is not the number of steps taken since.
+        CheckSkipped: no action the env accepts could be drawn.
+    """
     with r.session() as client:
         rng = random.Random(r.seed)
         r.reset(client, seed=r.seed)
@@ -90,11 +96,15 @@ def _episode_id(r: Runner, client: EnvClient[Any, Any], when: str) -> Any:
     return state["episode_id"]
 
 
-@check(
-    "episode_id",
-    "reset(episode_id=X) keeps X for the episode; each reset without one makes a new id",
-)
+@check("episode_id")
 def check_episode_id(r: Runner) -> None:
+    """reset(episode_id=X) keeps X for the episode; each reset without one makes a new id
+
+    Raises:
+        CheckFailed: state() has no episode_id; it is not the id given to reset (after the reset, or
+            after a step); a reset without one keeps the previous id or gives an empty one.
+        CheckSkipped: no action the env accepts could be drawn.
+    """
     with r.session() as client:
         given = r.reset(client, seed=r.seed, episode_id=EPISODE_ID)
         seen = _episode_id(r, client, f"after reset(episode_id={EPISODE_ID!r})")
@@ -123,12 +133,16 @@ def check_episode_id(r: Runner) -> None:
             previous = seen
 
 
-@check(
-    "step_after_done",
-    "once an episode is done or truncated, steps are refused with episode_done until reset",
-    openenv_skip=_OPENENV_NO_RULE.format("episode_done"),
-)
+@check("step_after_done", openenv_skip=_OPENENV_NO_RULE.format("episode_done"))
 def check_step_after_done(r: Runner) -> str:
+    """once an episode is done or truncated, steps are refused with episode_done until reset
+
+    Raises:
+        CheckFailed: a step after the episode ended (tried twice) is not refused with episode_done,
+            or the refused steps changed state().step_count.
+        CheckSkipped: the episode did not end within `max_episode_steps`; no action the env accepts
+            could be drawn.
+    """
     budget = r.settings.max_episode_steps
     with r.session() as client:
         rng = random.Random(r.seed)
@@ -158,12 +172,18 @@ def check_step_after_done(r: Runner) -> str:
     return f"episode {ended}"
 
 
-@check(
-    "invalid_action",
-    "an action with a wrong-typed required field (or an unknown field) is refused with "
-    "invalid_action naming the field; the step does not count and the episode goes on",
-)
+@check("invalid_action")
 def check_invalid_action(r: Runner) -> str:
+    """an action with a wrong-typed required field (or an unknown field) is refused with
+    invalid_action naming the field; the step does not count and the episode goes on
+
+    Raises:
+        CheckFailed: the action with a wrong-typed (or unknown) field is not refused with
+            invalid_action, the error does not name the field (details.field), or the refused step
+            changed state().step_count.
+        CheckSkipped: actions are not JSON objects; the Action schema has no field a wrong value can
+            be made for; no action the env accepts could be drawn.
+    """
     with r.session() as client:
         rng = random.Random(r.seed)
         r.reset(client, seed=r.seed)
