@@ -565,6 +565,13 @@ def test_the_step_columns_checks_fail_a_server_that_gets_step_columns_wrong(
     assert others == {other: Status.PASS for other in others}, others
 
 
+def test_run_takes_the_settings_as_keywords_and_names_one_that_is_not() -> None:
+    report = run("counter", checks=["describe"], seeds=[5], steps=1, reset_options=None)
+    assert statuses(report) == {"describe": Status.PASS}
+    with pytest.raises(TypeError, match=r"^run\(\) got an unexpected keyword argument 'seed'$"):
+        run("counter", seed=5)  # type: ignore[call-arg]
+
+
 # --- `ecotone validate` ----------------------------------------------------------------------
 
 

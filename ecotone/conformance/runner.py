@@ -13,7 +13,7 @@ import contextlib
 import random
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 import attrs
 
@@ -36,6 +36,20 @@ def _seeds(seeds: Iterable[int]) -> tuple[int, ...]:
     return tuple(seeds)
 
 
+def _reset_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    return dict(options or {})
+
+
+class SettingKnobs(TypedDict, total=False):
+    """`Settings`' fields, as the keyword arguments of `ecotone.conformance.run`."""
+
+    seeds: Iterable[int]
+    steps: int
+    max_episode_steps: int
+    reset_options: Mapping[str, Any] | None
+    timeout: float
+
+
 @attrs.frozen(kw_only=True)
 class Settings:
     """The suite's knobs.
@@ -50,8 +64,22 @@ class Settings:
     seeds: tuple[int, ...] = attrs.field(default=(0, 1, 2), converter=_seeds)
     steps: int = 10
     max_episode_steps: int = 500
-    reset_options: Mapping[str, Any] = attrs.field(factory=dict)
+    reset_options: Mapping[str, Any] = attrs.field(factory=dict, converter=_reset_options)
     timeout: float = 30.0
+
+    @classmethod
+    def of(cls, knobs: Mapping[str, Any], owner: str) -> Settings:
+        """The settings keyword `knobs` (`SettingKnobs`) give, the defaults for the others.
+
+        Raises:
+            TypeError: a knob that is not a setting, named as Python names an unknown keyword
+                argument of `owner` (`"run()"`).
+            ValueError: no seeds, or fewer than one step.
+        """
+        for name in knobs:
+            if name not in SettingKnobs.__optional_keys__:
+                raise TypeError(f"{owner} got an unexpected keyword argument {name!r}")
+        return cls(**knobs)
 
     def __attrs_post_init__(self) -> None:
         if not self.seeds:
