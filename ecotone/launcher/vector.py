@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anyio
+import attrs
 
 from ecotone.client.vector import AsyncVectorEnv, VectorEnv
 from ecotone.kernel.registry import Registry
@@ -187,7 +188,8 @@ async def alaunch_vector(
     handles = await astart_servers(env, servers, provider=provider, registry=registry, **fields)
 
     try:
-        envs = LaunchedAsyncVectorEnv(handles, env, provider, registry, fields, num_envs, vector)
+        recipe = LaunchRecipe(env, provider, registry, fields)
+        envs = LaunchedAsyncVectorEnv(handles, recipe, num_envs, vector)
     except BaseException:
         with anyio.CancelScope(shield=True):
             for handle in handles:
@@ -200,6 +202,23 @@ async def alaunch_vector(
         await envs.aclose()  # also when opening the sessions failed
 
 
+@attrs.frozen
+class LaunchRecipe:
+    """How the servers of an `alaunch_vector` env are started (`env` through `provider`,
+    `registry` for env names, `spec` the LaunchSpec fields): what a replacement needs."""
+
+    env: str | LaunchSpec
+    provider: str | Provider
+    registry: Registry | None
+    spec: Mapping[str, Any]
+
+    async def start(self) -> ServerHandle:
+        """One more server, as the others were started."""
+        return await astart_server(
+            self.env, provider=self.provider, registry=self.registry, **self.spec
+        )
+
+
 class LaunchedAsyncVectorEnv(AsyncVectorEnv):
     """An AsyncVectorEnv over servers it started: `servers` (their handles, in the order of
     `urls`); `aclose()` stops them too. Made by `alaunch_vector`."""
@@ -207,15 +226,12 @@ class LaunchedAsyncVectorEnv(AsyncVectorEnv):
     def __init__(
         self,
         servers: list[ServerHandle],
-        env: str | LaunchSpec,
-        provider: str | Provider,
-        registry: Registry | None,
-        spec: dict[str, Any],
+        recipe: LaunchRecipe,
         num_envs: int,
         vector: Mapping[str, Any],
     ) -> None:
         self.servers = servers
-        self._launch = (env, provider, registry, spec)
+        self._recipe = recipe
         super().__init__(
             [handle.url for handle in servers],
             num_envs,
@@ -225,10 +241,9 @@ class LaunchedAsyncVectorEnv(AsyncVectorEnv):
 
     async def _replace(self, index: int, url: str) -> str:
         """A dead server's stand-in, from the same provider and spec."""
-        env, provider, registry, spec = self._launch
         with anyio.CancelScope(shield=True):
             await self.servers[index].stop()
-        self.servers[index] = await astart_server(env, provider=provider, registry=registry, **spec)
+        self.servers[index] = await self._recipe.start()
         return self.servers[index].url
 
     async def aclose(self) -> None:
