@@ -303,15 +303,8 @@ class Answers(Ledger):
         sub.obs = result.observation
         sub.busy = None
         if self.recorder is not None:
-            self.recorder.stepped(
-                sub.index,
-                plain(outcome.action),
-                result.observation,
-                result.reward,
-                result.done,
-                result.truncated,
-                time.perf_counter() - started,
-            )
+            duration = time.perf_counter() - started
+            self.recorder.stepped(sub.index, plain(outcome.action), result, duration)
         if result.done or result.truncated:
             sub.needs_reset = True
             if self.autoreset_mode is AutoresetMode.SAME_STEP:
