@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -640,21 +640,30 @@ def _answer(
                 core.on_response(link, conn.decode(msgspec.json.encode(data)))
 
 
+class Servers(NamedTuple):
+    """What `_step` runs against: `urls` servers, whose answers end the episodes of `ends` at
+    the first step and carry metadata (`meta`); that take resets inside step_many (`folds`)
+    and `step_columns` (`columns`)."""
+
+    urls: int
+    ends: set[int]
+    meta: bool
+    folds: bool = False
+    columns: bool = False
+
+
 def _step(
     bulk: bool,
     mode: str,
     observation_type: Any,
-    urls: int,
-    ends: set[int],
-    meta: bool,
-    folds: bool = False,
+    servers: Servers,
     frames: list[str] | None = None,
-    columns: bool = False,
 ) -> Any:
-    """Three steps of 8 sub-envs (the episodes of `ends` end at the first; under `disabled`,
-    which would refuse to step them again, only that one), every result and the sub-envs'
-    state after; `bulk=False` forces the per-sub-env path, `folds` has the servers take
-    resets inside step_many (the frames sent go to `frames`), `columns` take `step_columns`."""
+    """Three steps of 8 sub-envs (the episodes of `servers.ends` end at the first; under
+    `disabled`, which would refuse to step them again, only that one), every result and the
+    sub-envs' state after; `bulk=False` forces the per-sub-env path; the frames sent go to
+    `frames`."""
+    urls, ends, meta, folds, columns = servers
     features: tuple[str, ...] = ("step_many.reset",) if folds else ()
     if columns:
         features += ("step_columns",)
@@ -697,10 +706,11 @@ def _comparable(value: Any) -> Any:
 def test_an_answer_taken_in_bulk_gives_what_the_per_sub_env_path_gives(
     mode: str, observation_type: Any, urls: int, ends: set[int], meta: bool, columns: bool
 ) -> None:
-    bulk = _step(True, mode, observation_type, urls, ends, meta, columns=columns)
-    per_sub = _step(False, mode, observation_type, urls, ends, meta)  # step_many, item by item
+    servers = Servers(urls, ends, meta, columns=columns)
+    bulk = _step(True, mode, observation_type, servers)
+    per_sub = _step(False, mode, observation_type, Servers(urls, ends, meta))  # item by item
     assert _comparable(bulk) == _comparable(per_sub)
-    by_columns = _step(False, mode, observation_type, urls, ends, meta, columns=columns)
+    by_columns = _step(False, mode, observation_type, servers)
     assert _comparable(by_columns) == _comparable(per_sub)
 
 
@@ -713,9 +723,11 @@ def test_autoresets_inside_step_many_give_what_reset_frames_give(
 ) -> None:
     ends = {1, 2, 5}
     folded_frames: list[str] = []
-    folded = _step(bulk, mode, CounterObservation, urls, ends, True, True, folded_frames, columns)
+    folding = Servers(urls, ends, meta=True, folds=True, columns=columns)
+    folded = _step(bulk, mode, CounterObservation, folding, folded_frames)
     separate_frames: list[str] = []
-    separate = _step(bulk, mode, CounterObservation, urls, ends, True, False, separate_frames)
+    separating = Servers(urls, ends, meta=True)
+    separate = _step(bulk, mode, CounterObservation, separating, separate_frames)
     assert _comparable(folded) == _comparable(separate)
     assert "Reset" in separate_frames
     if mode == "next_step":  # the resets ride in the next step's step_many: no frame of their own
