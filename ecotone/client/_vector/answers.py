@@ -49,7 +49,9 @@ def _bools(flags: list[Any]) -> np.ndarray:
 
 
 class Answers(Ledger):
-    """Takes the answers."""
+    """What each answer means: `on_response` takes a link's response frame for the sub-envs
+    its request concerns and completes their outcomes (or, for a batched step's usual
+    answer, the tally's bulk rows), autoresetting under `same_step`."""
 
     def result(self, obs: Any) -> StepResult[Any]:
         """An observation (decoded by `typed_decoder`) as a StepResult."""

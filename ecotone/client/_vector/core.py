@@ -31,10 +31,20 @@ from ecotone.client._vector.subenvs import Sub
 
 
 class VectorCore(Planning, Answers, Links, Results):
-    """Sub-envs spread over links; every decision of the vector envs, none of their I/O."""
+    """Sub-envs spread over links; every decision of the vector envs, none of their I/O.
+
+    One class made of four parts that share the `Ledger`'s state and primitives and never
+    call each other: so the hot paths' `self.` lookups and calls cost what they did in one
+    class. No `__slots__`: a test replaces a method on an instance."""
 
 
 def select_subs(core: VectorCore, env_ids: Any) -> list[Sub]:
+    """The sub-envs `env_ids` names (all of them when None), in its order.
+
+    Raises:
+        IndexError: an index out of range.
+        ValueError: an index named twice.
+    """
     if env_ids is None:
         return list(core.subs)
     ids = [int(i) for i in np.asarray(env_ids).reshape(-1)]

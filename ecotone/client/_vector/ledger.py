@@ -82,7 +82,7 @@ class Ledger:
         """Encodes actions (one, or a step_many's list of `WireStep`), numpy values as plain."""
         self.ready: collections.deque[SubOutcome | Tally] = collections.deque()
         """Results of `send`-started work, in the order they completed, for `recv`: a sub-env's
-        outcome, or a batched send's complete call."""
+        outcome, or a batched send's complete tally."""
         self.ready_count = 0
         """Sub-envs in `ready`."""
         self.sending: list[Tally] = []

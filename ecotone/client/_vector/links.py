@@ -15,7 +15,9 @@ from ecotone.specs import Hello
 
 
 class Links(Ledger):
-    """Connections come and go; deadlines pass."""
+    """A link's connection attached (`attach`) or lost (`on_link_lost`), its requests past
+    their deadline (`expire`) or given up by their caller (`cancel`): the sub-envs waiting on
+    them fail, their episodes lost."""
 
     def on_link_lost(self, link: Link, exc: BaseException) -> None:
         """The link's connection dropped: every request on it fails, every session on it is

@@ -28,7 +28,9 @@ from ecotone.specs import Close, Open, ResetArgs, Step
 
 
 class Planning(Ledger):
-    """Queues the frames of the calls."""
+    """What to send for each call: the frames queued on the links (`take_outbox` hands them
+    to the I/O loop) and the outcomes the sub-envs wait with. The caller's mistakes are
+    refused before anything is queued (`check_idle`, `check_steppable`)."""
 
     def plan_open(self, subs: Iterable[Sub], tally: Tally, kind: Verb = Verb.OPEN) -> None:
         """Open a session for each sub-env (closing its old one, if any, on a live link)."""

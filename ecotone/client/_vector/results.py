@@ -14,7 +14,8 @@ from ecotone.client._vector.subenvs import Rows, StepBatch, SubOutcome, Tally, V
 
 
 class Results(Ledger):
-    """Builds the results of calls."""
+    """A complete call's result in Gymnasium's shape: the tally's bulk rows with its outcomes
+    laid over them (a row from `_row`, infos from `_info`), the error policy applied."""
 
     def _info(self, outcome: SubOutcome) -> dict[str, Any]:
         info: dict[str, Any]
@@ -88,7 +89,7 @@ class Results(Ledger):
         self, tally: Tally
     ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """The result of a batched step of every sub-env (`plan_step(actions, self.subs,
-        call)`), the error policy applied: the bulk rows, with the outcomes laid over them
+        tally)`), the error policy applied: the bulk rows, with the outcomes laid over them
         (an outcome's row is `_row` and its info `_info`, as in `step_result`)."""
         n = self.num_envs
         outcomes = tally.outcomes
@@ -178,7 +179,7 @@ class Results(Ledger):
         return self.mixed_result([tally])
 
     def mixed_result(self, parts: Sequence[SubOutcome | Tally]) -> StepBatch:
-        """The `recv` result of ready outcomes and batched sends' calls, in their order."""
+        """The `recv` result of ready outcomes and batched sends' tallies, in their order."""
         order = [
             i
             for part in parts
@@ -234,7 +235,7 @@ def wanted(core: Results, min_ready: int | None) -> int:
 
 def take_ready(core: Results, max_ready: int | None) -> StepBatch:
     """The results `recv` returns: the ready ones, oldest first, at most `max_ready` (a
-    batched send's call split if it must be)."""
+    batched send's tally split if it must be)."""
     ready = core.ready
     limit = core.ready_count if max_ready is None else min(max_ready, core.ready_count)
     if ready and type(ready[0]) is Tally and len(ready[0].order or ()) == limit:
@@ -269,7 +270,7 @@ def take_ready(core: Results, max_ready: int | None) -> StepBatch:
 
 
 def split_tally(tally: Tally, k: int) -> tuple[Tally, Tally]:
-    """A complete batched send's call as two: its first `k` sub-envs (in send order), and the
+    """A complete batched send's tally as two: its first `k` sub-envs (in send order), and the
     rest."""
     assert tally.order is not None
     first, rest = Tally(tally.order[:k]), Tally(tally.order[k:])
