@@ -748,7 +748,8 @@ def test_cli_validate_a_real_openenv_server(tmp_path: Path, openenv_server: str)
     report = json.loads(done.stdout)
     by_name = {c["name"]: c for c in report["checks"]}
     assert done.returncode == 0, json.dumps(report, indent=1)
-    assert report["summary"]["skipped"] == 7 + len(PROTOCOL)  # no ids, batches, tasks, columns
+    # no ids, batches, tasks, columns (both step_columns checks)
+    assert report["summary"]["skipped"] == 8 + len(PROTOCOL)
     assert {n for n, c in by_name.items() if c["status"] == "PASS"} == {
         "describe",
         "observation_schema",
