@@ -6,7 +6,9 @@ break it (tests/broken_envs.py), and the three ways to run it: in process, again
 
 from __future__ import annotations
 
+import ast
 import enum
+import inspect
 import json
 import os
 import random
@@ -389,11 +391,35 @@ def test_an_openenv_url_skips_the_rules_openenv_lacks_with_the_reason() -> None:
         "close_releases_session",
         "tasks",
         "step_columns",
+        "step_columns_malformed",
         *PROTOCOL,
     }, report.text()
     assert "no reset_required error" in skipped["reset_before_step"]
     assert "no `truncated`" in skipped["observation_flags"]
     assert failed(report) == set(), report.text()
+
+
+# --- the checks as written: one rule per function, its docstring saying what it raises -----------
+
+
+def _body_lines(fn: Any) -> int:
+    """The lines of a function's body, its docstring aside."""
+    (node,) = ast.parse(textwrap.dedent(inspect.getsource(fn))).body
+    assert isinstance(node, ast.FunctionDef)
+    body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+    return body[-1].end_lineno - body[0].lineno + 1  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("name", [*ALL_CHECKS, *PROTOCOL])
+def test_every_check_says_what_it_checks_and_what_it_raises(name: str) -> None:
+    chk = {**CHECKS, **PROTOCOL_CHECKS}[name]
+    doc = chk.fn.__doc__ or ""
+    title, _, rest = textwrap.dedent(doc).strip().partition("\n\n")
+    assert " ".join(title.split()) == chk.title  # the title is the docstring's first paragraph
+    raises = rest.split("Raises:\n", 1)
+    assert len(raises) == 2 and "CheckFailed:" in raises[1], doc
+    if name in CHECKS:  # the protocol's two long ones wait for helpers of their own
+        assert _body_lines(chk.fn) <= 40, f"{name}: {_body_lines(chk.fn)} lines"
 
 
 # --- the step_columns check: against real servers, and against servers that break it ---------
@@ -447,13 +473,13 @@ def _breaker_target(how: str) -> Target:
 
 def test_the_step_columns_check_compares_errors_by_code_session_and_details() -> None:
     """Not by message: a server may word one error differently in the two frames."""
-    from ecotone.conformance.checks import _outcome
+    from ecotone.conformance.checks.columns import item_outcome
     from ecotone.specs import Error, ErrorCode
 
     def outcome(sid: str, message: str, **details: Any) -> Any:
         error = Error(id=1, code=ErrorCode.ENV_ERROR, message=message, session=sid,
                       details=details)  # fmt: skip
-        return _outcome(None, error, {sid: "<session A>"})  # type: ignore[arg-type]
+        return item_outcome(None, error, {sid: "<session A>"})  # type: ignore[arg-type]
 
     assert outcome("s1", "step 0 of s1 raised", type="KeyError") == outcome(
         "s2", "position 0 (session s2) raised", type="KeyError"
@@ -462,27 +488,32 @@ def test_the_step_columns_check_compares_errors_by_code_session_and_details() ->
     assert outcome("s1", "m", type="KeyError") != outcome("s2", "m", type="ValueError")
 
 
-def test_the_step_columns_check_passes_in_process_and_behind_every_server() -> None:
+COLUMNS_CHECKS = ["step_columns", "step_columns_malformed"]
+
+
+def test_the_step_columns_checks_pass_in_process_and_behind_every_server() -> None:
     for env in ("dice", "wordle"):  # wordle's resets name tasks
-        report = run(env, registry=make_registry(broken_envs), checks=["step_columns"])
-        assert result(report, "step_columns").status is Status.PASS, report.text()
+        report = run(env, registry=make_registry(broken_envs), checks=COLUMNS_CHECKS)
+        assert statuses(report) == dict.fromkeys(COLUMNS_CHECKS, Status.PASS), report.text()
     for transport in ("websocket", "http", "tcp"):
         with run_server("counter", transport=transport) as server:
-            report = run(url=server.url, checks=["step_columns"], reset_options={"max_steps": 3})
-        columns = result(report, "step_columns")
-        assert columns.status is Status.PASS, report.text()
-        assert columns.note == "5 step_columns of 2 sessions, 5 malformed"
+            report = run(url=server.url, checks=COLUMNS_CHECKS, reset_options={"max_steps": 3})
+        assert statuses(report) == dict.fromkeys(COLUMNS_CHECKS, Status.PASS), report.text()
+        assert result(report, "step_columns").note == "5 step_columns of 2 sessions"
+        malformed = result(report, "step_columns_malformed")
+        assert malformed.note == "5 malformed step_columns refused"
 
 
-def test_the_step_columns_check_is_skipped_where_the_server_does_not_list_it(
+def test_the_step_columns_checks_are_skipped_where_the_server_does_not_list_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("ecotone.kernel.operations.FEATURES", ("step_many.reset",))
     with run_server("counter") as server:
-        report = run(url=server.url, checks=["step_columns"])
-    columns = result(report, "step_columns")
-    assert columns.status is Status.SKIP
-    assert columns.reason == "the server does not list step_columns in its welcome's features"
+        report = run(url=server.url, checks=COLUMNS_CHECKS)
+    for name in COLUMNS_CHECKS:
+        columns = result(report, name)
+        assert columns.status is Status.SKIP
+        assert columns.reason == "the server does not list step_columns in its welcome's features"
 
 
 def test_the_step_columns_check_is_skipped_where_the_server_holds_fewer_than_four() -> None:
@@ -496,38 +527,49 @@ def test_the_step_columns_check_is_skipped_where_the_server_holds_fewer_than_fou
 
 
 @pytest.mark.parametrize(
-    ("how", "what", "expected"),
+    ("how", "name", "what", "expected"),
     [
         (
             "swapped",
+            "step_columns",
             "position 0 of step_columns 1",
             "observation",
         ),
         (
             "lenient",
+            "step_columns_malformed",
             "the answer to a step_columns with one action for two sessions",
             "one error frame (invalid_argument) with the request's id and a message",
         ),
         (
             "partial",
+            "step_columns_malformed",
             "state() of session A after the malformed step_columns",
             "unchanged",
         ),
     ],
 )
-def test_the_step_columns_check_fails_a_server_that_gets_step_columns_wrong(
-    how: str, what: str, expected: str
+def test_the_step_columns_checks_fail_a_server_that_gets_step_columns_wrong(
+    how: str, name: str, what: str, expected: str
 ) -> None:
     runner = Runner(_breaker_target(how))
     try:
-        columns = runner.run("step_columns")
+        columns = runner.run(name)
+        others = {other: runner.run(other).status for other in ALL_CHECKS if other != name}
     finally:
         runner.close()
     assert columns.status is Status.FAIL, columns
     assert columns.what.startswith(what), columns
     assert expected in columns.expected, columns
-    # what it needs passed: the env is sound, only the server's step_columns is wrong
-    assert runner.results["concurrent_sessions"].status is Status.PASS
+    # the env is sound, and each breaker breaks one of the two rules
+    assert others == {other: Status.PASS for other in others}, others
+
+
+def test_run_takes_the_settings_as_keywords_and_names_one_that_is_not() -> None:
+    report = run("counter", checks=["describe"], seeds=[5], steps=1, reset_options=None)
+    assert statuses(report) == {"describe": Status.PASS}
+    with pytest.raises(TypeError, match=r"^run\(\) got an unexpected keyword argument 'seed'$"):
+        run("counter", seed=5)  # type: ignore[call-arg]
 
 
 # --- `ecotone validate` ----------------------------------------------------------------------
@@ -706,7 +748,8 @@ def test_cli_validate_a_real_openenv_server(tmp_path: Path, openenv_server: str)
     report = json.loads(done.stdout)
     by_name = {c["name"]: c for c in report["checks"]}
     assert done.returncode == 0, json.dumps(report, indent=1)
-    assert report["summary"]["skipped"] == 7 + len(PROTOCOL)  # no ids, batches, tasks, columns
+    # no ids, batches, tasks, columns (both step_columns checks)
+    assert report["summary"]["skipped"] == 8 + len(PROTOCOL)
     assert {n for n, c in by_name.items() if c["status"] == "PASS"} == {
         "describe",
         "observation_schema",

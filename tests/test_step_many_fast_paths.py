@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -23,7 +23,11 @@ import trio
 
 import ecotone
 from ecotone.client._core import ClientCore, EnvTypes
-from ecotone.client._vector import Call, VectorCore, WireColumns, WireStepMany, take_ready
+from ecotone.client._vector.core import VectorCore
+from ecotone.client._vector.frames import WireColumns, WireStepMany
+from ecotone.client._vector.policy import Policy
+from ecotone.client._vector.results import take_ready
+from ecotone.client._vector.subenvs import Tally
 from ecotone.kernel import Engine, EnvSpec, Mode, Owner
 from ecotone.kernel.sessions import Phase
 from ecotone.plugins.counter import CounterAction, CounterObservation
@@ -467,10 +471,9 @@ def _core(
         n,
         env=None,
         types=EnvTypes(observation_type),
-        autoreset_mode=autoreset_mode,
-        errors="info",
-        reset_options=None,
-        step_timeout=60.0,
+        policy=Policy(
+            autoreset_mode=autoreset_mode, errors="info", reset_options=None, step_timeout=60.0
+        ),
     )
     conns = [FakeConn(codec) for _ in core.links]
     for link, conn in zip(core.links, conns, strict=True):
@@ -499,8 +502,8 @@ def test_a_vector_step_many_encodes_to_the_bytes_of_step_many(codec: str) -> Non
         [np.float64(0.25), None, "text"],
     ]
     core, (conn,) = _core(len(actions), codec=codec)
-    call = Call()
-    core.plan_step(actions, core.subs, call)
+    tally = Tally()
+    core.plan_step(actions, core.subs, tally)
     (frame,) = core.take_outbox(core.links[0])
     assert isinstance(frame, WireStepMany)
     plain = codec_for(codec)
@@ -525,7 +528,7 @@ def test_a_vector_step_many_encodes_to_the_bytes_of_step_many(codec: str) -> Non
 def test_a_vector_step_columns_encodes_to_the_bytes_of_step_columns(codec: str) -> None:
     actions: list[Any] = [{"delta": 1}, {"delta": np.int64(2)}, CounterAction(delta=3)]
     core, (conn,) = _core(len(actions), codec=codec, features=("step_columns",))
-    core.plan_step(actions, core.subs, Call())
+    core.plan_step(actions, core.subs, Tally())
     (frame,) = core.take_outbox(core.links[0])
     assert isinstance(frame, WireColumns)
     plain = codec_for(codec)
@@ -540,10 +543,10 @@ def test_a_vector_step_columns_encodes_to_the_bytes_of_step_columns(codec: str) 
 def test_an_action_that_cannot_be_encoded_raises_before_anything_is_queued() -> None:
     core, _ = _core(3)
     core.subs[1].needs_reset = True  # would be reset instead: nothing of it may be queued either
-    call = Call()
+    tally = Tally()
     with pytest.raises(TypeError, match="unsupported"):
-        core.plan_step([{"delta": 1}, {"delta": 1}, {"delta": object()}], core.subs, call)
-    assert call.open == 0 and not call.outcomes
+        core.plan_step([{"delta": 1}, {"delta": 1}, {"delta": object()}], core.subs, tally)
+    assert tally.open == 0 and not tally.outcomes
     assert not core.links[0].outbox and not core.links[0].inflight
     assert all(sub.busy is None and sub.outcome is None for sub in core.subs)
 
@@ -637,21 +640,30 @@ def _answer(
                 core.on_response(link, conn.decode(msgspec.json.encode(data)))
 
 
+class Servers(NamedTuple):
+    """What `_step` runs against: `urls` servers, whose answers end the episodes of `ends` at
+    the first step and carry metadata (`meta`); that take resets inside step_many (`folds`)
+    and `step_columns` (`columns`)."""
+
+    urls: int
+    ends: set[int]
+    meta: bool
+    folds: bool = False
+    columns: bool = False
+
+
 def _step(
     bulk: bool,
     mode: str,
     observation_type: Any,
-    urls: int,
-    ends: set[int],
-    meta: bool,
-    folds: bool = False,
+    servers: Servers,
     frames: list[str] | None = None,
-    columns: bool = False,
 ) -> Any:
-    """Three steps of 8 sub-envs (the episodes of `ends` end at the first; under `disabled`,
-    which would refuse to step them again, only that one), every result and the sub-envs'
-    state after; `bulk=False` forces the per-sub-env path, `folds` has the servers take
-    resets inside step_many (the frames sent go to `frames`), `columns` take `step_columns`."""
+    """Three steps of 8 sub-envs (the episodes of `servers.ends` end at the first; under
+    `disabled`, which would refuse to step them again, only that one), every result and the
+    sub-envs' state after; `bulk=False` forces the per-sub-env path; the frames sent go to
+    `frames`."""
+    urls, ends, meta, folds, columns = servers
     features: tuple[str, ...] = ("step_many.reset",) if folds else ()
     if columns:
         features += ("step_columns",)
@@ -663,14 +675,14 @@ def _step(
         core._take_in_bulk = lambda request, response: False  # type: ignore[method-assign]
     results = []
     for step in range(1 if mode == "disabled" and ends else 3):
-        call = Call()
+        tally = Tally()
         core.check_steppable(core.subs)
-        core.plan_step([{"delta": 1}] * 8, core.subs, call)
+        core.plan_step([{"delta": 1}] * 8, core.subs, tally)
         _answer(core, conns, ends if step == 0 else set(), meta, sent)
-        assert call.complete
+        assert tally.complete
         if step == 0 and not ends:  # every answer was ordinary: no sub-env needed an outcome
-            assert bool(call.rows) is bulk and bool(call.outcomes) is not bulk
-        results.append(core.step_all_result(call))
+            assert bool(tally.rows) is bulk and bool(tally.outcomes) is not bulk
+        results.append(core.step_all_result(tally))
     return results, [sub.obs for sub in core.subs], [sub.needs_reset for sub in core.subs]
 
 
@@ -694,10 +706,11 @@ def _comparable(value: Any) -> Any:
 def test_an_answer_taken_in_bulk_gives_what_the_per_sub_env_path_gives(
     mode: str, observation_type: Any, urls: int, ends: set[int], meta: bool, columns: bool
 ) -> None:
-    bulk = _step(True, mode, observation_type, urls, ends, meta, columns=columns)
-    per_sub = _step(False, mode, observation_type, urls, ends, meta)  # step_many, item by item
+    servers = Servers(urls, ends, meta, columns=columns)
+    bulk = _step(True, mode, observation_type, servers)
+    per_sub = _step(False, mode, observation_type, Servers(urls, ends, meta))  # item by item
     assert _comparable(bulk) == _comparable(per_sub)
-    by_columns = _step(False, mode, observation_type, urls, ends, meta, columns=columns)
+    by_columns = _step(False, mode, observation_type, servers)
     assert _comparable(by_columns) == _comparable(per_sub)
 
 
@@ -710,9 +723,11 @@ def test_autoresets_inside_step_many_give_what_reset_frames_give(
 ) -> None:
     ends = {1, 2, 5}
     folded_frames: list[str] = []
-    folded = _step(bulk, mode, CounterObservation, urls, ends, True, True, folded_frames, columns)
+    folding = Servers(urls, ends, meta=True, folds=True, columns=columns)
+    folded = _step(bulk, mode, CounterObservation, folding, folded_frames)
     separate_frames: list[str] = []
-    separate = _step(bulk, mode, CounterObservation, urls, ends, True, False, separate_frames)
+    separating = Servers(urls, ends, meta=True)
+    separate = _step(bulk, mode, CounterObservation, separating, separate_frames)
     assert _comparable(folded) == _comparable(separate)
     assert "Reset" in separate_frames
     if mode == "next_step":  # the resets ride in the next step's step_many: no frame of their own

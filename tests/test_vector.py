@@ -24,6 +24,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 import ecotone
+from ecotone.client import vector
 from ecotone.client.vector import split_actions, stack
 from ecotone.plugins.counter import CounterObservation
 from ecotone.recording import read_episodes
@@ -288,6 +289,44 @@ def test_a_seed_list_gives_each_sub_env_its_own_seed(walk_server: RunningServer)
         _, shuffled = venv.reset(seed=[22, 21, 20])
     assert by_int["limit"].tolist() == by_list["limit"].tolist()
     assert shuffled["limit"].tolist() == by_list["limit"].tolist()[::-1]
+
+
+# --- keyword options ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("face", [ecotone.VectorEnv, ecotone.AsyncVectorEnv])
+def test_an_unknown_keyword_is_a_type_error_naming_it_before_any_connection(face: Any) -> None:
+    with pytest.raises(TypeError, match=r"\.__init__\(\) got an unexpected keyword argument "
+                       "'step_timout'") as caught:  # fmt: skip
+        face("ws://127.0.0.1:9", 2, step_timout=1.0)
+    assert str(caught.value).startswith(f"{face.__name__}.__init__()")
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ({"autoreset_mode": "sometimes"},
+         "autoreset_mode 'sometimes' is not one of next_step, same_step, disabled"),
+        ({"errors": "ignore"}, "errors 'ignore' is not one of raise, info"),
+    ],
+)  # fmt: skip
+def test_a_mode_or_policy_that_is_not_one_is_a_value_error_listing_them(
+    option: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ecotone.VectorEnv("ws://127.0.0.1:9", 2, **option)
+
+
+@pytest.mark.parametrize(
+    "given", ["same_step", "SameStep", AutoresetMode.SAME_STEP, vector.AutoresetMode.SAME_STEP]
+)
+def test_gymnasiums_autoreset_modes_are_taken_and_ours_compare_as_strings(
+    counter_url: str, given: Any
+) -> None:
+    with ecotone.VectorEnv(counter_url, 1, autoreset_mode=given, errors="info") as venv:
+        assert venv.autoreset_mode == "same_step"
+        assert venv.autoreset_mode is vector.AutoresetMode.SAME_STEP
+        assert f"{venv.autoreset_mode}" == "same_step"
 
 
 # --- connections ------------------------------------------------------------------------------

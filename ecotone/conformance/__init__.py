@@ -25,14 +25,14 @@ has one (a remote env's actions are generated from its Action schema: `generate.
 that `close()` can be called a second time on the instance, as the contract allows. Transports
 are not what an env author is testing; point `--url` at a server to include them.
 
-The checks, in the order they run. The env's contract (`CHECKS`, `checks.py`): describe,
+The checks, in the order they run. The env's contract (`CHECKS`, `checks/`): describe,
 reset_before_step, observation_flags, observation_schema, state_schema, step_count, episode_id,
 seeded_determinism, step_after_done, invalid_action, close_idempotent, close_releases_session,
 concurrent_sessions, tasks, step_columns (where the server lists it: a `step_columns` of two
-sessions answers what the `step_many` of the same items does, and a malformed one is one clear
-error). The protocol's rules, which every transport must keep
-(`PROTOCOL_CHECKS`, `protocol.py`; run by default with `--url`, in process with
-`--protocol`): pipelined_in_order, batch_names_session_twice, no_overlapping_calls,
+sessions answers what the `step_many` of the same items does), step_columns_malformed (and a
+malformed one is one clear error that steps nothing). The protocol's rules, which every
+transport must keep (`PROTOCOL_CHECKS`, `protocol.py`; run by default with `--url`, in process
+with `--protocol`): pipelined_in_order, batch_names_session_twice, no_overlapping_calls,
 close_waits_for_step, errors_without_id, unknown_and_foreign_sessions. Each fails with what
 it looked at, what it expected and what it saw; a check that cannot apply (an episode that
 does not end within the step budget, a rule OpenEnv lacks, a check that needs the `probe` env)
@@ -40,17 +40,11 @@ is skipped with the reason, never passed.
 """
 
 from ecotone.conformance import protocol as _protocol  # noqa: F401  (registers its checks)
-from ecotone.conformance.checks import (
-    CHECKS,
-    PROTOCOL_CHECKS,
-    Check,
-    CheckResult,
-    Report,
-    Runner,
-    Settings,
-    Status,
-)
+from ecotone.conformance.checks import CHECKS
 from ecotone.conformance.generate import generate, invalid_action, wrong_value
+from ecotone.conformance.registry import PROTOCOL_CHECKS, Check
+from ecotone.conformance.report import CheckResult, Report, Status
+from ecotone.conformance.runner import Runner, Settings
 from ecotone.conformance.schema import SchemaError, validate
 from ecotone.conformance.suite import ConformanceSuite, run
 from ecotone.conformance.target import Target, TargetError, open_target

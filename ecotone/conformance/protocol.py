@@ -23,16 +23,11 @@ from typing import Any, Final, TypeVar
 import anyio
 
 from ecotone.client.aio import AsyncConnection, AsyncEnvClient
-from ecotone.conformance.checks import (
-    CheckSkipped,
-    Runner,
-    answer,
-    check,
-    expect,
-    fail,
-    show,
-)
+from ecotone.conformance.expect import answer, expect, fail, show
 from ecotone.conformance.generate import generate
+from ecotone.conformance.registry import check, register
+from ecotone.conformance.report import CheckSkipped
+from ecotone.conformance.runner import Runner
 from ecotone.conformance.schema import SchemaDefinitionError
 from ecotone.specs import (
     Close,
@@ -133,13 +128,15 @@ async def _shares_sessions(r: Runner) -> bool:
 # --- the checks ------------------------------------------------------------------------------
 
 
-@check(
-    "pipelined_in_order",
-    "requests sent back to back on one session are answered in the order they were sent",
-    openenv_skip=_OPENENV,
-    protocol=True,
-)
+@check("pipelined_in_order", openenv_skip=_OPENENV)
 def check_pipelined_in_order(r: Runner) -> str:
+    """requests sent back to back on one session are answered in the order they were sent
+
+    Raises:
+        CheckFailed: the answers to one session's requests, sent back to back with pings between
+            them, come in another order than they were sent.
+    """
+
     async def go() -> tuple[list[Any], list[Any]]:
         async with _connection(r) as conn:
             client = await _started(r, conn)
@@ -166,13 +163,17 @@ def check_pipelined_in_order(r: Runner) -> str:
     return f"{len(sent)} requests of one session, pings between them"
 
 
-@check(
-    "batch_names_session_twice",
-    "a step_many naming a session twice steps it once: the second item is invalid_argument",
-    openenv_skip=_OPENENV,
-    protocol=True,
-)
+@check("batch_names_session_twice", openenv_skip=_OPENENV)
 def check_batch_names_session_twice(r: Runner) -> None:
+    """a step_many naming a session twice steps it once: the second item is invalid_argument
+
+    Raises:
+        CheckFailed: the step_many is not answered with a step_many_result; its second item is not
+            invalid_argument with details.reason duplicate_session; its first is refused as a
+            duplicate.
+        CheckSkipped: no action can be generated from the Action schema.
+    """
+
     async def go() -> Response:
         async with _connection(r) as conn:
             client = await _started(r, conn)
@@ -202,14 +203,17 @@ def check_batch_names_session_twice(r: Runner) -> None:
     )
 
 
-@check(
-    "no_overlapping_calls",
-    "concurrent steps and step_many batches on overlapping sessions never run two calls of "
-    "one session at once, and each step runs exactly once",
-    openenv_skip=_OPENENV,
-    protocol=True,
-)
+@check("no_overlapping_calls", openenv_skip=_OPENENV)
 def check_no_overlapping_calls(r: Runner) -> str:
+    """concurrent steps and step_many batches on overlapping sessions never run two calls of one
+    session at once, and each step runs exactly once
+
+    Raises:
+        CheckFailed: a step_many is not answered with a step_many_result; a probe step is refused; a
+            step ran while another call of its session did; a session's step counts are not each of
+            1 to the number of its steps once.
+        CheckSkipped: the server does not serve the probe env.
+    """
     if not _is_probe(r):
         raise CheckSkipped(
             f"needs the {PROBE!r} env to see inside a session: serve it "
@@ -277,14 +281,19 @@ def check_no_overlapping_calls(r: Runner) -> str:
     return f"{sum(sent.values())} steps of {sessions_n} sessions from {lanes_n} tasks"
 
 
-@check(
-    "close_waits_for_step",
-    "a close sent while a step (in a step_many) runs is answered after it, and the step runs "
-    "to its end",
-    openenv_skip=_OPENENV,
-    protocol=True,
-)
+@check("close_waits_for_step", openenv_skip=_OPENENV)
 def check_close_waits_for_step(r: Runner) -> str:
+    """a close sent while a step (in a step_many) runs is answered after it, and the step runs to
+    its end
+
+    Raises:
+        CheckFailed: the answers come in another order than step, close, state; the step's step_many
+            is not answered with a step_many_result, or its item with unknown_session; the close is
+            not answered with closed; the state after it is not unknown_session; the probe's close()
+            was called while its step ran.
+        CheckSkipped: no action can be generated from the Action schema.
+    """
+
     async def go() -> list[tuple[str, Response]]:
         shared = await _shares_sessions(r)
         async with _connection(r) as conn, _connection(r) as other:
@@ -365,14 +374,16 @@ def check_close_waits_for_step(r: Runner) -> str:
     return "answer order only (serve the probe env to see inside)"
 
 
-@check(
-    "errors_without_id",
-    "a frame that cannot be read is answered with an error whose id is null (or the id, "
-    "when it can be read), and the connection goes on",
-    openenv_skip=_OPENENV,
-    protocol=True,
-)
+@check("errors_without_id", openenv_skip=_OPENENV)
 def check_errors_without_id(r: Runner) -> None:
+    """a frame that cannot be read is answered with an error whose id is null (or the id, when it
+    can be read), and the connection goes on
+
+    Raises:
+        CheckFailed: a frame that cannot be read is not answered with an error of the expected code
+            and id (null where the id cannot be read), or not at all; a ping after them is not
+            answered with pong.
+    """
     connection = r.target.connection
     cases = [
         (b"this is not json", None, ErrorCode.INVALID_FRAME),
@@ -404,13 +415,15 @@ def _next_answer(r: Runner) -> Response:
     fail("the answer to a bad frame", "an error frame", "nothing")
 
 
-@check(
-    "unknown_and_foreign_sessions",
-    "a made-up session id, and another connection's session, are unknown_session",
-    openenv_skip=_OPENENV,
-    protocol=True,
-)
+@check("unknown_and_foreign_sessions", openenv_skip=_OPENENV)
 def check_unknown_and_foreign_sessions(r: Runner) -> str:
+    """a made-up session id, and another connection's session, are unknown_session
+
+    Raises:
+        CheckFailed: a made-up session is not unknown_session naming it; a step of another
+            connection's session (where sessions belong to connections) is not unknown_session.
+        CheckSkipped: no action can be generated from the Action schema.
+    """
     made_up = "0" * 16
 
     async def go() -> tuple[Response, Response | None]:
@@ -448,3 +461,16 @@ def check_unknown_and_foreign_sessions(r: Runner) -> str:
         answer(foreign),
     )
     return "made-up and foreign"
+
+
+PROTOCOL = (
+    check_pipelined_in_order,
+    check_batch_names_session_twice,
+    check_no_overlapping_calls,
+    check_close_waits_for_step,
+    check_errors_without_id,
+    check_unknown_and_foreign_sessions,
+)
+"""The protocol's checks in the order they run."""
+
+register(*PROTOCOL, protocol=True)

@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
-from ecotone.conformance.checks import (
-    CHECKS,
-    PROTOCOL_CHECKS,
-    Report,
-    Runner,
-    Settings,
-    Status,
-    check_named,
-)
+from ecotone.conformance.checks import CHECKS
+from ecotone.conformance.registry import PROTOCOL_CHECKS, check_named
+from ecotone.conformance.report import Report, Status
+from ecotone.conformance.runner import Runner, SettingKnobs, Settings
 from ecotone.conformance.target import open_target
 from ecotone.kernel import EnvSpec, Registry
 
@@ -24,26 +19,20 @@ def run(
     url: str | None = None,
     registry: Registry | None = None,
     checks: Iterable[str] | None = None,
-    seeds: Sequence[int] = (0, 1, 2),
-    steps: int = 10,
-    max_episode_steps: int = 500,
-    reset_options: Mapping[str, Any] | None = None,
-    timeout: float = 30.0,
     protocol: bool | None = None,
+    **knobs: Unpack[SettingKnobs],
 ) -> Report:
     """Run the checks (those named, or by default the env's checks, and the protocol's when
     `protocol` is true: by default with a `url`) against `env` in process or the server at
-    `url`.
+    `url`. `knobs` are `Settings`' fields (seeds, steps, max_episode_steps, reset_options,
+    timeout), their defaults where left out.
 
-    Raises TargetError when the env or server cannot be had (see `open_target`).
+    Raises:
+        TargetError: the env or server cannot be had (see `open_target`).
+        TypeError: a knob that is not a setting.
+        ValueError: no seeds, or fewer than one step.
     """
-    settings = Settings(
-        seeds=seeds,
-        steps=steps,
-        max_episode_steps=max_episode_steps,
-        reset_options=dict(reset_options or {}),
-        timeout=timeout,
-    )
+    settings = Settings.of(knobs, "run()")
     target = open_target(env, url=url, registry=registry, timeout=settings.timeout)
     runner = Runner(target, settings)
     try:

@@ -46,9 +46,10 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from ecotone.client.errors import ConnectionLost, EcotoneError, ServerError
+from ecotone.client.errors import ConnectionLost, EcotoneError
 from ecotone.client.sync import DEFAULT_TIMEOUT, Connection, poll_any
 from ecotone.client.vector import (
+    ErrorPolicy,
     Failure,
     SubEnvError,
     VectorEnv,
@@ -106,7 +107,7 @@ def _unbatch(infos: dict[str, Any], n: int) -> list[dict[str, Any]]:
     return out
 
 
-class Outcome(NamedTuple):
+class BatchOutcome(NamedTuple):
     """A batch's result: its last good observation (None if it never had one), and why it
     has no fresh one (None: it has)."""
 
@@ -187,10 +188,10 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
         item = self._dtype.itemsize * int(np.prod(self._shape))
         self._lengths = [(n * item, n * 8, n, n) for n in sizes]
         """Bytes of each batch's arrays (observations, float64 rewards, bool flags)."""
-        self._raise = vector_kwargs.get("errors", "raise") == "raise"
+        self._raise = vector_kwargs.get("errors", ErrorPolicy.RAISE) == ErrorPolicy.RAISE
         self._step_timeout: float | None = vector_kwargs.get("step_timeout", DEFAULT_TIMEOUT)
         self._inflight: dict[int, Sent] = {}  # batches whose step was sent, not answered
-        self._ready: collections.deque[Outcome] = collections.deque()
+        self._ready: collections.deque[BatchOutcome] = collections.deque()
         """Results no one has taken yet: answers read while waiting for another batch's,
         resets done in `send`, steps that failed as they were sent."""
         self._broken: set[int] = set()  # batches whose episodes were lost: reset them next
@@ -228,7 +229,7 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
 
     # --- results -------------------------------------------------------------------------------
 
-    def _gather(self, results: Sequence[Outcome]) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    def _gather(self, results: Sequence[BatchOutcome]) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Batches' outcomes as one result, in the order given."""
         if len(results) == 1:
             s, data, failure = results[0]
@@ -281,7 +282,7 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
         )
 
     def _checked(
-        self, results: Sequence[Outcome], result: tuple[Any, Any, Any, Any, dict[str, Any]]
+        self, results: Sequence[BatchOutcome], result: tuple[Any, Any, Any, Any, dict[str, Any]]
     ) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """`result`, or with `errors="raise"` the SubEnvError of the batches that failed."""
         if self._raise:
@@ -300,7 +301,9 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
         )
         return Failure.mismatch(ValueError(problem))
 
-    def _outcome(self, s: int, data: BatchObservation | None, failure: Failure | None) -> Outcome:
+    def _outcome(
+        self, s: int, data: BatchObservation | None, failure: Failure | None
+    ) -> BatchOutcome:
         """A batch's answer (or failure) recorded: its last observation, its episodes."""
         if failure is None:
             self._last[s] = data
@@ -308,7 +311,7 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
             self._broken.add(s)  # a refused batch (invalid_action) keeps its episodes
             if failure.session_lost:
                 self._gone.add(s)
-        return Outcome(s, self._last[s], failure)
+        return BatchOutcome(s, self._last[s], failure)
 
     def _inner_failure(self, infos: dict[str, Any], j: int) -> Failure | None:
         """Sub-env `j`'s failure as the VectorEnv's infos report it (errors="info")."""
@@ -325,7 +328,7 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
         sessions: Sequence[int],
         seeds: list[int | None] | None,
         options: dict[str, Any] | None,
-    ) -> list[Outcome]:
+    ) -> list[BatchOutcome]:
         """Reset each of `sessions` (a round trip each: each has its size and seeds); a gone
         session is reopened first."""
         out = []
@@ -359,7 +362,7 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
                     self._last[s] = observations[s]
                 else:
                     self._broken.add(s)
-                out.append(Outcome(s, self._last[s], failure))
+                out.append(BatchOutcome(s, self._last[s], failure))
         finally:
             self._find_lanes()
         return out
@@ -434,11 +437,11 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
                 misfit = self._misfit(s, obs)
                 if misfit is None:
                     self._last[s] = obs
-                    self._ready.append(Outcome(s, obs, None))
+                    self._ready.append(BatchOutcome(s, obs, None))
                     continue
                 failure = misfit
             elif type(answer) is Error:
-                failure = Failure.from_server(ServerError.from_frame(answer))
+                failure = Failure.from_frame(answer)
             else:
                 problem = f"a {type(answer).__name__} frame"
                 if isinstance(obs, msgspec.Raw):  # the typed decode failed: say what does not fit
@@ -580,7 +583,7 @@ class BatchedRemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
                 f"recv(max_ready={max_ready}): batches answer whole, and one in flight has "
                 f"{largest} sub-envs"
             )
-        results: list[Outcome] = []
+        results: list[BatchOutcome] = []
         count = 0
         try:
             while count < want:

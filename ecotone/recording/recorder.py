@@ -10,7 +10,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import IO, Any, Literal, TypeVar
+from typing import IO, Any, Literal, Protocol, TypeVar
 
 import msgspec
 
@@ -23,6 +23,20 @@ FORMATS: tuple[str, ...] = ("jsonl", "msgpack")
 RECORD_VERSION = 1
 
 T = TypeVar("T")
+
+
+class Transition(Protocol):
+    """What a step gave, as `ClientRecorder.stepped` records it (a client's `StepResult` is
+    one; recording does not import the client)."""
+
+    @property
+    def observation(self) -> Any: ...
+    @property
+    def reward(self) -> float | None: ...
+    @property
+    def done(self) -> bool: ...
+    @property
+    def truncated(self) -> bool: ...
 
 
 def _plain(obj: Any) -> Any:
@@ -243,20 +257,14 @@ class ClientRecorder:
         writer.reset(observation)
         self._writers[index] = writer
 
-    def stepped(
-        self,
-        index: int,
-        action: Any,
-        observation: Any,
-        reward: float | None,
-        done: bool,
-        truncated: bool,
-        duration_s: float,
-    ) -> None:
+    def stepped(self, index: int, action: Any, result: Transition, duration_s: float) -> None:
+        """Sub-env `index` stepped with `action` to `result` in `duration_s` seconds: a step
+        of its episode's file, and the file's end when the episode ended."""
         writer = self._writers.get(index)
         if writer is None:
             return
-        writer.step(action, observation, reward, done, truncated, duration_s)
+        done, truncated = result.done, result.truncated
+        writer.step(action, result.observation, result.reward, done, truncated, duration_s)
         if done or truncated:
             del self._writers[index]
             writer.end("done" if done else "truncated")

@@ -3,7 +3,7 @@
 
 The source is ecotone/client/_async/vector.py (trio or asyncio); scripts/unasync.py generates
 ecotone/client/_sync/vector.py from it (blocking). Either is a thin I/O loop around the
-sans-IO `VectorCore` (ecotone/client/_vector.py), which holds every decision: which frames to
+sans-IO `VectorCore` (ecotone/client/_vector/), which holds every decision: which frames to
 send, autoreset, errors, results. Needs numpy (`pip install ecotone[gymnasium]` brings it);
 `import ecotone` does not.
 """
@@ -12,27 +12,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
 from ecotone.client._core import EnvTypes
 from ecotone.client._sync import io
 from ecotone.client._sync.connection import DEFAULT_TIMEOUT, Connection
-from ecotone.client._vector import (
-    Call,
-    Link,
-    StepBatch,
-    SubEnvError,
-    VectorCore,
-    reset_plan,
-    seeds_for,
-    select_subs,
-    split_actions,
-    take_ready,
-    wanted,
-)
+from ecotone.client._vector.batching import seeds_for, split_actions
+from ecotone.client._vector.core import VectorCore, reset_plan, select_subs
+from ecotone.client._vector.failures import SubEnvError
+from ecotone.client._vector.policy import AutoresetMode, Policy, VectorOptions, check_options
+from ecotone.client._vector.results import take_ready, wanted
+from ecotone.client._vector.subenvs import Link, StepBatch, Tally
 from ecotone.client.errors import ConnectionLost, EcotoneError
+from ecotone.recording import ClientRecorder
 
 
 class VectorEnv:
@@ -109,34 +103,36 @@ class VectorEnv:
         num_envs: int,
         env: str | None = None,
         *,
-        observation_type: Any = None,
-        autoreset_mode: str = "next_step",
-        errors: str = "raise",
-        step_timeout: float | None = DEFAULT_TIMEOUT,
-        reset_options: dict[str, Any] | None = None,
-        codec: str = "json",
-        connect_timeout: float = 10.0,
-        record_to: Any = None,
-        record_format: str = "jsonl",
         replace_server: io.ReplaceServer | None = None,
-        token: str | None = None,
+        **options: Unpack[VectorOptions],
     ) -> None:
+        """The keyword `options` are `VectorOptions` (the class docstring says what each
+        does).
+
+        Raises:
+            TypeError: a keyword that is not one of them.
+            ValueError: no URL, fewer than one sub-env, or an autoreset mode or error policy
+                that is not one.
+        """
+        check_options(options, type(self))
+        policy = Policy.from_options(options, DEFAULT_TIMEOUT)
+        record_to = options.get("record_to")
+        recorder = None
+        if record_to is not None:
+            record_format: Any = options.get("record_format", "jsonl")  # checked by the recorder
+            recorder = ClientRecorder(record_to, env or "env", format=record_format)
         self._core = VectorCore(
             urls,
             num_envs,
             env=env,
-            types=EnvTypes(observation_type),
-            autoreset_mode=autoreset_mode,
-            errors=errors,
-            reset_options=reset_options,
-            step_timeout=step_timeout,
-            record_to=record_to,
-            record_format=record_format,
+            types=EnvTypes(options.get("observation_type")),
+            policy=policy,
+            recorder=recorder,
         )
-        self._codec = codec
+        self._codec = options.get("codec", "json")
         self._replace_server = replace_server
-        self._connect_timeout = connect_timeout
-        self._token = token
+        self._connect_timeout = options.get("connect_timeout", 10.0)
+        self._token = options.get("token")
         self._opened = False
         self._closed = False
         self._started = False
@@ -153,11 +149,11 @@ class VectorEnv:
         try:
             for link in core.links:
                 core.attach(link, self._connect(link))
-            call = Call()
-            core.plan_open(core.subs, call)
+            tally = Tally()
+            core.plan_open(core.subs, tally)
             timeout = max(self._connect_timeout, core.step_timeout or 0.0)
-            self._run(call, time.monotonic() + timeout)
-            failures = core.failures(call.outcomes.values())
+            self._run(tally, time.monotonic() + timeout)
+            failures = core.failures(tally.outcomes.values())
             if failures:
                 raise SubEnvError({i: f.error for i, f in failures.items()})
         except BaseException:
@@ -182,7 +178,7 @@ class VectorEnv:
         return self._core.num_envs
 
     @property
-    def autoreset_mode(self) -> str:
+    def autoreset_mode(self) -> AutoresetMode:
         return self._core.autoreset_mode
 
     @property
@@ -232,11 +228,11 @@ class VectorEnv:
         core = self._core
         subs, seeds, merged = reset_plan(core, seed, options)
         core.check_idle(subs)
-        call = Call()
-        core.plan_reset(subs, seeds, merged, call)
-        self._run(call, self._deadline())
+        tally = Tally()
+        core.plan_reset(subs, seeds, merged, tally)
+        self._run(tally, self._deadline())
         self._started = True
-        return core.check(call.outcomes.values(), core.reset_result(call, core.num_envs))
+        return core.check(tally.outcomes.values(), core.reset_result(tally, core.num_envs))
 
     def step(
         self, actions: Any
@@ -249,10 +245,10 @@ class VectorEnv:
             )
         actions = split_actions(actions, core.num_envs)
         core.check_steppable(core.subs)
-        call = Call()
-        core.plan_step(actions, core.subs, call)
-        self._run(call, self._deadline())
-        return core.step_all_result(call)
+        tally = Tally()
+        core.plan_step(actions, core.subs, tally)
+        self._run(tally, self._deadline())
+        return core.step_all_result(tally)
 
     def restart(
         self,
@@ -285,11 +281,11 @@ class VectorEnv:
                             link.down = ConnectionLost(f"{link.url}: replacing it failed: {again}")
         all_seeds = seeds_for(seed, core.num_envs)
         merged = {**core.reset_options, **(options or {})}
-        call = Call()
-        core.plan_restart(subs, [all_seeds[s.index] for s in subs], merged, call)
-        self._run(call, self._deadline())
+        tally = Tally()
+        core.plan_restart(subs, [all_seeds[s.index] for s in subs], merged, tally)
+        self._run(tally, self._deadline())
         self._started = True
-        return core.check(call.outcomes.values(), core.reset_result(call, core.num_envs))
+        return core.check(tally.outcomes.values(), core.reset_result(tally, core.num_envs))
 
     # --- EnvPool-style asynchronous stepping ---------------------------------------------------
 
@@ -344,34 +340,34 @@ class VectorEnv:
                         core.on_link_lost(link, exc)
                         break
 
-    def _run(self, call: Call, deadline: float | None) -> None:
-        """Move frames and answers until every sub-env of `call` has its outcome."""
+    def _run(self, tally: Tally, deadline: float | None) -> None:
+        """Move frames and answers until every sub-env of `tally` has its outcome."""
         try:
             while True:
                 self._flush()
-                if call.complete:
+                if tally.complete:
                     return
-                self._pump(deadline, call)
+                self._pump(deadline, tally)
         except BaseException:  # interrupted or cancelled: what the sub-envs did is unknown
-            for link, rid in self._core.cancel(call):
+            for link, rid in self._core.cancel(tally):
                 link.conn.abandon(rid)
             raise
 
-    def _pump(self, deadline: float | None, call: Call | None) -> None:
+    def _pump(self, deadline: float | None, tally: Tally | None) -> None:
         """One round of reading: whichever links have answers (at least one, or none when
-        the deadline passes), then the deadline is enforced (`call`'s requests all expire at
+        the deadline passes), then the deadline is enforced (`tally`'s requests all expire at
         `deadline`; without a call, each request at its own)."""
         core = self._core
         links = [link for link in core.links if link.unanswered > 0]
         if not links:  # pragma: no cover - the callers only pump with requests in flight
             raise RuntimeError("nothing in flight")
-        if call is None:
+        if tally is None:
             deadline = core.next_deadline()
         io.read_some(links, deadline, self._answered)
         now = time.monotonic()
         if deadline is not None and now >= deadline:
             for link in core.links:
-                for rid in core.expire(link, now, call):
+                for rid in core.expire(link, now, tally):
                     link.conn.abandon(rid)
 
     def _answered(self, link: Link, responses: list[Any] | ConnectionLost) -> None:

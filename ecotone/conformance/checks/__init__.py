@@ -1,0 +1,56 @@
+"""The env's checks (the contract of `ecotone/kernel/contract.py`), one module per area,
+registered here in the order they run and are reported in.
+
+    describe      describe(), and observations and states against its schemas
+    episodes      the first reset, step counts, episode ids, episode ends, refused actions
+    determinism   seeds, alone and beside another session
+    closing       closing a session, twice, and its id after
+    tasks         tasks listed, found and started
+    columns       step_columns against step_many
+"""
+
+from ecotone.conformance.checks.closing import check_close_idempotent, check_close_releases_session
+from ecotone.conformance.checks.columns import check_step_columns, check_step_columns_malformed
+from ecotone.conformance.checks.describe import (
+    check_describe,
+    check_observation_flags,
+    check_observation_schema,
+    check_state_schema,
+)
+from ecotone.conformance.checks.determinism import (
+    check_concurrent_sessions,
+    check_seeded_determinism,
+)
+from ecotone.conformance.checks.episodes import (
+    check_episode_id,
+    check_invalid_action,
+    check_reset_before_step,
+    check_step_after_done,
+    check_step_count,
+)
+from ecotone.conformance.checks.tasks import check_tasks
+from ecotone.conformance.registry import CHECKS, register
+
+ENV_CHECKS = (
+    check_describe,
+    check_reset_before_step,
+    check_observation_flags,
+    check_observation_schema,
+    check_state_schema,
+    check_step_count,
+    check_episode_id,
+    check_seeded_determinism,
+    check_step_after_done,
+    check_invalid_action,
+    check_close_idempotent,
+    check_close_releases_session,
+    check_concurrent_sessions,
+    check_tasks,
+    check_step_columns,
+    check_step_columns_malformed,
+)
+"""The env's checks in the order they run (`ecotone validate` prints them in it)."""
+
+register(*ENV_CHECKS)
+
+__all__ = ["CHECKS", "ENV_CHECKS"]
