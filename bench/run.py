@@ -631,15 +631,23 @@ def machine_facts(cfg: Config) -> list[tuple[str, str]]:
     ]
 
 
+@dataclass(frozen=True)
+class RunFacts:
+    """How the run went: its command line, when it started, how long it took."""
+
+    command: str
+    started: dt.datetime
+    wall_s: float
+
+
 def render(
     cfg: Config,
     reps: int,
-    command: str,
-    started: dt.datetime,
-    wall_s: float,
+    run: RunFacts,
     scen: dict[str, ScenarioResult],
     srv: dict[str, ServerResult],
 ) -> str:
+    command, started, wall_s = run.command, run.started, run.wall_s
     facts = "\n".join(f"- {k}: {v}" for k, v in machine_facts(cfg))
     k = cfg.sessions
     out = [
@@ -757,7 +765,7 @@ def main(argv: list[str] | None = None) -> int:
             run_rep(rep, cfg, scen, srv, logdir)
     wall = time.monotonic() - t0
 
-    body = render(cfg, args.reps, command, started, wall, scen, srv)
+    body = render(cfg, args.reps, RunFacts(command, started, wall), scen, srv)
     write_report(out_path, body)
     print(body)
     log(f"wrote {out_path}")

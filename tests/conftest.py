@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 import attrs
@@ -134,41 +134,31 @@ class RunningServer:
         return "ws://" + self.url.split("://", 1)[1]
 
 
+class ServerOptions(TypedDict, total=False):
+    """What `run_server` takes besides the env: the `ServerConfig` fields a test sets."""
+
+    limits: Limits
+    host: str
+    transport: str
+    web: bool
+    auth: AuthConfig
+    access: AccessConfig
+    mcp: McpConfig
+    tls: TlsConfig
+    openenv: OpenEnvConfig
+    tasks: dict[str, str]
+
+
 @contextlib.contextmanager
 def run_server(
-    env: str,
-    *,
-    limits: Limits | None = None,
-    plugins: Sequence[object] = (),
-    host: str = "127.0.0.1",
-    transport: str = "websocket",
-    web: bool = False,
-    auth: AuthConfig | None = None,
-    access: AccessConfig | None = None,
-    mcp: McpConfig | None = None,
-    tls: TlsConfig | None = None,
-    openenv: OpenEnvConfig | None = None,
-    tasks: dict[str, str] | None = None,
+    env: str, *, plugins: Sequence[object] = (), **options: Unpack[ServerOptions]
 ) -> Iterator[RunningServer]:
     """A real server in a background thread, serving `env` on a free port (websocket by
     default; `transport` picks another: http, tcp, or unix with the socket's path as `host`;
-    `web` serves the web UI too, over http; `auth` and `access` as in the config file)."""
+    `web` serves the web UI too, over http; the other options as in the config file)."""
     recorder = SessionRecorder()
     registry = make_registry(recorder, *plugins)
-    config = ServerConfig(
-        env=env,
-        transport=transport,
-        host=host,
-        port=0,
-        limits=limits or Limits(),
-        web=web,
-        auth=auth or AuthConfig(),
-        access=access or AccessConfig(),
-        mcp=mcp or McpConfig(),
-        tls=tls or TlsConfig(),
-        openenv=openenv or OpenEnvConfig(),
-        tasks=tasks or {},
-    )
+    config = ServerConfig(env=env, port=0, **options)
     with BackgroundServer(config, registry=registry) as server:
         yield RunningServer(server.url, recorder)
 

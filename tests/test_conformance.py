@@ -41,6 +41,7 @@ from ecotone.conformance import (
 )
 from ecotone.conformance.generate import UNKNOWN_FIELD
 from ecotone.conformance.schema import SchemaDefinitionError
+from ecotone.conformance.target import InProcess
 from ecotone.kernel import Call, Engine, Peer, Registry
 from ecotone.kernel.envspec import EnvSpec
 from ecotone.kernel.limits import Limits
@@ -465,10 +466,8 @@ def _breaker_target(how: str) -> Target:
     engine = _StepColumnsBreaker(spec, how)
     channel = InprocSyncChannel(engine, "json")
     connection = Connection("inproc://dice", timeout=10, channel=channel)
-    return Target(
-        connection, spec.info(), label="a step_columns breaker", engine=engine,
-        owner=channel.peer.owner,
-    )  # fmt: skip
+    in_process = InProcess(engine, channel.peer.owner)
+    return Target(connection, spec.info(), label="a step_columns breaker", in_process=in_process)
 
 
 def test_the_step_columns_check_compares_errors_by_code_session_and_details() -> None:

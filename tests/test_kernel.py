@@ -7,7 +7,7 @@ import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import msgspec
 import pytest
@@ -488,6 +488,36 @@ async def test_reset_options_the_env_does_not_take_are_invalid_argument() -> Non
     assert "bogus" in reply["message"]
     assert (await peer.reset(session, start=2))["count"] == 2
     assert (await peer.step(session, {"delta": 1}))["count"] == 3
+
+
+class _Options(TypedDict, total=False):
+    start: int
+    target: int
+
+
+class _TypedOptionsCounter(CounterEnv):
+    def reset(  # type: ignore[override]
+        self, *, seed: int | None = None, episode_id: str | None = None, **options: Unpack[_Options]
+    ) -> Any:
+        return super().reset(seed=seed, episode_id=episode_id, **options)
+
+
+class _AnyOptionsCounter(CounterEnv):
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, **options: Any
+    ) -> Any:
+        return super().reset(seed=seed, episode_id=episode_id, start=options.get("start", 0))
+
+
+async def test_reset_options_typed_as_a_typeddict_are_the_ones_taken() -> None:
+    typed = EnvSpec.from_class(_TypedOptionsCounter, "typed")
+    assert typed.reset_options == {"start", "target"}
+    assert EnvSpec.from_class(_AnyOptionsCounter, "any").reset_options is None  # takes any
+    peer = Peer(Engine(typed))
+    session = await peer.open()
+    reply = await peer.call("reset", session=session, options={"bogus": 1})
+    assert_error(reply, "invalid_argument", unknown=["bogus"], accepted=["start", "target"])
+    assert (await peer.reset(session, start=4))["count"] == 4
 
 
 async def test_a_type_error_raised_inside_reset_is_env_error_not_invalid_argument() -> None:

@@ -14,6 +14,7 @@ import random
 from typing import Any
 
 import anyio
+import attrs
 
 from ecotone.client.errors import EcotoneError
 from ecotone.client.sync import Connection, EnvClient
@@ -43,6 +44,15 @@ class _EngineErrors(logging.Handler):
         self.messages.append(text)
 
 
+@attrs.frozen
+class InProcess:
+    """An engine of this process a target's connection reaches, and the owner its sessions
+    belong to there (the checks look inside the sessions)."""
+
+    engine: Engine
+    owner: object
+
+
 class Target:
     """An env to check, reached through one client connection.
 
@@ -57,17 +67,17 @@ class Target:
         *,
         label: str,
         env: str | None = None,
-        engine: Engine | None = None,
-        owner: object | None = None,
+        in_process: InProcess | None = None,
         openenv: bool = False,
     ) -> None:
         self.connection = connection
         self.info = info
         self.label = label
         self.env = env
+        engine = None if in_process is None else in_process.engine
         self.engine = engine
         self.openenv = openenv
-        self._owner = owner
+        self._owner = None if in_process is None else in_process.owner
         self._errors: _EngineErrors | None = None
         factory = engine.envs[engine.default_env].factory if engine is not None else None
         sampler = getattr(factory, "sample_action", None)
@@ -163,8 +173,7 @@ def open_target(
             connection,
             spec.info(),
             label=f"env {spec.name!r} in an in-process engine",
-            engine=engine,
-            owner=channel.peer.owner,
+            in_process=InProcess(engine, channel.peer.owner),
         )
     if env is not None and not isinstance(env, str):
         raise TargetError("with a URL, `env` can only be the name of one of the server's envs")

@@ -14,7 +14,7 @@ import itertools
 import sys
 import textwrap
 from collections.abc import Callable, Mapping
-from typing import Any, get_args, get_origin, get_type_hints
+from typing import Any, Unpack, get_args, get_origin, get_type_hints
 
 import attrs
 import msgspec
@@ -110,18 +110,41 @@ def _schema(type_: Any) -> dict[str, Any]:
 
 
 def _reset_options(reset: Callable[..., Any]) -> frozenset[str] | None:
+    """The options an env's `reset` takes by name (besides `seed` and `episode_id`): its
+    keyword parameters, and the keys of a `**options: Unpack[SomeTypedDict]`; None when it
+    takes any (`**kwargs` of no TypedDict), so that none is refused."""
     try:
-        params = inspect.signature(reset).parameters.values()
+        params = list(inspect.signature(reset).parameters.values())
     except (TypeError, ValueError):
         return None
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        return None
-    return frozenset(
+    names = {
         p.name
         for p in params
         if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
         and p.name not in ("self", "seed", "episode_id")
-    )
+    }
+    rest = [p for p in params if p.kind is inspect.Parameter.VAR_KEYWORD]
+    if rest:
+        keys = _typed_keys(reset, rest[0].name)
+        if keys is None:
+            return None
+        names |= keys
+    return frozenset(names)
+
+
+def _typed_keys(function: Callable[..., Any], name: str) -> frozenset[str] | None:
+    """The keys of the TypedDict `**name` is annotated with (`Unpack[TD]`), or None."""
+    try:
+        hint = get_type_hints(function, include_extras=True).get(name)
+    except Exception:  # an annotation that does not resolve: take any option
+        return None
+    if get_origin(hint) is not Unpack:
+        return None
+    (typed,) = get_args(hint)
+    keys = getattr(typed, "__required_keys__", None)
+    if keys is None:  # not a TypedDict
+        return None
+    return frozenset(keys | typed.__optional_keys__)
 
 
 TEXT_RENDER_KINDS = ("text", "markdown", "html")

@@ -11,7 +11,7 @@ import random
 import uuid
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypedDict, Unpack
 
 import ecotone
 
@@ -122,6 +122,21 @@ def parse_layout(layout: Sequence[str]) -> tuple[list[str], tuple[int, int], tup
     return rows, start, goal
 
 
+class GridworldOptions(TypedDict, total=False):
+    """What `reset` takes besides `seed` and `episode_id`."""
+
+    size: int
+    """Rows and columns of a random grid, 3 to 30 (default 5)."""
+    wall_density: float
+    """The share of cells that are walls, 0 to 0.4 (default 0.2)."""
+    pits: int
+    """Pits on a random grid, at most a quarter of its cells (default 0)."""
+    max_steps: int | None
+    """Steps before the episode is truncated (default: four per cell)."""
+    layout: list[str] | None
+    """A grid drawn as rows of text, instead of a random one (see `parse_layout`)."""
+
+
 class GridworldEnv(ecotone.Environment[GridworldAction, GridworldObservation, GridworldState]):
     """Navigate a small grid to the goal, around walls and pits.
 
@@ -150,12 +165,15 @@ class GridworldEnv(ecotone.Environment[GridworldAction, GridworldObservation, Gr
         *,
         seed: int | None = None,
         episode_id: str | None = None,
-        size: int = 5,
-        wall_density: float = 0.2,
-        pits: int = 0,
-        max_steps: int | None = None,
-        layout: list[str] | None = None,
+        **options: Unpack[GridworldOptions],
     ) -> GridworldObservation:
+        """A new grid: `layout` as given, or a random one of `size` (seeded); see
+        `GridworldOptions` for the options and their defaults."""
+        layout = options.get("layout")
+        size = options.get("size", 5)
+        wall_density = options.get("wall_density", 0.2)
+        pits = options.get("pits", 0)
+        max_steps = options.get("max_steps")
         if layout is not None:
             rows, start, goal = parse_layout(layout)
         else:

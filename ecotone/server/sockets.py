@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
+import attrs
 import msgspec
 import trio
 
@@ -352,19 +353,28 @@ def frame_refusal(message: str) -> bytes:
 REFUSED = "the server is at its connection limit (max_connections / max_connections_per_ip)"
 
 
+@attrs.frozen(kw_only=True)
+class Listen:
+    """Where a transport listens: the address, the scheme of the URL it reports once it
+    listens, and what a connection over the limits is told before it is closed."""
+
+    host: str
+    port: int
+    scheme: str
+    refusal: bytes = b""
+
+
 async def serve_tcp(
     runner: Runner,
-    host: str,
-    port: int,
-    scheme: str,
+    where: Listen,
     handler: Callable[[trio.SocketStream], Awaitable[None]],
     task_status: Any,
-    refusal: bytes = b"",
 ) -> None:
-    """Listen on host:port, report `SCHEME://HOST:PORT` as started, and run `handler` for
+    """Listen on `where`, report `SCHEME://HOST:PORT` as started, and run `handler` for
     every connection (each tuned first) until cancelled."""
 
     tls = runner.tls
+    refusal, scheme = where.refusal, where.scheme
 
     async def tuned(stream: trio.SocketStream) -> None:
         tune_socket(stream, runner.engine.limits)
@@ -374,7 +384,7 @@ async def serve_tcp(
         secured = trio.SSLStream(stream, tls, server_side=True, https_compatible=True)
         await guarded(runner, secured, refusal, lambda s: _after_handshake(s, handler))
 
-    listeners = await trio.open_tcp_listeners(port, host=host)
+    listeners = await trio.open_tcp_listeners(where.port, host=where.host)
     bound = listeners[0].socket.getsockname()
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     if tls is not None:

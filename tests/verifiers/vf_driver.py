@@ -164,7 +164,7 @@ class ScriptedPlayerHarness(vf.Harness[ScriptedPlayerHarnessConfig]):
     EXECUTES_CODE = False
     NEEDS_CONTAINER = False
 
-    async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data):
+    async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data):  # noqa: PLR0913 (verifiers calls it so)
         system, prompt = self.resolve_prompt(data)
         messages: list[dict] = [{"role": "system", "content": system}] if system else []
         if isinstance(prompt, str):

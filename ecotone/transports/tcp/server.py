@@ -18,6 +18,7 @@ from ecotone.server.framed import FramedConnection
 from ecotone.server.runner import Runner
 from ecotone.server.sockets import (
     REFUSED,
+    Listen,
     connection_stream,
     frame_refusal,
     guarded,
@@ -46,15 +47,8 @@ class TcpTransport:
     async def serve(
         self, runner: Runner, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED
     ) -> None:
-        await serve_tcp(
-            runner,
-            host,
-            port,
-            "tcp",
-            lambda s: _handle(runner, s),
-            task_status,
-            frame_refusal(REFUSED),
-        )
+        where = Listen(host=host, port=port, scheme="tcp", refusal=frame_refusal(REFUSED))
+        await serve_tcp(runner, where, lambda s: _handle(runner, s), task_status)
 
 
 def _prepare_socket_path(path: str) -> str:

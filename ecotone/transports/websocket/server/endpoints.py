@@ -19,7 +19,7 @@ from ecotone.server.http11.connection import Handle, guarded_connection, serve_h
 from ecotone.server.http11.reader import Upgrade
 from ecotone.server.http11.refusals import at_capacity
 from ecotone.server.runner import Runner
-from ecotone.server.sockets import REFUSED, connection_stream, serve_tcp
+from ecotone.server.sockets import REFUSED, Listen, connection_stream, serve_tcp
 from ecotone.server.wsloop import WsPeer
 from ecotone.specs import SUBPROTOCOLS, codec_for
 from ecotone.transports.openenv.server.ws import OpenEnvWebSocket
@@ -124,4 +124,5 @@ async def listen(
             connection_stream(stream, limits), lambda s: serve_connection(runner, s, handle)
         )
 
-    await serve_tcp(runner, host, port, scheme, handler, task_status, AT_CAPACITY)
+    where = Listen(host=host, port=port, scheme=scheme, refusal=AT_CAPACITY)
+    await serve_tcp(runner, where, handler, task_status)
