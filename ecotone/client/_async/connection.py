@@ -1,3 +1,4 @@
+# unasync: the source of ecotone/client/_sync/connection.py
 """A connection to a server and the sessions on it: the client, written once.
 
 The source is ecotone/client/_async/connection.py (trio or asyncio, through anyio);
@@ -266,7 +267,7 @@ class AsyncConnection:
     ) -> AsyncEnvClient[Any, Any]:
         """Open a session (its own env instance) on this connection."""
         response = self.core.check(
-            await self.request(Open(id=self.core.next_id(), env=env), timeout)
+            await self.request(Open(id=self.core.next_id(), env=env), timeout),
         )
         assert isinstance(response, Opened)
         types = EnvTypes(observation_type, state_type)
@@ -401,7 +402,10 @@ class AsyncEnvClient(Generic[ObsT, StateT]):
         return core.step_result(await self.connection.request(frame, timeout), self.types)
 
     async def state(
-        self, *, timeout: float | None = None, call_timeout: float | None = None
+        self,
+        *,
+        timeout: float | None = None,
+        call_timeout: float | None = None,
     ) -> StateT:
         core = self.connection.core
         frame = GetState(id=core.next_id(), session=self.session_id, call_timeout=call_timeout)
@@ -411,7 +415,11 @@ class AsyncEnvClient(Generic[ObsT, StateT]):
         return await self.connection.describe(self.env)
 
     async def list_tasks(
-        self, split: str | None = None, *, offset: int = 0, limit: int = 100
+        self,
+        split: str | None = None,
+        *,
+        offset: int = 0,
+        limit: int = 100,
     ) -> Tasks:
         """This session's env's tasks (see `AsyncConnection.list_tasks`)."""
         return await self.connection.list_tasks(split, offset=offset, limit=limit, env=self.env)
@@ -517,7 +525,9 @@ async def open_session(
     )
     try:
         client = await connection.open(
-            env, observation_type=observation_type, state_type=state_type
+            env,
+            observation_type=observation_type,
+            state_type=state_type,
         )
     except BaseException:
         with io.shielded():

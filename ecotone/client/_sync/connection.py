@@ -22,8 +22,8 @@ import time
 from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
-from ecotone.client._core import ClientCore, EnvTypes, Matcher, Slot, credentials
 from ecotone.client._sync import io
+from ecotone.client._core import ClientCore, EnvTypes, Matcher, Slot, credentials
 from ecotone.client.errors import ConnectionLost, ServerError
 from ecotone.client.results import StepResult, Task, Tasks
 from ecotone.specs import (
@@ -266,7 +266,9 @@ class Connection:
         timeout: float | None = None,
     ) -> EnvClient[Any, Any]:
         """Open a session (its own env instance) on this connection."""
-        response = self.core.check(self.request(Open(id=self.core.next_id(), env=env), timeout))
+        response = self.core.check(
+            self.request(Open(id=self.core.next_id(), env=env), timeout),
+        )
         assert isinstance(response, Opened)
         types = EnvTypes(observation_type, state_type)
         return EnvClient(self, response.session, response.env, types)
@@ -399,7 +401,12 @@ class EnvClient(Generic[ObsT, StateT]):
         )
         return core.step_result(self.connection.request(frame, timeout), self.types)
 
-    def state(self, *, timeout: float | None = None, call_timeout: float | None = None) -> StateT:
+    def state(
+        self,
+        *,
+        timeout: float | None = None,
+        call_timeout: float | None = None,
+    ) -> StateT:
         core = self.connection.core
         frame = GetState(id=core.next_id(), session=self.session_id, call_timeout=call_timeout)
         return core.state(self.connection.request(frame, timeout), self.types)
@@ -407,7 +414,13 @@ class EnvClient(Generic[ObsT, StateT]):
     def describe(self) -> EnvInfo:
         return self.connection.describe(self.env)
 
-    def list_tasks(self, split: str | None = None, *, offset: int = 0, limit: int = 100) -> Tasks:
+    def list_tasks(
+        self,
+        split: str | None = None,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+    ) -> Tasks:
         """This session's env's tasks (see `Connection.list_tasks`)."""
         return self.connection.list_tasks(split, offset=offset, limit=limit, env=self.env)
 
@@ -511,7 +524,11 @@ def open_session(
         url, codec=codec, timeout=timeout, connect_timeout=connect_timeout, token=token
     )
     try:
-        client = connection.open(env, observation_type=observation_type, state_type=state_type)
+        client = connection.open(
+            env,
+            observation_type=observation_type,
+            state_type=state_type,
+        )
     except BaseException:
         with io.shielded():
             connection.close()

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from ecotone.client._core import EnvTypes
 from ecotone.client._sync import io
 from ecotone.client._sync.connection import DEFAULT_TIMEOUT, Connection
+from ecotone.client._core import EnvTypes
 from ecotone.client._vector import (
     Call,
     Link,
