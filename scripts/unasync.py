@@ -44,6 +44,8 @@ RULES: list[tuple[str, str]] = [
     (r"\bAsyncConnection\b", "Connection"),
     (r"\bAsyncEnvClient\b", "EnvClient"),
     (r"\bAsyncVectorEnv\b", "VectorEnv"),
+    (r"\bAsyncWsChannel\b", "WsChannel"),
+    (r"\bAsyncStream\b", "Stream"),
     (r"\b__aenter__\b", "__enter__"),
     (r"\b__aexit__\b", "__exit__"),
     (r"\baclose\b", "close"),

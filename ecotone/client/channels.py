@@ -10,6 +10,8 @@ transport installed meanwhile is found).
 
 from __future__ import annotations
 
+import importlib
+import re
 import threading
 from typing import Any, Protocol
 
@@ -82,3 +84,27 @@ async def open_async_channel(
 ) -> AsyncChannel:
     """An async channel for `url`, from the transport that registered its scheme."""
     return await channel_factory(url).aopen(url, codec, connect_timeout, token)
+
+
+class Faces:
+    """A `ChannelFactory` made of one channel module written once: `source`, the async face
+    (a module path with `._async` in it), and the blocking face scripts/unasync.py generates
+    from it (`._sync` in its place). Each face's `open_channel(url, codec, connect_timeout,
+    token)` opens the channels; its module is imported when it first opens one, so a process
+    that uses one face never imports the other."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.blocking = re.sub(r"\._async\b", "._sync", source)
+        if self.blocking == source:
+            raise ValueError(f"{source!r} is no async source: its path has no `._async`")
+
+    def open(self, url: str, codec: str, connect_timeout: float, token: str | None) -> SyncChannel:
+        face = importlib.import_module(self.blocking)
+        return face.open_channel(url, codec, connect_timeout, token)
+
+    async def aopen(
+        self, url: str, codec: str, connect_timeout: float, token: str | None
+    ) -> AsyncChannel:
+        face = importlib.import_module(self.source)
+        return await face.open_channel(url, codec, connect_timeout, token)

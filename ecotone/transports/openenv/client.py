@@ -25,10 +25,11 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from ecotone.client._async.websocket import AsyncWsChannel as WsAsyncChannel
 from ecotone.client._core import parse_url
+from ecotone.client._sync.websocket import WsChannel as WsSyncChannel
 from ecotone.client.errors import ConnectionLost, EcotoneError
 from ecotone.client.tls import client_context
-from ecotone.client.websocket import WsAsyncChannel, WsSyncChannel
 from ecotone.compat.openenv.translator import Translator
 from ecotone.specs import (
     Close,
@@ -46,6 +47,12 @@ from ecotone.specs import (
     StepMany,
     StepManyResult,
 )
+
+
+def _ws_url(host: str, port: int, base: str, tls: bool) -> str:
+    """The URL of an OpenEnv server's `/ws` (an IPv6 host in brackets)."""
+    where = f"[{host}]" if ":" in host else host
+    return f"{'wss' if tls else 'ws'}://{where}:{port}{base}/ws"
 
 
 def _describe(
@@ -117,15 +124,12 @@ class OpenEnvSyncChannel:
             return
         if isinstance(frame, Open):
             session = uuid.uuid4().hex[:16]
-            opened = WsSyncChannel(
-                self.host,
-                self.port,
-                self.base + "/ws",
+            opened = WsSyncChannel.open(
+                _ws_url(self.host, self.port, self.base, self.tls),
                 "json",
                 self.connect_timeout,
                 negotiate=False,
                 token=self.token,
-                tls=self.tls,
             )
             self.sockets[session] = opened
             opened.send(t.message(frame))  # a state probe: capacity errors surface at open
@@ -287,14 +291,11 @@ class OpenEnvAsyncChannel:
         if isinstance(frame, Open):
             session = uuid.uuid4().hex[:16]
             sock = await WsAsyncChannel.open(
-                self.host,
-                self.port,
-                self.base + "/ws",
+                _ws_url(self.host, self.port, self.base, self.tls),
                 "json",
                 self.connect_timeout,
                 negotiate=False,
                 token=self.token,
-                tls=self.tls,
             )
             self.sockets[session] = sock
             self.locks[session] = anyio.Lock()
