@@ -45,6 +45,7 @@ RULES: list[tuple[str, str]] = [
     (r"\bAsyncEnvClient\b", "EnvClient"),
     (r"\bAsyncVectorEnv\b", "VectorEnv"),
     (r"\bAsyncWsChannel\b", "WsChannel"),
+    (r"\bAsyncFramedChannel\b", "FramedChannel"),
     (r"\bAsyncStream\b", "Stream"),
     (r"\b__aenter__\b", "__enter__"),
     (r"\b__aexit__\b", "__exit__"),
