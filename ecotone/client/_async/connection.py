@@ -251,7 +251,8 @@ class AsyncConnection:
         channel = self.channel
         fileno = getattr(channel, "fileno", None)
         if callable(fileno):
-            return int(fileno())
+            fd = fileno()
+            return None if fd is None else int(fd)
         sock = getattr(channel, "sock", None) or getattr(channel, "_sock", None)
         return sock.fileno() if sock is not None else None
 

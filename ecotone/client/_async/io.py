@@ -31,6 +31,10 @@ ReplaceServer = Callable[[int, str], Awaitable[str]]
 Lock = anyio.Lock
 """One reader at a time on a connection shared by many tasks."""
 
+CONCURRENT = True
+"""Tasks share a channel: a request channel (HTTP) reads each answer in the task that sent its
+request, holding the channel's turn, so that only that task's cancellation can cut it short."""
+
 OPENS_IN_CONSTRUCTOR = False
 """Constructors cannot await: connections open with `open_url`, vector envs with `aopen`."""
 

@@ -27,6 +27,10 @@ Channel = SyncChannel
 ReplaceServer = Callable[[int, str], str]
 """`replace_server(index, url) -> new_url` of a vector env: a plain function here."""
 
+CONCURRENT = False
+"""One thread: a request channel (HTTP) reads an answer when it is asked for (`receive`, with
+the caller's deadline)."""
+
 OPENS_IN_CONSTRUCTOR = True
 """`ecotone.Connection(url)` and `ecotone.VectorEnv(urls, n)` connect as they are made."""
 
