@@ -47,6 +47,8 @@ RULES: list[tuple[str, str]] = [
     (r"\bAsyncWsChannel\b", "WsChannel"),
     (r"\bAsyncFramedChannel\b", "FramedChannel"),
     (r"\bAsyncHttpChannel\b", "HttpChannel"),
+    (r"\bAsyncOpenEnvChannel\b", "OpenEnvChannel"),
+    (r"\bAsyncSession\b", "Session"),
     (r"\bAsyncStream\b", "Stream"),
     (r"\b__aenter__\b", "__enter__"),
     (r"\b__aexit__\b", "__exit__"),
