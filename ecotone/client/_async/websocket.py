@@ -49,15 +49,9 @@ class AsyncWsChannel:
         broke), AccessDenied (the token was refused) or EcotoneError (not a WebSocket server,
         or no handshake in time); the connection is closed then."""
         ep = parse_url(url)
-        proto = WsClientProtocol(ep.host, ep.port, ep.path, codec, negotiate=negotiate, token=token)
-        secure = ep.scheme.endswith(("wss", "https"))
-        stream = await net.connect_tcp(
-            ep.host,
-            ep.port,
-            tls=secure,
-            timeout=connect_timeout,
-            label=url,
-        )
+        proto = WsClientProtocol(ep, codec, negotiate=negotiate, token=token)
+        host, port, tls = ep.host, ep.port, ep.scheme.endswith(("wss", "https"))
+        stream = await net.connect_tcp(host, port, tls=tls, timeout=connect_timeout, label=url)
         channel = cls(stream, proto)
         deadline = time.monotonic() + connect_timeout
         try:

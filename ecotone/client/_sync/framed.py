@@ -74,14 +74,8 @@ def open_channel(
         )
     if not parts.hostname or not parts.port:
         raise ValueError(f"tcp URL {url!r} needs a host and a port: tcp://HOST:PORT")
-    tls = parts.scheme == "tcp+tls"
-    stream = net.connect_tcp(
-        parts.hostname,
-        parts.port,
-        tls=tls,
-        timeout=connect_timeout,
-        label=url,
-    )
+    host, port, tls = parts.hostname, parts.port, parts.scheme == "tcp+tls"
+    stream = net.connect_tcp(host, port, tls=tls, timeout=connect_timeout, label=url)
     return FramedChannel(stream)
 
 
