@@ -92,6 +92,13 @@ def test_connect_and_aconnect_take_the_same_arguments() -> None:
         assert inspect.signature(ecotone.aconnect).parameters[name].default == parameter.default
 
 
+def test_connect_and_aconnect_refuse_an_option_they_do_not_take_at_once() -> None:
+    with pytest.raises(TypeError, match="connect\\(\\) got an unexpected keyword argument 'bogus'"):
+        ecotone.connect("ws://127.0.0.1:1", bogus=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="aconnect\\(\\) got an unexpected keyword argument 'tls'"):
+        ecotone.aconnect("ws://127.0.0.1:1", tls=True)  # type: ignore[call-arg]
+
+
 def test_a_rule_that_changes_nothing_fails_the_check() -> None:
     rules = [*UNASYNC.RULES, (r"\bAsyncIterator\b", "Iterator")]
     found = UNASYNC.run(write=False, rules=rules)

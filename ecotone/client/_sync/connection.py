@@ -20,10 +20,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, Unpack
 
 from ecotone.client._sync import io
-from ecotone.client._core import ClientCore, EnvTypes, Matcher, Slot, credentials
+from ecotone.client._core import (
+    ClientCore,
+    ConnectOptions,
+    EnvTypes,
+    Matcher,
+    Slot,
+    credentials,
+    split_options,
+)
 from ecotone.client.errors import ConnectionLost, ServerError
 from ecotone.client.results import StepResult, Task, Tasks
 from ecotone.specs import (
@@ -509,27 +517,25 @@ class EnvClient(Generic[ObsT, StateT]):
         return f"<{name} {self.env} session={self.session_id} url={self.connection.url}>"
 
 
-def open_session(
+def connect(
     url: str,
     env: str | None = None,
-    *,
-    observation_type: Any = None,
-    state_type: Any = None,
-    codec: str = "json",
-    timeout: float | None = DEFAULT_TIMEOUT,
-    connect_timeout: float = 10.0,
-    token: str | None = None,
+    **options: Unpack[ConnectOptions],
 ) -> EnvClient[Any, Any]:
-    """Connect to `url` and open one session on a connection of its own (closed with it)."""
-    connection = Connection.open_url(
-        url, codec=codec, timeout=timeout, connect_timeout=connect_timeout, token=token
-    )
+    """Connect to a server and open one session, on a connection of its own (closed with it).
+
+    `url`: `ws://HOST:PORT`, `http://`, `tcp://`, `unix://`, `stdio:ENV`, `inproc://ENV`,
+    `openenv+http://`... `env`: which env, when the server serves several. `options`
+    (`ConnectOptions`, each optional): `observation_type` / `state_type` to decode into
+    (otherwise dicts); `codec`, `json` or `msgpack`; `timeout`, the default per-call timeout
+    in seconds; `connect_timeout`; `token`, for a server that requires one (else `?token=` in
+    the URL, else `$ECOTONE_TOKEN`). TypeError for any other keyword. Close the session (and
+    its connection) with `close()`, or use it as `with`.
+    """
+    connecting, opening = split_options(options)
+    connection = Connection.open_url(url, **connecting)
     try:
-        client = connection.open(
-            env,
-            observation_type=observation_type,
-            state_type=state_type,
-        )
+        client = connection.open(env, **opening)
     except BaseException:
         with io.shielded():
             connection.close()
