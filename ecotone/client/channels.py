@@ -2,7 +2,8 @@
 
 A channel knows nothing of frames: it sends one message and returns the messages that have
 arrived. Each transport's client end contributes a `ChannelFactory` for its URL schemes
-through the `ecotone_channels` hook (`ecotone/transports/*/client.py` for the bundled ones),
+through the `ecotone_channels` hook (`ecotone/transports/*/client*` for the bundled ones:
+`Faces` of a channel module written once, as async source, and its generated blocking face),
 and `open_sync_channel` / `open_async_channel` pick one by the URL's scheme. The table is
 read from the plugins once per process (and again for a scheme it does not know, so a
 transport installed meanwhile is found).
