@@ -2,7 +2,10 @@
 
 The blocking face's twin is `ecotone/client/_sync/io.py`; the code generated from the async
 source calls these by the same names. Deadlines are `time.monotonic()` values in both faces;
-here they become cancel scopes.
+here they become cancel scopes. The streams channels run on are `net.py`'s; this module has
+the rest: locks, deadlines, shields, wake-ups (`Wakeup`), blocking calls (`run_blocking`),
+opening channels, and waiting on several connections or sources at once (`read_some`,
+`receive_any`: a task group, the first to bring something cancelling the others).
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 
 The async face's twin is `ecotone/client/_async/io.py`; the code generated from the async
 source calls these by the same names. A blocking connection belongs to one thread at a time,
-so its lock is no lock, and deadlines are enforced by the channels themselves (SO_RCVTIMEO).
+so its lock is no lock, nothing can wake a wait but the wait itself (`Wakeup`), a blocking
+call is simply made (`run_blocking`), and deadlines are enforced by the streams themselves
+(`net.py`: SO_RCVTIMEO). Waiting on several connections or sources at once (`read_some`,
+`receive_any`) is one `select`, spinning first.
 """
 
 from __future__ import annotations
