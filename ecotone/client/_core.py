@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import itertools
 import os
-from typing import Any, Final
+from collections.abc import Mapping
+from typing import Any, Final, TypedDict
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import attrs
@@ -48,6 +49,41 @@ class Endpoint:
 
 TOKEN_ENV: Final = "ECOTONE_TOKEN"
 """The environment variable a client reads its server's token from when given none."""
+
+
+class ConnectOptions(TypedDict, total=False):
+    """The keyword options of `ecotone.connect` and `ecotone.aconnect`, each optional."""
+
+    observation_type: Any
+    """Decode observations into this type (a msgspec Struct, a dataclass...); dicts if None."""
+    state_type: Any
+    """Decode states into this type; dicts if None."""
+    codec: str
+    """`json` (the default) or `msgpack`."""
+    timeout: float | None
+    """The default per-call timeout in seconds (`DEFAULT_TIMEOUT`, 60; None: none)."""
+    connect_timeout: float
+    """Seconds to connect and shake hands (10)."""
+    token: str | None
+    """For a server that requires one (else `?token=` in the URL, else `$ECOTONE_TOKEN`)."""
+
+
+SESSION_OPTIONS: Final = frozenset({"observation_type", "state_type"})
+"""Those of `ConnectOptions` that are the session's (`open`); the rest are the connection's."""
+
+
+def split_options(
+    options: Mapping[str, Any], name: str = "connect"
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`options` (`ConnectOptions`) as the connection's (`open_url`) and the session's
+    (`open`); each takes its own defaults for those not given. TypeError names one that is
+    not an option, as Python does for a function `name` without it."""
+    for key in options:
+        if key not in ConnectOptions.__optional_keys__:
+            raise TypeError(f"{name}() got an unexpected keyword argument {key!r}")
+    connecting = {k: v for k, v in options.items() if k not in SESSION_OPTIONS}
+    opening = {k: v for k, v in options.items() if k in SESSION_OPTIONS}
+    return connecting, opening
 
 
 def credentials(url: str, token: str | None = None) -> tuple[str, str | None]:

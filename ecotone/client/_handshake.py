@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import h11
 
+from ecotone.client._core import Endpoint
 from ecotone.client.errors import ConnectionLost, EcotoneError, refused
 from ecotone.specs import SUBPROTOCOLS
 from ecotone.specs import wsframing as wsf
@@ -20,24 +21,18 @@ class WsClientProtocol:
     """Client side of one WebSocket: handshake, message framing, control frames."""
 
     def __init__(
-        self,
-        host: str,
-        port: int,
-        path: str,
-        codec: str,
-        *,
-        negotiate: bool = True,
-        token: str | None = None,
+        self, endpoint: Endpoint, codec: str, *, negotiate: bool = True, token: str | None = None
     ) -> None:
-        """`negotiate=False` offers no subprotocol (OpenEnv's `/ws` speaks plain JSON);
-        `token`: sent as `Authorization: Bearer`."""
+        """The WebSocket at `endpoint`. `negotiate=False` offers no subprotocol (OpenEnv's
+        `/ws` speaks plain JSON); `token`: sent as `Authorization: Bearer`."""
+        host, port = endpoint.host, endpoint.port
         self.subprotocol = next(k for k, v in SUBPROTOCOLS.items() if v == codec)
         self.binary = codec == "msgpack"
         self._opcode = wsf.BINARY if self.binary else wsf.TEXT
         self._offered = [self.subprotocol] if negotiate else []
         self._key = wsf.new_key()
-        self._host = f"{host}:{port}"
-        self._path = path or "/"
+        self._host = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"  # IPv6: brackets
+        self._path = endpoint.path or "/"
         self._token = token
         self._h11: h11.Connection | None = h11.Connection(h11.CLIENT)
         # The server's text is JSON the client decodes (and so checks) anyway.

@@ -8,8 +8,8 @@ this module is its public face, plus `aconnect`, which can be awaited or used as
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any, Unpack
 
 from ecotone.client._async import io
 from ecotone.client._async.connection import (
@@ -17,24 +17,25 @@ from ecotone.client._async.connection import (
     DEFAULT_TIMEOUT,
     AsyncConnection,
     AsyncEnvClient,
-    open_session,
+    connect,
 )
+from ecotone.client._core import ConnectOptions, split_options
+
+Opening = Callable[[], Coroutine[Any, Any, AsyncEnvClient[Any, Any]]]
 
 
 class _Connecting:
-    """What `aconnect` returns: await it, or use it as `async with`."""
+    """What `aconnect` returns: await it, or use it as `async with` (which closes it)."""
 
-    def __init__(self, url: str, env: str | None, kwargs: dict[str, Any]) -> None:
-        self._url = url
-        self._env = env
-        self._kwargs = kwargs
+    def __init__(self, opening: Opening) -> None:
+        self._opening = opening
         self._client: AsyncEnvClient[Any, Any] | None = None
 
     def __await__(self) -> Generator[Any, None, AsyncEnvClient[Any, Any]]:
-        return open_session(self._url, self._env, **self._kwargs).__await__()
+        return self._opening().__await__()
 
     async def __aenter__(self) -> AsyncEnvClient[Any, Any]:
-        self._client = await open_session(self._url, self._env, **self._kwargs)
+        self._client = await self._opening()
         return self._client
 
     async def __aexit__(self, *exc: object) -> None:
@@ -46,31 +47,16 @@ class _Connecting:
 def aconnect(
     url: str,
     env: str | None = None,
-    *,
-    observation_type: Any = None,
-    state_type: Any = None,
-    codec: str = "json",
-    timeout: float | None = DEFAULT_TIMEOUT,
-    connect_timeout: float = 10.0,
-    token: str | None = None,
+    **options: Unpack[ConnectOptions],
 ) -> _Connecting:
     """Connect to a server and open one session, asynchronously (trio or asyncio).
 
     `async with ecotone.aconnect(url) as env: ...` or `env = await ecotone.aconnect(url)`
-    (then `await env.aclose()`). Arguments as for `ecotone.connect`.
+    (then `await env.aclose()`). Arguments as for `ecotone.connect`: an option it does not
+    take is a TypeError here, before anything is awaited.
     """
-    return _Connecting(
-        url,
-        env,
-        dict(
-            observation_type=observation_type,
-            state_type=state_type,
-            codec=codec,
-            timeout=timeout,
-            connect_timeout=connect_timeout,
-            token=token,
-        ),
-    )
+    split_options(options, "aconnect")
+    return _Connecting(lambda: connect(url, env, **options))
 
 
 __all__ = ["CLOSE_TIMEOUT", "DEFAULT_TIMEOUT", "AsyncConnection", "AsyncEnvClient", "aconnect"]

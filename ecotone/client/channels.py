@@ -2,7 +2,8 @@
 
 A channel knows nothing of frames: it sends one message and returns the messages that have
 arrived. Each transport's client end contributes a `ChannelFactory` for its URL schemes
-through the `ecotone_channels` hook (`ecotone/transports/*/client.py` for the bundled ones),
+through the `ecotone_channels` hook (`ecotone/transports/*/client*` for the bundled ones:
+`Faces` of a channel module written once, as async source, and its generated blocking face),
 and `open_sync_channel` / `open_async_channel` pick one by the URL's scheme. The table is
 read from the plugins once per process (and again for a scheme it does not know, so a
 transport installed meanwhile is found).
@@ -10,6 +11,8 @@ transport installed meanwhile is found).
 
 from __future__ import annotations
 
+import importlib
+import re
 import threading
 from typing import Any, Protocol
 
@@ -82,3 +85,27 @@ async def open_async_channel(
 ) -> AsyncChannel:
     """An async channel for `url`, from the transport that registered its scheme."""
     return await channel_factory(url).aopen(url, codec, connect_timeout, token)
+
+
+class Faces:
+    """A `ChannelFactory` made of one channel module written once: `source`, the async face
+    (a module path with `._async` in it), and the blocking face scripts/unasync.py generates
+    from it (`._sync` in its place). Each face's `open_channel(url, codec, connect_timeout,
+    token)` opens the channels; its module is imported when it first opens one, so a process
+    that uses one face never imports the other."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.blocking = re.sub(r"\._async\b", "._sync", source)
+        if self.blocking == source:
+            raise ValueError(f"{source!r} is no async source: its path has no `._async`")
+
+    def open(self, url: str, codec: str, connect_timeout: float, token: str | None) -> SyncChannel:
+        face = importlib.import_module(self.blocking)
+        return face.open_channel(url, codec, connect_timeout, token)
+
+    async def aopen(
+        self, url: str, codec: str, connect_timeout: float, token: str | None
+    ) -> AsyncChannel:
+        face = importlib.import_module(self.source)
+        return await face.open_channel(url, codec, connect_timeout, token)

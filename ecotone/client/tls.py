@@ -11,9 +11,6 @@ import os
 import ssl
 from typing import Final
 
-import anyio
-import anyio.abc
-
 CA_VARIABLE: Final = "ECOTONE_CA_BUNDLE"
 SECURE_SCHEMES: Final = {"wss": "ws", "https": "http", "tcp+tls": "tcp"}
 """Each TLS scheme, and the plain one it is the secure form of."""
@@ -29,19 +26,3 @@ def client_context() -> ssl.SSLContext:
     if ca:
         context.load_verify_locations(ca)
     return context
-
-
-async def connect_tcp(host: str, port: int, tls: bool) -> anyio.abc.ByteStream:
-    """An anyio stream to host:port, under TLS (the certificate checked) when `tls`."""
-    if tls:
-        # A connection that ends without TLS's close_notify is at its end, not broken: the
-        # protocols inside say when they are done (as HTTPS clients do, and as the server
-        # does: it sends none either). The blocking clients' `ssl` module does the same.
-        return await anyio.connect_tcp(
-            host,
-            port,
-            ssl_context=client_context(),
-            tls_hostname=host,
-            tls_standard_compatible=False,
-        )
-    return await anyio.connect_tcp(host, port)

@@ -1,3 +1,4 @@
+# unasync: the source of ecotone/client/_sync/connection.py
 """A connection to a server and the sessions on it: the client, written once.
 
 The source is ecotone/client/_async/connection.py (trio or asyncio, through anyio);
@@ -19,10 +20,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, Unpack
 
 from ecotone.client._async import io
-from ecotone.client._core import ClientCore, EnvTypes, Matcher, Slot, credentials
+from ecotone.client._core import (
+    ClientCore,
+    ConnectOptions,
+    EnvTypes,
+    Matcher,
+    Slot,
+    credentials,
+    split_options,
+)
 from ecotone.client.errors import ConnectionLost, ServerError
 from ecotone.client.results import StepResult, Task, Tasks
 from ecotone.specs import (
@@ -250,7 +259,8 @@ class AsyncConnection:
         channel = self.channel
         fileno = getattr(channel, "fileno", None)
         if callable(fileno):
-            return int(fileno())
+            fd = fileno()
+            return None if fd is None else int(fd)
         sock = getattr(channel, "sock", None) or getattr(channel, "_sock", None)
         return sock.fileno() if sock is not None else None
 
@@ -266,7 +276,7 @@ class AsyncConnection:
     ) -> AsyncEnvClient[Any, Any]:
         """Open a session (its own env instance) on this connection."""
         response = self.core.check(
-            await self.request(Open(id=self.core.next_id(), env=env), timeout)
+            await self.request(Open(id=self.core.next_id(), env=env), timeout),
         )
         assert isinstance(response, Opened)
         types = EnvTypes(observation_type, state_type)
@@ -401,7 +411,10 @@ class AsyncEnvClient(Generic[ObsT, StateT]):
         return core.step_result(await self.connection.request(frame, timeout), self.types)
 
     async def state(
-        self, *, timeout: float | None = None, call_timeout: float | None = None
+        self,
+        *,
+        timeout: float | None = None,
+        call_timeout: float | None = None,
     ) -> StateT:
         core = self.connection.core
         frame = GetState(id=core.next_id(), session=self.session_id, call_timeout=call_timeout)
@@ -411,7 +424,11 @@ class AsyncEnvClient(Generic[ObsT, StateT]):
         return await self.connection.describe(self.env)
 
     async def list_tasks(
-        self, split: str | None = None, *, offset: int = 0, limit: int = 100
+        self,
+        split: str | None = None,
+        *,
+        offset: int = 0,
+        limit: int = 100,
     ) -> Tasks:
         """This session's env's tasks (see `AsyncConnection.list_tasks`)."""
         return await self.connection.list_tasks(split, offset=offset, limit=limit, env=self.env)
@@ -500,25 +517,25 @@ class AsyncEnvClient(Generic[ObsT, StateT]):
         return f"<{name} {self.env} session={self.session_id} url={self.connection.url}>"
 
 
-async def open_session(
+async def connect(
     url: str,
     env: str | None = None,
-    *,
-    observation_type: Any = None,
-    state_type: Any = None,
-    codec: str = "json",
-    timeout: float | None = DEFAULT_TIMEOUT,
-    connect_timeout: float = 10.0,
-    token: str | None = None,
+    **options: Unpack[ConnectOptions],
 ) -> AsyncEnvClient[Any, Any]:
-    """Connect to `url` and open one session on a connection of its own (closed with it)."""
-    connection = await AsyncConnection.open_url(
-        url, codec=codec, timeout=timeout, connect_timeout=connect_timeout, token=token
-    )
+    """Connect to a server and open one session, on a connection of its own (closed with it).
+
+    `url`: `ws://HOST:PORT`, `http://`, `tcp://`, `unix://`, `stdio:ENV`, `inproc://ENV`,
+    `openenv+http://`... `env`: which env, when the server serves several. `options`
+    (`ConnectOptions`, each optional): `observation_type` / `state_type` to decode into
+    (otherwise dicts); `codec`, `json` or `msgpack`; `timeout`, the default per-call timeout
+    in seconds; `connect_timeout`; `token`, for a server that requires one (else `?token=` in
+    the URL, else `$ECOTONE_TOKEN`). TypeError for any other keyword. Close the session (and
+    its connection) with `aclose()`, or use it as `async with`.
+    """
+    connecting, opening = split_options(options)
+    connection = await AsyncConnection.open_url(url, **connecting)
     try:
-        client = await connection.open(
-            env, observation_type=observation_type, state_type=state_type
-        )
+        client = await connection.open(env, **opening)
     except BaseException:
         with io.shielded():
             await connection.aclose()

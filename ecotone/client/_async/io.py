@@ -2,21 +2,28 @@
 
 The blocking face's twin is `ecotone/client/_sync/io.py`; the code generated from the async
 source calls these by the same names. Deadlines are `time.monotonic()` values in both faces;
-here they become cancel scopes.
+here they become cancel scopes. The streams channels run on are `net.py`'s; this module has
+the rest: locks, deadlines, shields, wake-ups (`Wakeup`), blocking calls (`run_blocking`),
+opening channels, and waiting on several connections or sources at once (`read_some`,
+`receive_any`: a task group, the first to bring something cancelling the others).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
+import anyio.to_thread
 
 from ecotone.client.channels import AsyncChannel, open_async_channel
 from ecotone.client.errors import ConnectionLost
+
+T = TypeVar("T")
 
 Channel = AsyncChannel
 """The channel type of this face."""
@@ -26,6 +33,10 @@ ReplaceServer = Callable[[int, str], Awaitable[str]]
 
 Lock = anyio.Lock
 """One reader at a time on a connection shared by many tasks."""
+
+CONCURRENT = True
+"""Tasks share a channel: a request channel (HTTP) reads each answer in the task that sent its
+request, holding the channel's turn, so that only that task's cancellation can cut it short."""
 
 OPENS_IN_CONSTRUCTOR = False
 """Constructors cannot await: connections open with `open_url`, vector envs with `aopen`."""
@@ -72,17 +83,7 @@ async def read_some(
     answer cancels the other reads, which loses nothing (`AsyncConnection.poll`)."""
     delay = math.inf if deadline is None else deadline - time.monotonic()
     with anyio.move_on_after(delay):
-        if len(links) == 1:
-            await _poll(links[0], answered)
-            return
-        async with anyio.create_task_group() as group:
-
-            async def first(link: Any) -> None:
-                await _poll(link, answered)
-                group.cancel_scope.cancel()
-
-            for link in links:
-                group.start_soon(first, link)
+        await _race([functools.partial(_poll, link, answered) for link in links])
 
 
 async def _poll(link: Any, answered: Callable[[Any, list[Any] | ConnectionLost], None]) -> None:
@@ -92,3 +93,68 @@ async def _poll(link: Any, answered: Callable[[Any, list[Any] | ConnectionLost],
         answered(link, exc)
         return
     answered(link, responses)
+
+
+class Wakeup:
+    """Wakes the tasks waiting for it (`wait`) when another task `set`s it: a channel's
+    reader waits here until a request is out."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+        self._event = anyio.Event()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+
+async def run_blocking(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)`, a blocking call, in a worker thread."""
+    return await anyio.to_thread.run_sync(fn, *args)
+
+
+async def receive_any(
+    sources: Sequence[Any],
+    deadline: float | None,
+    got: Callable[[Any, list[Any] | ConnectionLost], None],
+    wakeup: Wakeup | None = None,
+) -> None:
+    """Wait until one of `sources` (each with `receive(deadline)`) brings messages, or
+    `wakeup` is set, and hand what each brought to `got(source, messages)` (or
+    `got(source, ConnectionLost)`); TimeoutError once `deadline` passes. The reads race: the
+    first to bring messages cancels the others, which loses nothing (a cancelled `receive`
+    consumes nothing), and every read that finished is handed over."""
+    waits = [functools.partial(_receive, source, got) for source in sources]
+    with bounded(deadline):
+        await _race([*waits, wakeup.wait] if wakeup is not None else waits)
+
+
+async def _race(waits: Sequence[Callable[[], Awaitable[None]]]) -> None:
+    """Run `waits` together until the first is over (the others are cancelled); one is
+    simply awaited."""
+    if len(waits) == 1:
+        await waits[0]()
+        return
+    async with anyio.create_task_group() as group:
+
+        async def first(wait: Callable[[], Awaitable[None]]) -> None:
+            await wait()
+            group.cancel_scope.cancel()
+
+        for wait in waits:
+            group.start_soon(first, wait)
+
+
+async def _receive(source: Any, got: Callable[[Any, list[Any] | ConnectionLost], None]) -> None:
+    try:
+        messages: list[Any] = []
+        while not messages:
+            messages = await source.receive()
+    except ConnectionLost as exc:
+        got(source, exc)
+        return
+    got(source, messages)

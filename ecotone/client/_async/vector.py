@@ -1,3 +1,4 @@
+# unasync: the source of ecotone/client/_sync/vector.py
 """N remote sub-envs stepped as one, for training loops: written once, for both faces.
 
 The source is ecotone/client/_async/vector.py (trio or asyncio); scripts/unasync.py generates

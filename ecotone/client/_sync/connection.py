@@ -20,10 +20,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, Unpack
 
-from ecotone.client._core import ClientCore, EnvTypes, Matcher, Slot, credentials
 from ecotone.client._sync import io
+from ecotone.client._core import (
+    ClientCore,
+    ConnectOptions,
+    EnvTypes,
+    Matcher,
+    Slot,
+    credentials,
+    split_options,
+)
 from ecotone.client.errors import ConnectionLost, ServerError
 from ecotone.client.results import StepResult, Task, Tasks
 from ecotone.specs import (
@@ -251,7 +259,8 @@ class Connection:
         channel = self.channel
         fileno = getattr(channel, "fileno", None)
         if callable(fileno):
-            return int(fileno())
+            fd = fileno()
+            return None if fd is None else int(fd)
         sock = getattr(channel, "sock", None) or getattr(channel, "_sock", None)
         return sock.fileno() if sock is not None else None
 
@@ -266,7 +275,9 @@ class Connection:
         timeout: float | None = None,
     ) -> EnvClient[Any, Any]:
         """Open a session (its own env instance) on this connection."""
-        response = self.core.check(self.request(Open(id=self.core.next_id(), env=env), timeout))
+        response = self.core.check(
+            self.request(Open(id=self.core.next_id(), env=env), timeout),
+        )
         assert isinstance(response, Opened)
         types = EnvTypes(observation_type, state_type)
         return EnvClient(self, response.session, response.env, types)
@@ -399,7 +410,12 @@ class EnvClient(Generic[ObsT, StateT]):
         )
         return core.step_result(self.connection.request(frame, timeout), self.types)
 
-    def state(self, *, timeout: float | None = None, call_timeout: float | None = None) -> StateT:
+    def state(
+        self,
+        *,
+        timeout: float | None = None,
+        call_timeout: float | None = None,
+    ) -> StateT:
         core = self.connection.core
         frame = GetState(id=core.next_id(), session=self.session_id, call_timeout=call_timeout)
         return core.state(self.connection.request(frame, timeout), self.types)
@@ -407,7 +423,13 @@ class EnvClient(Generic[ObsT, StateT]):
     def describe(self) -> EnvInfo:
         return self.connection.describe(self.env)
 
-    def list_tasks(self, split: str | None = None, *, offset: int = 0, limit: int = 100) -> Tasks:
+    def list_tasks(
+        self,
+        split: str | None = None,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+    ) -> Tasks:
         """This session's env's tasks (see `Connection.list_tasks`)."""
         return self.connection.list_tasks(split, offset=offset, limit=limit, env=self.env)
 
@@ -495,23 +517,25 @@ class EnvClient(Generic[ObsT, StateT]):
         return f"<{name} {self.env} session={self.session_id} url={self.connection.url}>"
 
 
-def open_session(
+def connect(
     url: str,
     env: str | None = None,
-    *,
-    observation_type: Any = None,
-    state_type: Any = None,
-    codec: str = "json",
-    timeout: float | None = DEFAULT_TIMEOUT,
-    connect_timeout: float = 10.0,
-    token: str | None = None,
+    **options: Unpack[ConnectOptions],
 ) -> EnvClient[Any, Any]:
-    """Connect to `url` and open one session on a connection of its own (closed with it)."""
-    connection = Connection.open_url(
-        url, codec=codec, timeout=timeout, connect_timeout=connect_timeout, token=token
-    )
+    """Connect to a server and open one session, on a connection of its own (closed with it).
+
+    `url`: `ws://HOST:PORT`, `http://`, `tcp://`, `unix://`, `stdio:ENV`, `inproc://ENV`,
+    `openenv+http://`... `env`: which env, when the server serves several. `options`
+    (`ConnectOptions`, each optional): `observation_type` / `state_type` to decode into
+    (otherwise dicts); `codec`, `json` or `msgpack`; `timeout`, the default per-call timeout
+    in seconds; `connect_timeout`; `token`, for a server that requires one (else `?token=` in
+    the URL, else `$ECOTONE_TOKEN`). TypeError for any other keyword. Close the session (and
+    its connection) with `close()`, or use it as `with`.
+    """
+    connecting, opening = split_options(options)
+    connection = Connection.open_url(url, **connecting)
     try:
-        client = connection.open(env, observation_type=observation_type, state_type=state_type)
+        client = connection.open(env, **opening)
     except BaseException:
         with io.shielded():
             connection.close()

@@ -2,7 +2,10 @@
 
 The async face's twin is `ecotone/client/_async/io.py`; the code generated from the async
 source calls these by the same names. A blocking connection belongs to one thread at a time,
-so its lock is no lock, and deadlines are enforced by the channels themselves (SO_RCVTIMEO).
+so its lock is no lock, nothing can wake a wait but the wait itself (`Wakeup`), a blocking
+call is simply made (`run_blocking`), and deadlines are enforced by the streams themselves
+(`net.py`: SO_RCVTIMEO). Waiting on several connections or sources at once (`read_some`,
+`receive_any`) is one `select`, spinning first.
 """
 
 from __future__ import annotations
@@ -13,17 +16,23 @@ import os
 import select
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ecotone.client.channels import SyncChannel, open_sync_channel
 from ecotone.client.errors import ConnectionLost
 from ecotone.kernel.polling import BusyPoll, client_budget_us
+
+T = TypeVar("T")
 
 Channel = SyncChannel
 """The channel type of this face."""
 
 ReplaceServer = Callable[[int, str], str]
 """`replace_server(index, url) -> new_url` of a vector env: a plain function here."""
+
+CONCURRENT = False
+"""One thread: a request channel (HTTP) reads an answer when it is asked for (`receive`, with
+the caller's deadline)."""
 
 OPENS_IN_CONSTRUCTOR = True
 """`ecotone.Connection(url)` and `ecotone.VectorEnv(urls, n)` connect as they are made."""
@@ -150,3 +159,52 @@ def _poll(
         answered(link, exc)
         return
     answered(link, responses)
+
+
+class Wakeup:
+    """Nothing wakes a blocking reader: the thread that would send is the one waiting. So a
+    wait for a request to come out is over at once (TimeoutError: nothing is due)."""
+
+    __slots__ = ()
+
+    def set(self) -> None:
+        return None
+
+    def wait(self) -> None:
+        raise TimeoutError
+
+
+def run_blocking(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)`, here and now."""
+    return fn(*args)
+
+
+def receive_any(
+    sources: Sequence[Any],
+    deadline: float | None,
+    got: Callable[[Any, list[Any] | ConnectionLost], None],
+    wakeup: Wakeup | None = None,
+) -> None:
+    """Wait until one of `sources` (each with `receive(deadline)`, `fileno()` and `ready`)
+    has something to read, and hand what each brought to `got(source, messages)` (or
+    `got(source, ConnectionLost)`): those with messages waiting already, else one `select`
+    over their sockets (spinning first) and one read of each readable one; one source is
+    simply read. TimeoutError past `deadline`."""
+    ready = [s for s in sources if s.ready]
+    if not ready and len(sources) == 1:
+        ready = list(sources)
+    elif not ready:
+        fds = {s.fileno(): s for s in sources}
+        if None in fds:  # pragma: no cover - every source here has a socket
+            raise TypeError("receive_any needs sources with sockets")
+        ready = [fds[fd] for fd in wait_readable(list(fds), deadline)]
+        if not ready:
+            raise TimeoutError
+        deadline = None  # data is there: one read each, no wait
+    for source in ready:
+        try:
+            messages = source.receive(deadline)
+        except ConnectionLost as exc:
+            got(source, exc)
+            continue
+        got(source, messages)

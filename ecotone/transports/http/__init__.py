@@ -23,7 +23,6 @@ def ecotone_transports() -> Mapping[str, Any]:
 
 @hookimpl
 def ecotone_channels() -> Mapping[str, Any]:
-    from ecotone.transports.http.client import HttpChannels
+    from ecotone.transports.http.client import CHANNELS
 
-    channels = HttpChannels()
-    return {"http": channels, "https": channels}
+    return {"http": CHANNELS, "https": CHANNELS}

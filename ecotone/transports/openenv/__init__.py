@@ -17,7 +17,6 @@ from ecotone.specs.hookspecs import hookimpl
 
 @hookimpl
 def ecotone_channels() -> Mapping[str, Any]:
-    from ecotone.transports.openenv.client import OpenEnvChannels
+    from ecotone.transports.openenv.client import CHANNELS
 
-    channels = OpenEnvChannels()
-    return dict.fromkeys(("openenv+ws", "openenv+wss", "openenv+http", "openenv+https"), channels)
+    return dict.fromkeys(("openenv+ws", "openenv+wss", "openenv+http", "openenv+https"), CHANNELS)

@@ -21,6 +21,6 @@ def ecotone_transports() -> Mapping[str, Any]:
 
 @hookimpl
 def ecotone_channels() -> Mapping[str, Any]:
-    from ecotone.transports.stdio.client import StdioChannels
+    from ecotone.transports.stdio.client import CHANNELS
 
-    return {"stdio": StdioChannels()}
+    return {"stdio": CHANNELS}

@@ -21,7 +21,6 @@ def ecotone_transports() -> Mapping[str, Any]:
 
 @hookimpl
 def ecotone_channels() -> Mapping[str, Any]:
-    from ecotone.transports.tcp.client import FramedChannels
+    from ecotone.transports.tcp.client import CHANNELS
 
-    channels = FramedChannels()
-    return {"tcp": channels, "tcp+tls": channels, "unix": channels}
+    return {"tcp": CHANNELS, "tcp+tls": CHANNELS, "unix": CHANNELS}

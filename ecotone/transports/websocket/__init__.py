@@ -21,6 +21,6 @@ def ecotone_transports() -> Mapping[str, Any]:
 
 @hookimpl
 def ecotone_channels() -> Mapping[str, Any]:
-    from ecotone.transports.websocket.client import WebSocketChannels
+    from ecotone.transports.websocket.client import CHANNELS
 
-    return {"ws": WebSocketChannels(tls=False), "wss": WebSocketChannels(tls=True)}
+    return {"ws": CHANNELS, "wss": CHANNELS}
