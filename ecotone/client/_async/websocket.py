@@ -52,8 +52,17 @@ class AsyncWsChannel:
         proto = WsClientProtocol(ep, codec, negotiate=negotiate, token=token)
         host, port, tls = ep.host, ep.port, ep.scheme.endswith(("wss", "https"))
         stream = await net.connect_tcp(host, port, tls=tls, timeout=connect_timeout, label=url)
+        return await cls.over(stream, proto, url, connect_timeout)
+
+    @classmethod
+    async def over(
+        cls, stream: net.AsyncStream, proto: WsClientProtocol, label: str, timeout: float
+    ) -> AsyncWsChannel:
+        """The opening handshake on a connected `stream` (a TCP connection, or any other a
+        transport opened: a unix socket, a pipe), within `timeout` seconds; `label` names the
+        server in errors. Raises as `open` does; `stream` is closed then."""
         channel = cls(stream, proto)
-        deadline = time.monotonic() + connect_timeout
+        deadline = time.monotonic() + timeout
         try:
             with io.bounded(deadline):
                 await stream.send(proto.opening())
@@ -62,7 +71,7 @@ class AsyncWsChannel:
         except TimeoutError:
             await stream.aclose()
             raise EcotoneError(
-                f"{url} did not complete the WebSocket handshake within {connect_timeout}s"
+                f"{label} did not complete the WebSocket handshake within {timeout}s"
             ) from None
         except BaseException:  # refused, reset or closed while shaking hands, or cancelled
             await stream.aclose()

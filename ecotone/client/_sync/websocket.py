@@ -52,8 +52,17 @@ class WsChannel:
         proto = WsClientProtocol(ep, codec, negotiate=negotiate, token=token)
         host, port, tls = ep.host, ep.port, ep.scheme.endswith(("wss", "https"))
         stream = net.connect_tcp(host, port, tls=tls, timeout=connect_timeout, label=url)
+        return cls.over(stream, proto, url, connect_timeout)
+
+    @classmethod
+    def over(
+        cls, stream: net.Stream, proto: WsClientProtocol, label: str, timeout: float
+    ) -> WsChannel:
+        """The opening handshake on a connected `stream` (a TCP connection, or any other a
+        transport opened: a unix socket, a pipe), within `timeout` seconds; `label` names the
+        server in errors. Raises as `open` does; `stream` is closed then."""
         channel = cls(stream, proto)
-        deadline = time.monotonic() + connect_timeout
+        deadline = time.monotonic() + timeout
         try:
             with io.bounded(deadline):
                 stream.send(proto.opening())
@@ -62,7 +71,7 @@ class WsChannel:
         except TimeoutError:
             stream.close()
             raise EcotoneError(
-                f"{url} did not complete the WebSocket handshake within {connect_timeout}s"
+                f"{label} did not complete the WebSocket handshake within {timeout}s"
             ) from None
         except BaseException:  # refused, reset or closed while shaking hands, or cancelled
             stream.close()
