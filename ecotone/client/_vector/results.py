@@ -103,45 +103,31 @@ class Results(Ledger):
                     if meta:
                         add_info(infos, dict(meta), j, n)
             return row.observations, row.rewards, row.terminated, row.truncated, infos
-        observations: list[Any] = [None] * n
-        rewards = np.zeros(n, dtype=np.float64)
-        terminated = np.zeros(n, dtype=np.bool_)
-        truncated = np.zeros(n, dtype=np.bool_)
-        info_of: dict[int, dict[str, Any]] = {}
-        for row in rows:
-            where = [sub.index for sub in row.subs]
-            for i, obs in zip(where, row.observations, strict=True):
-                observations[i] = obs
-            rewards[where] = row.rewards
-            terminated[where] = row.terminated
-            truncated[where] = row.truncated
-            if row.metadata is not None:
-                for i, meta in zip(where, row.metadata, strict=True):
-                    if meta:
-                        info_of[i] = dict(meta)
-        for i, outcome in outcomes.items():
-            obs, reward, term, trunc = self._row(outcome)
-            observations[i] = obs
-            rewards[i] = reward
-            terminated[i] = term
-            truncated[i] = trunc
-            info = self._info(outcome)
-            if info:
-                info_of[i] = info
-            else:
-                info_of.pop(i, None)
+        out: list[Any] = [
+            [None] * n,
+            np.zeros(n, dtype=np.float64),
+            np.zeros(n, dtype=np.bool_),
+            np.zeros(n, dtype=np.bool_),
+            {},
+        ]
+        self._tally_rows(tally, None, out)  # each sub-env at its own index
+        observations, rewards, terminated, truncated, info_of = out
         infos = {}
         for i in sorted(info_of):  # in sub-env order: the first value of a key sets its dtype
             add_info(infos, info_of[i], i, n)
         result = (observations, rewards, terminated, truncated, infos)
         return self.check(outcomes.values(), result)
 
-    def _tally_rows(self, tally: Tally, position: dict[int, int], out: list[Any]) -> None:
+    def _tally_rows(self, tally: Tally, position: dict[int, int] | None, out: list[Any]) -> None:
         """Lay `tally`'s rows and outcomes into `out` = [observations, rewards, terminated,
-        truncated, infos by position] at the positions of their sub-envs."""
+        truncated, infos by position] at the positions of their sub-envs (`position[index]`;
+        None: at their own indexes)."""
         observations, rewards, terminated, truncated, info_of = out
         for row in tally.rows:
-            where = [position[sub.index] for sub in row.subs]
+            if position is None:
+                where = [sub.index for sub in row.subs]
+            else:
+                where = [position[sub.index] for sub in row.subs]
             for j, obs in zip(where, row.observations, strict=True):
                 observations[j] = obs
             rewards[where] = row.rewards
@@ -152,7 +138,7 @@ class Results(Ledger):
                     if meta:
                         info_of[j] = dict(meta)
         for i, outcome in tally.outcomes.items():
-            j = position[i]
+            j = i if position is None else position[i]
             observations[j], rewards[j], terminated[j], truncated[j] = self._row(outcome)
             info = self._info(outcome)
             if info:
