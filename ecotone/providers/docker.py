@@ -7,18 +7,22 @@ The shared logic is `ecotone.providers._container`, and what any engine user sha
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ecotone.providers import engines
-from ecotone.providers._container import ContainerConfig, ContainerProvider
 from ecotone.specs.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from ecotone.providers._container import ContainerConfig, ContainerProvider
 
 
 class DockerEngine:
     name = "docker"
 
     def client(self) -> Any:
+        from ecotone.providers import engines
+
         return engines.client_for("docker")
 
     def create_kwargs(self, config: ContainerConfig) -> dict[str, Any]:
@@ -73,9 +77,15 @@ class DockerEngine:
         return []  # nothing of docker's runs on this host on ecotone's behalf
 
 
-PROVIDER = ContainerProvider(DockerEngine(), "env servers in Docker containers (the Docker SDK)")
+@functools.cache
+def provider() -> ContainerProvider:
+    """The provider (made on first use: its machinery is heavy, and the plugin's module is
+    imported by every process that looks up a plugin)."""
+    from ecotone.providers._container import ContainerProvider
+
+    return ContainerProvider(DockerEngine(), "env servers in Docker containers (the Docker SDK)")
 
 
 @hookimpl
 def ecotone_providers() -> Mapping[str, Any]:
-    return {"docker": PROVIDER}
+    return {"docker": provider()}

@@ -10,13 +10,15 @@ Logs are cut to their tail here (see `logs`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ecotone.providers import engines
-from ecotone.providers._container import ContainerConfig, ContainerProvider
 from ecotone.providers.contract import last_lines
 from ecotone.specs.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from ecotone.providers._container import ContainerConfig, ContainerProvider
 
 CPU_PERIOD_US = 100_000
 
@@ -25,6 +27,8 @@ class PodmanEngine:
     name = "podman"
 
     def client(self) -> Any:
+        from ecotone.providers import engines
+
         return engines.client_for("podman")
 
     def create_kwargs(self, config: ContainerConfig) -> dict[str, Any]:
@@ -91,14 +95,22 @@ class PodmanEngine:
         return last_lines(data.decode(errors="replace"), tail)
 
     def sweep(self) -> list[str]:
+        from ecotone.providers import engines
+
         return engines.sweep_podman_services()
 
 
-PROVIDER = ContainerProvider(
-    PodmanEngine(), "env servers in Podman containers (podman-py, the Podman API socket)"
-)
+@functools.cache
+def provider() -> ContainerProvider:
+    """The provider (made on first use: its machinery is heavy, and the plugin's module is
+    imported by every process that looks up a plugin)."""
+    from ecotone.providers._container import ContainerProvider
+
+    return ContainerProvider(
+        PodmanEngine(), "env servers in Podman containers (podman-py, the Podman API socket)"
+    )
 
 
 @hookimpl
 def ecotone_providers() -> Mapping[str, Any]:
-    return {"podman": PROVIDER}
+    return {"podman": provider()}

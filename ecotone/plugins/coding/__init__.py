@@ -73,19 +73,42 @@ server's event loop also bounds how many sandboxes run at once.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ecotone
-from ecotone.plugins.coding.env import (
-    CaseResult,
-    CodingAction,
-    CodingEnv,
-    CodingObservation,
-    CodingState,
-    Task,
-    tasks,
-)
-from ecotone.plugins.coding.sandbox import Limits, Sandbox, SandboxUnavailable, sandbox_for
+
+if TYPE_CHECKING:
+    from ecotone.plugins.coding.env import (
+        CaseResult,
+        CodingAction,
+        CodingEnv,
+        CodingObservation,
+        CodingState,
+        Task,
+        tasks,
+    )
+    from ecotone.plugins.coding.sandbox import Limits, Sandbox, SandboxUnavailable, sandbox_for
+
+# Imported on first use: the plugin's entry point is loaded by every process that looks up a
+# plugin (a client finding its URL's channel included), and the sandbox is heavy.
+_LAZY = {
+    **dict.fromkeys(
+        (
+            "CaseResult",
+            "CodingAction",
+            "CodingEnv",
+            "CodingObservation",
+            "CodingState",
+            "Task",
+            "tasks",
+        ),
+        "ecotone.plugins.coding.env",
+    ),
+    **dict.fromkeys(
+        ("Limits", "Sandbox", "SandboxUnavailable", "sandbox_for"),
+        "ecotone.plugins.coding.sandbox",
+    ),
+}
 
 __all__ = [
     "CaseResult",
@@ -103,6 +126,19 @@ __all__ = [
 ]
 
 
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ecotone.plugins.coding' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
 @ecotone.hookimpl
 def ecotone_environments() -> Mapping[str, Any]:
+    from ecotone.plugins.coding.env import CodingEnv
+
     return {"coding": CodingEnv}
