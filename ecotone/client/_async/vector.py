@@ -101,16 +101,16 @@ class AsyncVectorEnv:
             that cannot be reconnected: it starts a replacement and returns its URL (see
             above).
         **options: `VectorOptions`, each optional: `observation_type`, the type to decode
-            observations into (None: dicts); `autoreset_mode` (`"next_step"`; Gymnasium's
-            `AutoresetMode` members are taken too); `errors` (`"raise"` or `"info"`:
-            `"raise"`); `step_timeout`, seconds each step (or reset) may take (60; None:
-            forever); `reset_options`, passed to every automatic reset and merged into
-            explicit ones (None); `codec`, `json` (the default) or `msgpack`;
-            `connect_timeout`, seconds to connect to each server (10); `record_to`, a
-            directory where every sub-env episode is recorded (None: none; see
-            `ecotone.recording`), in `record_format` (`"jsonl"` or `"msgpack"`: `"jsonl"`);
-            `token`, for servers that require one (else each URL's `?token=`, else
-            `$ECOTONE_TOKEN`).
+            observations into (None: dicts); `autoreset_mode`, `"next_step"` (the default),
+            `"same_step"` or `"disabled"` (Gymnasium's `AutoresetMode` members too);
+            `errors`, `"raise"` (the default) or `"info"`; `step_timeout`, seconds each step
+            (or reset) may take (60; None: forever); `reset_options`, passed to every
+            automatic reset and merged into explicit ones (None); `codec`, `json` (the
+            default) or `msgpack`; `connect_timeout`, seconds to connect to each server
+            (10); `record_to`, a directory where every sub-env episode is recorded (None:
+            none; see `ecotone.recording`), in `record_format`, `"jsonl"` (the default) or
+            `"msgpack"`; `token`, for servers that require one (else each URL's `?token=`,
+            else `$ECOTONE_TOKEN`).
 
     Raises:
         TypeError: A keyword that is not one of the options.
@@ -352,7 +352,8 @@ class AsyncVectorEnv:
 
         Raises:
             IndexError: An index out of range.
-            ValueError: An index named twice, or a seed list of the wrong size.
+            ValueError: An index named twice, a seed list of the wrong size, or a sub-env
+                with a request in flight (`recv` it first).
             SubEnvError: With `errors="raise"`, the first failed sub-env and its cause
                 (`EpisodeLost`, a subclass, when an episode was lost); its `result` is what
                 `errors="info"` would have returned.

@@ -83,8 +83,8 @@ class Connection:
 
     Args:
         url: The server's URL: `ws://HOST:PORT`, `http://`, `tcp://`, `unix://`, `stdio:ENV`,
-            `inproc://ENV`, `openenv+http://`... A `?token=` in it is taken out (and shown to
-            the server as `token` would be).
+            `inproc://ENV`, `openenv+http://`... A `?token=` in it is taken out, and shown to
+            the server when `token` is not given.
         codec: `json` or `msgpack`.
         timeout: The default per-call timeout in seconds (None: none).
         connect_timeout: Seconds to connect and shake hands.
