@@ -2,6 +2,19 @@
 
 The public surface, re-exported explicitly. Env authors need `Environment`, `Action`,
 `Observation`, `State` and `hookimpl`; users of remote envs need `connect` / `aconnect`.
+
+`hookimpl` is pluggy's `HookimplMarker("ecotone")` (from `ecotone.specs.hookspecs`, where
+the hooks are specified): it marks a plugin's implementation of a hook, in a module that the
+`ecotone` entry-point group of its distribution names::
+
+    # pyproject.toml: [project.entry-points.ecotone] myenv = "myenv.plugin"
+    @ecotone.hookimpl
+    def ecotone_environments():
+        return {"myenv": MyEnv}
+
+The client, the launcher and the vector envs are imported on first use: an env server
+(`ecotone serve`) starts without them, and the vector envs need numpy, an optional
+dependency.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -63,8 +76,7 @@ if TYPE_CHECKING:
 
 __version__ = VERSION
 
-# Imported on first use: an env server (`ecotone serve`) starts without the client and the
-# launcher, and the vector envs need numpy, an optional dependency.
+# Imported on first use (see the module docstring).
 _LAZY = {
     **dict.fromkeys(("AsyncConnection", "AsyncEnvClient", "aconnect"), "ecotone.client.aio"),
     **dict.fromkeys(

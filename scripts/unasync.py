@@ -42,6 +42,7 @@ RULES: list[tuple[str, str]] = [
     (r"\bawait ", ""),  # not `await\s+`, which could take a line's end with it
     (r"\bAsyncConnection\b", "Connection"),
     (r"\bAsyncEnvClient\b", "EnvClient"),
+    (r"\becotone\.aconnect\b", "ecotone.connect"),  # docstrings' examples: the public faces
     (r"\bAsyncVectorEnv\b", "VectorEnv"),
     (r"\bAsyncWsChannel\b", "WsChannel"),
     (r"\bAsyncFramedChannel\b", "FramedChannel"),

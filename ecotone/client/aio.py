@@ -25,7 +25,11 @@ Opening = Callable[[], Coroutine[Any, Any, AsyncEnvClient[Any, Any]]]
 
 
 class _Connecting:
-    """What `aconnect` returns: await it, or use it as `async with` (which closes it)."""
+    """What `aconnect` returns: await it, or use it as `async with` (which closes it).
+
+    Args:
+        opening: Opens the session, when awaited.
+    """
 
     def __init__(self, opening: Opening) -> None:
         self._opening = opening
@@ -51,9 +55,43 @@ def aconnect(
 ) -> _Connecting:
     """Connect to a server and open one session, asynchronously (trio or asyncio).
 
-    `async with ecotone.aconnect(url) as env: ...` or `env = await ecotone.aconnect(url)`
-    (then `await env.aclose()`). Arguments as for `ecotone.connect`: an option it does not
-    take is a TypeError here, before anything is awaited.
+    `async with ecotone.aconnect(url) as env: ...` (which closes the session and its
+    connection on the way out) or `env = await ecotone.aconnect(url)` (then `await
+    env.aclose()`). The session is on a connection of its own.
+
+    Args:
+        url: `ws://HOST:PORT`, `http://`, `tcp://`, `unix://`, `stdio:ENV`, `inproc://ENV`,
+            `openenv+http://`... (a `?token=` in it is shown to the server, never logged).
+        env: Which env, when the server serves several (None: its default).
+        **options: `ConnectOptions`, each optional: `observation_type` and `state_type`, the
+            types to decode observations and states into (None: dicts); `codec`, `json` (the
+            default) or `msgpack`; `timeout`, the default per-call timeout in seconds (60;
+            None: none); `connect_timeout`, seconds to connect and shake hands (10); `token`,
+            for a server that requires one (else `?token=` in the URL, else
+            `$ECOTONE_TOKEN`).
+
+    Returns:
+        What to await, or to use as `async with`, for the session's `AsyncEnvClient`.
+
+    Raises:
+        TypeError: A keyword that is not one of the options (here, before anything is
+            awaited).
+        ValueError: A URL no installed transport handles, or a malformed one (when awaited,
+            as the rest).
+        ConnectionLost: Nothing answers at `url`, or the connection broke.
+        AccessDenied: The server refused the token (or wants one).
+        EcotoneError: What answered is not a server of this transport, or did not complete
+            its handshake within `connect_timeout`.
+        ServerError: The server refused the session: `unknown_env`, `CapacityError`, or
+            `EnvError` when the env's constructor raised.
+        TimeoutError: No answer to the opening within `timeout`.
+
+    Example:
+        >>> async with ecotone.aconnect("inproc://counter") as env:
+        ...     result = await env.reset(seed=0)
+        ...     result = await env.step({"delta": 2})
+        >>> result.observation["count"], result.reward
+        (2, 2.0)
     """
     split_options(options, "aconnect")
     return _Connecting(lambda: connect(url, env, **options))

@@ -14,8 +14,22 @@ ObsT = TypeVar("ObsT")
 class StepResult(msgspec.Struct, Generic[ObsT], frozen=True, kw_only=True, gc=False):
     """What a client returns from `reset` and `step`: the observation and its reward/flags.
 
-    `observation` is the env's Observation type when the client knows it, else plain data.
     Decoded wire data, so not tracked by the cyclic garbage collector (as `Observation`).
+
+    Args:
+        observation: The env's Observation type when the client knows it (`observation_type`),
+            else plain data (a dict).
+        reward: The transition's reward (None after a reset).
+        done: The episode reached a terminal state.
+        truncated: The episode was cut short (a step limit, say).
+        task: After a reset of an env that publishes tasks: which task the episode runs.
+
+    Example:
+        >>> with ecotone.connect("inproc://counter") as env:
+        ...     result = env.reset(seed=0)
+        ...     result = env.step({"delta": 3})
+        >>> result.observation["count"], result.reward, result.finished
+        (3, 3.0, False)
     """
 
     observation: ObsT
@@ -32,8 +46,16 @@ class StepResult(msgspec.Struct, Generic[ObsT], frozen=True, kw_only=True, gc=Fa
 
 
 class Tasks(msgspec.Struct, frozen=True, kw_only=True):
-    """What `list_tasks` returns: every split's size, and a page of one split's tasks (plain
-    data, `total` in the split, starting at `offset`)."""
+    """What `list_tasks` returns: every split's size, and a page of one split's tasks.
+
+    Args:
+        splits: Every split's name mapped to its number of tasks (empty: the env publishes
+            none).
+        split: The split the page is of.
+        offset: The page's first task's position in the split.
+        total: How many tasks the split holds.
+        tasks: The page's task records, as plain data (without the fields the env hides).
+    """
 
     splits: dict[str, int]
     split: str | None = None
@@ -43,11 +65,17 @@ class Tasks(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Task(msgspec.Struct, frozen=True, kw_only=True):
-    """What `get_task` returns: one task record (plain data) and where it is."""
+    """What `get_task` returns: one task record and where it is.
+
+    Args:
+        ref: The task's id, split and index.
+        task: The task record, as plain data (without the fields the env hides).
+    """
 
     ref: TaskRef
     task: Any
 
     @property
     def id(self) -> str:
+        """The task's id (`ref.id`)."""
         return self.ref.id

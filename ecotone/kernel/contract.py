@@ -48,12 +48,22 @@ import msgspec
 class InvalidAction(ValueError):
     """Raised by an env's `step` to reject an action that is well formed but not allowed.
 
-    `reason` says what is wrong, `field` names the action field at fault (dotted, as in
-    `invalid_action` details), and keyword `details` travel to the client with the error (they
-    must be plain data: str, numbers, lists, dicts). Raise it before changing any state: the
-    kernel answers `invalid_action`, does not count the step, and the episode goes on.
+    For what the action's type cannot rule out (an illegal chess move, a word not in the
+    list). Raise it before changing any state: the kernel answers `invalid_action`, as for an
+    action that fails the schema, does not count the step, and the episode goes on.
 
-        raise ecotone.InvalidAction("illegal move 'e2e5'", field="move", legal=legal_moves)
+    Args:
+        reason: What is wrong (the error's `reason` detail, and its message).
+        field: The action field at fault, dotted as in `invalid_action` details (`""`: the
+            action as a whole).
+        **details: More details for the client (the legal moves, say); plain data only
+            (str, numbers, lists, dicts), or they travel as their repr.
+
+    Example:
+        In an env's `step`::
+
+            if move not in board.legal_moves:
+                raise ecotone.InvalidAction(f"illegal move {move}", field="move", legal=legal)
     """
 
     def __init__(self, reason: str, *, field: str = "", **details: Any) -> None:
@@ -64,13 +74,19 @@ class InvalidAction(ValueError):
 
 
 class Action(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, gc=False):
-    """Base for actions. Unknown fields are rejected, so a typo in a field name is an error.
+    """Base for actions: subclass it and declare the action's fields.
 
+    Unknown fields are rejected, so a typo in a field name is an error (`invalid_action`).
     Actions and observations are wire data, made anew for every step and acyclic (what can
     be encoded cannot hold a cycle), so Python's cyclic garbage collector does not track
     them (`gc=False`, inherited): a batch of hundreds of them per step would otherwise set
     off collections that walk the whole heap. A subclass that must be part of a reference
-    cycle declares `gc=True`."""
+    cycle declares `gc=True`.
+
+    Args:
+        metadata: Plain data beside the action's own fields (OpenEnv's actions carry the same
+            field); the kernel does not read it.
+    """
 
     metadata: dict[str, Any] = {}
 
@@ -78,8 +94,20 @@ class Action(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, gc=False)
 class Observation(msgspec.Struct, kw_only=True, gc=False):
     """Base for observations: what the agent sees after reset and after each step.
 
-    Not tracked by the cyclic garbage collector, as `Action` (a subclass in a reference
-    cycle declares `gc=True`)."""
+    Subclass it and declare what the agent sees; the fields here are the transition's
+    outcome, which every env reports the same way (as in Gymnasium). Not tracked by the
+    cyclic garbage collector, as `Action` (a subclass in a reference cycle declares
+    `gc=True`).
+
+    Args:
+        reward: The reward for the transition that produced this observation (None after a
+            reset).
+        done: The episode reached a terminal state.
+        truncated: The episode was cut short (a step limit, say) without reaching a terminal
+            state.
+        metadata: Plain data about the transition; a vector env hands it out as the step's
+            `infos`, and a rubric lists its named rewards there (`metadata["rewards"]`).
+    """
 
     reward: float | None = None
     """Reward for the transition that produced this observation (None after reset)."""
@@ -91,7 +119,14 @@ class Observation(msgspec.Struct, kw_only=True, gc=False):
 
 
 class State(msgspec.Struct, kw_only=True):
-    """Base for env state: bookkeeping plus the env's own fields."""
+    """Base for env state: bookkeeping plus the env's own fields.
+
+    Subclass it and add the fields `state()` reports besides these two.
+
+    Args:
+        episode_id: The current episode's id (the one `reset` was given, or the env's own).
+        step_count: Steps taken since the last reset.
+    """
 
     episode_id: str | None = None
     step_count: int = 0
@@ -131,13 +166,13 @@ class _EnvironmentClass:
 
 
 class Environment(_EnvironmentClass, Generic[ActT, ObsT, StateT]):
-    """Base class for environments whose methods are plain functions. Subclass it, set the
-    three types, implement the methods.
+    """Base class for environments whose methods are plain functions.
 
-    The types can be given as generic arguments (`class MyEnv(Environment[MyAction, MyObs,
-    MyState])`, which also lets a type checker check the methods) or as class attributes
-    (`action_type = MyAction`, ...). Each may be a msgspec Struct (recommended), a dataclass
-    or an attrs class.
+    Subclass it, set the three types, implement the methods; the rules each method keeps are
+    in its docstring and in this module's. The types can be given as generic arguments
+    (`class MyEnv(Environment[MyAction, MyObs, MyState])`, which also lets a type checker
+    check the methods) or as class attributes (`action_type = MyAction`, ...). Each may be a
+    msgspec Struct (recommended), a dataclass or an attrs class.
 
     `name`, `description` and `version` describe the env to clients and tools; `readme` (a
     class attribute) is longer documentation for people, plain text or markdown (without it,
@@ -167,43 +202,148 @@ class Environment(_EnvironmentClass, Generic[ActT, ObsT, StateT]):
 
     Optionally, a classmethod `status(cls) -> str`: one line on how the env runs on this
     machine (`ecotone list` shows it: the coding env names its sandbox there).
+
+    Example:
+        An env that counts up to a target, driven here by hand (a server calls the same
+        methods):
+
+        >>> class Add(ecotone.Action):
+        ...     n: int
+        >>> class Count(ecotone.Observation):
+        ...     count: int
+        >>> class CountState(ecotone.State):
+        ...     count: int = 0
+        >>> class CountTo(ecotone.Environment[Add, Count, CountState]):
+        ...     name = "count-to"
+        ...     inline = True  # arithmetic only: never worth a worker thread
+        ...
+        ...     def reset(self, *, seed=None, episode_id=None, target: int = 3) -> Count:
+        ...         self._state = CountState(episode_id=episode_id)
+        ...         self._target = target
+        ...         return Count(count=0)
+        ...
+        ...     def step(self, action: Add) -> Count:
+        ...         if action.n < 1:  # refused before any state changes
+        ...             raise ecotone.InvalidAction("n must be at least 1", field="n")
+        ...         st = self._state
+        ...         st.step_count += 1
+        ...         st.count += action.n
+        ...         return Count(count=st.count, reward=1.0, done=st.count >= self._target)
+        ...
+        ...     def state(self) -> CountState:
+        ...         return self._state
+        >>> env = CountTo()
+        >>> env.reset(target=2)
+        Count(count=0, reward=None, done=False, truncated=False, metadata={})
+        >>> env.step(Add(n=2)).done
+        True
+        >>> env.state().step_count
+        1
     """
 
     def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> ObsT:
-        """Start a new episode and return its first observation."""
+        """Start a new episode and return its first observation.
+
+        It may be called at any time: mid-episode it abandons the current episode. The env
+        is never stepped before its first reset nor past an episode's end: the kernel answers
+        such a step `reset_required` or `episode_done` itself. The same `seed` with the same
+        options and then the same actions gives the same observations. A subclass names the
+        reset options it takes as keyword arguments with defaults (or as `**options:
+        Unpack[SomeTypedDict]`); the kernel refuses any other with `invalid_argument` before
+        calling it.
+
+        Args:
+            seed: Seeds the episode's randomness; None: the env's own choice.
+            episode_id: The id the caller gives the episode (the State's `episode_id`);
+                None: the env may choose one.
+
+        Returns:
+            The episode's first observation (its `reward` None, `done` and `truncated`
+            False).
+        """
         raise NotImplementedError
 
     def step(self, action: ActT) -> ObsT:
-        """Apply one action and return the next observation."""
+        """Apply one action and return the next observation.
+
+        Called only between a reset and the end of the episode; one session's calls never
+        overlap. Any exception but `InvalidAction` reaches the client as `env_error` (type
+        and message); the session stays open and can be reset.
+
+        Args:
+            action: An instance of the env's Action type, already checked against its schema.
+
+        Returns:
+            The next observation: its `reward` the transition's, `done` if the episode reached
+            a terminal state, `truncated` if it was cut short (a step limit).
+
+        Raises:
+            InvalidAction: The action is well formed but not allowed here (raised before
+                changing any state: the step does not count, the episode goes on).
+        """
         raise NotImplementedError
 
     def state(self) -> StateT:
-        """The episode's state: at least `episode_id` and `step_count`."""
+        """Report the episode's state.
+
+        Returns:
+            The State: at least `episode_id` and `step_count` (steps since the last reset),
+            plus the env's own fields.
+        """
         raise NotImplementedError
 
     def close(self) -> None:
-        """Release everything this instance holds. Idempotent."""
+        """Release everything this instance holds (processes, files, sockets, threads).
+
+        The kernel calls it exactly once per instance, even after errors; user code may call
+        it again, so it must be idempotent. The default does nothing.
+        """
         return None
 
 
 class AsyncEnvironment(_EnvironmentClass, Generic[ActT, ObsT, StateT]):
-    """Base class for environments whose methods are coroutines: `Environment`'s contract,
-    with `async def reset`, `step`, `state`, `close` (and `render`, `list_tools`,
-    `call_tool` when it has them). They are awaited on the server's event loop, so they must
-    never block it (`inline` does not apply)."""
+    """Base class for environments whose methods are coroutines.
+
+    `Environment`'s contract, with `async def reset`, `step`, `state`, `close` (and `render`,
+    `list_tools`, `call_tool` when it has them). They are awaited on the server's event loop,
+    so they must never block it (`inline` does not apply).
+    """
 
     async def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> ObsT:
-        """Start a new episode and return its first observation."""
+        """Start a new episode and return its first observation (as `Environment.reset`).
+
+        Args:
+            seed: Seeds the episode's randomness; None: the env's own choice.
+            episode_id: The id the caller gives the episode; None: the env may choose one.
+
+        Returns:
+            The episode's first observation.
+        """
         raise NotImplementedError
 
     async def step(self, action: ActT) -> ObsT:
-        """Apply one action and return the next observation."""
+        """Apply one action and return the next observation (as `Environment.step`).
+
+        Args:
+            action: An instance of the env's Action type, already checked against its schema.
+
+        Returns:
+            The next observation, with the transition's `reward`, `done` and `truncated`.
+
+        Raises:
+            InvalidAction: The action is well formed but not allowed here (raised before
+                changing any state).
+        """
         raise NotImplementedError
 
     async def state(self) -> StateT:
-        """The episode's state: at least `episode_id` and `step_count`."""
+        """Report the episode's state (as `Environment.state`).
+
+        Returns:
+            The State: at least `episode_id` and `step_count`, plus the env's own fields.
+        """
         raise NotImplementedError
 
     async def close(self) -> None:
-        """Release everything this instance holds. Idempotent."""
+        """Release everything this instance holds; idempotent (as `Environment.close`)."""
         return None

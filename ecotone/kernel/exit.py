@@ -45,8 +45,35 @@ _tokens = itertools.count()
 def close_at_exit(close: Callable[[], object], *, weak: bool = False) -> int:
     """Call `close` when the program ends, unless `forget_at_exit(token)` came first.
 
-    `weak`: `close` is a bound method whose object is held weakly (see the module docstring).
-    Returns the token for `forget_at_exit`."""
+    Closes left at exit run newest first, each as its own `close` would; one that fails is
+    logged, and the next is still made.
+
+    Args:
+        close: What closes the object (its `close` method, usually).
+        weak: Hold `close`'s object weakly: `close` must then be a bound method, and the entry
+            goes when the object is collected (see the module docstring).
+
+    Returns:
+        The token for `forget_at_exit`.
+
+    Raises:
+        TypeError: `weak` is true and `close` is not a bound method.
+
+    Example:
+        An object that runs an event loop on a daemon thread registers its close while it is
+        open, and withdraws it when it closes:
+
+        >>> class Link:
+        ...     def __init__(self):
+        ...         self._at_exit = ecotone.close_at_exit(self.close)  # after starting the loop
+        ...
+        ...     def close(self):
+        ...         ecotone.forget_at_exit(self._at_exit)
+        ...         print("closed")  # stopping the loop, in a real one
+        >>> link = Link()
+        >>> link.close()
+        closed
+    """
     token = next(_tokens)
     if weak:
         _open[token] = weakref.WeakMethod(close, lambda _: _open.pop(token, None))
@@ -56,13 +83,21 @@ def close_at_exit(close: Callable[[], object], *, weak: bool = False) -> int:
 
 
 def forget_at_exit(token: int | None) -> None:
-    """Withdraw a `close_at_exit` (the object was closed); nothing for None or a spent token."""
+    """Withdraw a `close_at_exit`: the object was closed.
+
+    Args:
+        token: What `close_at_exit` returned; None, or a token already spent, does nothing.
+    """
     if token is not None:
         _open.pop(token, None)
 
 
 def open_count() -> int:
-    """How many closes are registered (for tests and diagnostics)."""
+    """Count the closes registered (for tests and diagnostics).
+
+    Returns:
+        How many `close_at_exit` entries are neither forgotten nor collected.
+    """
     return len(_open)
 
 

@@ -15,15 +15,27 @@ _beyond_loopback = False
 
 
 def mark_served(beyond_loopback: bool) -> None:
-    """A server of this process is about to listen; `beyond_loopback`: not only on loopback
-    (or a unix socket)."""
+    """Record that a server of this process is about to listen.
+
+    Args:
+        beyond_loopback: It listens beyond loopback (not only on loopback or a unix socket).
+            Once true, it stays true for the process.
+    """
     global _beyond_loopback
     with _lock:
         _beyond_loopback = _beyond_loopback or beyond_loopback
 
 
 def served_beyond_loopback() -> bool:
-    """Whether any server of this process listens beyond loopback."""
+    """Tell whether any server of this process listens beyond loopback.
+
+    An env deciding how careful to be asks it (the coding sandbox fails closed without
+    bubblewrap on an exposed server). It only ever turns on: once any server of this process
+    listens beyond loopback, every env in the process is reachable from elsewhere.
+
+    Returns:
+        True once a server of this process was marked as listening beyond loopback.
+    """
     return _beyond_loopback
 
 

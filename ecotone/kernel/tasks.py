@@ -41,8 +41,16 @@ TASK_OPTIONS = frozenset({"task", "split", "index"})
 
 
 class TaskError(ValueError):
-    """A task choice that cannot be met: an unknown split or id, an index out of range, an
-    inline record of the wrong shape. `details` travel with the error to the client."""
+    """A task choice that cannot be met, or tasks that cannot be read.
+
+    An unknown split or id, an index out of range, an inline record of the wrong shape; a
+    task file that cannot be read; records of a `TaskSet` that do not fit. A reset's is
+    answered `invalid_argument`, its `details` with it.
+
+    Args:
+        message: What is wrong.
+        **details: Structured details for the client (the splits and their sizes, say).
+    """
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
@@ -50,7 +58,15 @@ class TaskError(ValueError):
 
 
 def _read_records(path: Path) -> list[tuple[str, Any]]:
-    """A task file's records, each with where it is (`FILE:LINE`, `FILE[INDEX]`)."""
+    """Read a task file's records.
+
+    Returns:
+        Each record with where it is (`FILE:LINE`, `FILE[INDEX]`).
+
+    Raises:
+        TaskError: The file cannot be read, is not what its suffix says, or its type is
+            unknown.
+    """
     suffix = path.suffix.lower()
     try:
         if suffix in (".jsonl", ".ndjson"):
@@ -89,13 +105,31 @@ def _read_records(path: Path) -> list[tuple[str, Any]]:
 class TaskSet(Generic[T]):
     """Named splits of task records, each named by an id.
 
-    `splits` maps split names to records (a plain sequence is one split, `train`). `id` is the
-    name of the records' id field, or a function of a record. `type` is the records' type
-    (a Struct, a dataclass...): records given as dicts are converted to it, and its JSON
-    Schema is what clients see; None keeps records as they are (the schema is any object).
-    Ids must be unique across splits. `hidden` names fields that stay on the server: the env
-    gets them, `list_tasks` and `get_task` leave them out (a task's hidden tests, its
-    reference solution).
+    An env publishes one as its class attribute `tasks`; the kernel then picks each episode's
+    task from the reset's options (see the module docstring) and passes the record to the
+    env's `reset(..., task=record)`. Ids are unique across splits.
+
+    Args:
+        splits: Split names mapped to records; a plain sequence is one split, `train`.
+        id: The name of the records' id field, or a function of a record giving its id.
+        type: The records' type (a Struct, a dataclass...): records given as dicts are
+            converted to it, and its JSON Schema is what clients see. None keeps records as
+            they are (the schema is any object).
+        hidden: Fields that stay on the server: the env gets them, `list_tasks` and
+            `get_task` leave them out (a task's hidden tests, its reference solution).
+
+    Raises:
+        TaskError: No split, a split name that is not a non-empty str, a record that does not
+            fit `type` or has no id, or an id that appears twice.
+
+    Example:
+        >>> tasks = ecotone.TaskSet(
+        ...     {"train": [{"id": "a", "n": 1}, {"id": "b", "n": 2}], "test": [{"id": "c", "n": 3}]}
+        ... )
+        >>> tasks
+        TaskSet(train=2, test=1)
+        >>> tasks.find("c")
+        (TaskRef(id='c', split='test', index=0), {'id': 'c', 'n': 3})
     """
 
     def __init__(
@@ -142,9 +176,23 @@ class TaskSet(Generic[T]):
         type: Any = None,
         hidden: Iterable[str] = (),
     ) -> TaskSet[Any]:
-        """Tasks read from files: one path, or a mapping of split name to path. A file named
-        under the empty split name (or given alone) makes the splits its records name in a
-        `split` field, or else one split named by the file's stem."""
+        """Read tasks from files: JSON Lines, a JSON list, or Parquet (`datasets` needed).
+
+        Args:
+            sources: One path, or split names mapped to paths. A file named under the empty
+                split name (or given alone) makes the splits its records name in a `split`
+                field, or else one split named by the file's stem.
+            id: As for the constructor.
+            type: As for the constructor: every record is checked against it.
+            hidden: As for the constructor.
+
+        Returns:
+            The tasks, as a new TaskSet.
+
+        Raises:
+            TaskError: A file that cannot be read or parsed, of an unknown type, or whose
+                records do not fit `type`, have no id or repeat one.
+        """
         named = sources if isinstance(sources, Mapping) else {"": sources}
         checker: TaskSet[Any] = cls([], type=type)  # converts records, saying where they are
         splits: dict[str, list[Any]] = {}
@@ -165,12 +213,30 @@ class TaskSet(Generic[T]):
         return cls(splits, id=id, type=type, hidden=hidden)
 
     def reading(self, sources: str | Path | Mapping[str, str | Path]) -> TaskSet[Any]:
-        """Tasks of this set's type, id and hidden fields, read from files (`from_file`): a
-        server's `--tasks` in place of the env's own."""
+        """Read tasks of this set's type, id and hidden fields from files (`from_file`).
+
+        A server's `--tasks` in place of the env's own.
+
+        Args:
+            sources: As for `from_file`.
+
+        Returns:
+            The tasks, as a new TaskSet.
+
+        Raises:
+            TaskError: As for `from_file`.
+        """
         return TaskSet.from_file(sources, id=self._id, type=self.type, hidden=self.hidden)
 
     def public(self, record: Any) -> Any:
-        """`record` as clients may see it: without the hidden fields."""
+        """Show a record as clients may see it.
+
+        Args:
+            record: One of this set's records.
+
+        Returns:
+            `record` without the hidden fields (as plain data when there are any).
+        """
         if not self.hidden:
             return record
         data = msgspec.to_builtins(record)
@@ -179,7 +245,18 @@ class TaskSet(Generic[T]):
         return data
 
     def record(self, data: Any, where: str = "task") -> T:
-        """`data` as a record of the set's type (TaskError when it does not fit)."""
+        """Convert data to a record of the set's type.
+
+        Args:
+            data: A record, or plain data for one.
+            where: Where it comes from, for the error message.
+
+        Returns:
+            `data` as the set's type (as it is when the set has no type or it is one).
+
+        Raises:
+            TaskError: `data` does not fit the type.
+        """
         if self.type is None or isinstance(data, self.type):
             return data  # type: ignore[no-any-return,unused-ignore]
         try:
@@ -190,6 +267,17 @@ class TaskSet(Generic[T]):
             raise TaskError(f"{where}: not a {name}: {exc}") from None
 
     def id_of(self, record: Any) -> str:
+        """Name a record by its id.
+
+        Args:
+            record: A record (a dict, or an object with the id field).
+
+        Returns:
+            The record's id, as a str.
+
+        Raises:
+            TaskError: The record has no id field.
+        """
         if callable(self._id):
             return str(self._id(record))
         value = (
@@ -201,12 +289,24 @@ class TaskSet(Generic[T]):
 
     @property
     def default_split(self) -> str:
+        """The first split: the one a choice without a split draws from."""
         return next(iter(self.splits))
 
     def counts(self) -> dict[str, int]:
+        """Count each split's tasks.
+
+        Returns:
+            Every split's name mapped to its number of tasks, in the splits' order.
+        """
         return {split: len(records) for split, records in self.splits.items()}
 
     def schema(self) -> dict[str, Any]:
+        """Describe the records' type, for clients.
+
+        Returns:
+            The type's JSON Schema (its other types under `$defs`), or any object's when the
+            set has no type.
+        """
         if self.type is None:
             return {"type": "object"}
         _, components = msgspec.json.schema_components([self.type], ref_template="#/$defs/{name}")
@@ -228,6 +328,18 @@ class TaskSet(Generic[T]):
         return name, records
 
     def get(self, split: str | None, index: int) -> tuple[TaskRef, T]:
+        """Take a task by split and position.
+
+        Args:
+            split: The split's name; None: the first split.
+            index: The task's position in the split, from 0.
+
+        Returns:
+            Where the task is (its id, split and index) and its record.
+
+        Raises:
+            TaskError: An unknown split, or an index that is not an int or is out of range.
+        """
         name, records = self._split(split)
         if isinstance(index, bool) or not isinstance(index, int):
             raise TaskError(f"a task index is an integer, not {index!r}")
@@ -241,6 +353,17 @@ class TaskSet(Generic[T]):
         return TaskRef(id=self.id_of(record), split=name, index=index), record
 
     def find(self, task_id: str) -> tuple[TaskRef, T]:
+        """Take a task by id.
+
+        Args:
+            task_id: The task's id.
+
+        Returns:
+            Where the task is (its id, split and index) and its record.
+
+        Raises:
+            TaskError: No task has this id.
+        """
         where = self._where.get(task_id)
         if where is None:
             known = list(self._where)
@@ -249,13 +372,41 @@ class TaskSet(Generic[T]):
         return self.get(*where)
 
     def page(self, split: str | None, offset: int = 0, limit: int = 100) -> tuple[str, list[T]]:
+        """Take a page of one split's tasks.
+
+        Args:
+            split: The split's name; None: the first split.
+            offset: The first task's position (a negative one counts as 0).
+            limit: How many tasks at most, up to `MAX_PAGE`.
+
+        Returns:
+            The split's name and the page's records.
+
+        Raises:
+            TaskError: An unknown split.
+        """
         name, records = self._split(split)
         offset = max(0, int(offset))
         limit = max(0, min(int(limit), MAX_PAGE))
         return name, records[offset : offset + limit]
 
     def choose(self, options: Mapping[str, Any], seed: int | None) -> tuple[TaskRef, T]:
-        """The task a reset with these options and this seed starts (see the module)."""
+        """Choose the task a reset with these options and this seed starts (see the module).
+
+        Args:
+            options: The reset's options: `task` (an id, or an inline record), or `split`
+                and `index`; neither, or only `split`, draws a task.
+            seed: The reset's seed: a draw with a seed is reproducible; without one it is
+                random.
+
+        Returns:
+            Where the task is (an inline record's ref has only its id) and its record.
+
+        Raises:
+            TaskError: `task` given with `split` or `index`, a `split` that is not a str or
+                not a split, an unknown id or index, an inline record that does not fit, or an
+                empty split to draw from.
+        """
         task, split, index = options.get("task"), options.get("split"), options.get("index")
         if split is not None and not isinstance(split, str):
             raise TaskError(f"`split` is a split name, not {split!r}")
@@ -287,7 +438,17 @@ class TaskSet(Generic[T]):
 
 
 def task_set_of(env_cls: type) -> TaskSet[Any] | None:
-    """The env class's published tasks (its `tasks` attribute, called if it is a function)."""
+    """Find the tasks an env class publishes.
+
+    Args:
+        env_cls: The env class.
+
+    Returns:
+        Its `tasks` attribute (called first if it is a function), or None when it has none.
+
+    Raises:
+        TypeError: `tasks` is not a TaskSet, nor a function returning one.
+    """
     value = getattr(env_cls, "tasks", None)
     if value is None:
         return None

@@ -35,7 +35,18 @@ T = TypeVar("T")
 
 
 def provider_for(name: str, registry: Registry | None = None) -> Provider:
-    """The provider registered as `name`; a ValueError listing the installed ones if none."""
+    """Find the provider registered under a name.
+
+    Args:
+        name: The provider's name (`process`, `podman`...).
+        registry: Where plugins are found (default: the installed ones).
+
+    Returns:
+        The provider.
+
+    Raises:
+        ValueError: No provider has that name (the message lists the installed ones).
+    """
     registry = registry or Registry.discover()
     providers = registry.providers()
     entry = providers.get(name)
@@ -56,13 +67,23 @@ _SPEC_FIELDS: Final = frozenset(
 # its own, and a TypedDict cannot leave room for them (PEP 728's `extra_items`, which mypy
 # does not support yet); `launch(**spec: Any)` and the others hand theirs on untyped anyway.
 def make_spec(env: str, **fields: Any) -> LaunchSpec:
-    """A LaunchSpec for `env` from keywords.
+    """Make a LaunchSpec for `env` from keywords.
 
-    LaunchSpec's fields, with its defaults: `transport` ("websocket"), `image` (None),
-    `resources` (Resources(); also a mapping of its fields), `environment`, `secrets` and
-    `labels` (empty; None too), `ready_timeout` (60.0), `max_sessions` (None). Every other
-    keyword is a provider option (`LaunchSpec.options`), which the provider checks when it
-    starts (it refuses what it does not take, naming it)."""
+    Args:
+        env: The env name, as `ecotone serve` takes it.
+        **fields: LaunchSpec's fields, with its defaults: `transport` ("websocket"), `image`
+            (None), `resources` (Resources(); also a mapping of its fields), `environment`,
+            `secrets` and `labels` (empty; None too), `ready_timeout` (60.0), `max_sessions`
+            (None). Every other keyword is a provider option (`LaunchSpec.options`), which the
+            provider checks when it starts (it refuses what it does not take, naming it).
+
+    Returns:
+        The LaunchSpec.
+
+    Raises:
+        ValueError: A field's value LaunchSpec or Resources refuses.
+        TypeError: A `resources` mapping with a key that is not a Resources field.
+    """
     given = {name: value for name, value in fields.items() if name in _SPEC_FIELDS}
     options = {name: value for name, value in fields.items() if name not in _SPEC_FIELDS}
     resources = given.pop("resources", None)
@@ -82,8 +103,27 @@ async def astart_server(
     registry: Registry | None = None,
     **spec: Any,
 ) -> ServerHandle:
-    """Start a server for `env` (an env name, with LaunchSpec fields as keywords, or a
-    LaunchSpec) and return its handle once it answers. The caller stops it."""
+    """Start a server for `env` and return its handle once it answers.
+
+    The caller stops it (`await handle.stop()`). Under trio or asyncio.
+
+    Args:
+        env: An env name (with LaunchSpec fields as keywords), or a LaunchSpec.
+        provider: The provider's name, or a provider.
+        registry: Where plugins are found (default: the installed ones).
+        **spec: LaunchSpec fields and provider options, as `make_spec` takes them.
+
+    Returns:
+        The started server's handle (its `url`, `logs`, `alive`, `stop`).
+
+    Raises:
+        ValueError: An unknown provider, a LaunchSpec field's value that is refused (an
+            unknown transport, say), or what the provider refuses in the spec (an option it
+            does not take, `check_spec`'s refusals).
+        TypeError: A LaunchSpec given with LaunchSpec fields beside it.
+        ProviderError: The start failed (`EngineUnavailable`, `ImageNotFound`, `StartFailed`,
+            `ReadinessTimeout`); what it had started is removed.
+    """
     chosen = provider_for(provider, registry) if isinstance(provider, str) else provider
     if isinstance(env, LaunchSpec):
         if spec:
@@ -107,8 +147,41 @@ async def alaunch(
     timeout: float | None = 60.0,
     **spec: Any,
 ) -> AsyncIterator[AsyncEnvClient[Any, Any]]:
-    """Start a server, connect one session to it, yield the client; on the way out close the
-    client and stop the server (also when the block raises or is cancelled)."""
+    """Start a server, connect one session to it, and yield the client (trio or asyncio).
+
+    On the way out the client is closed and the server stopped, also when the block raises or
+    is cancelled.
+
+    Args:
+        env: An env name (with LaunchSpec fields as keywords), or a LaunchSpec.
+        provider: The provider's name, or a provider.
+        registry: Where plugins are found (default: the installed ones).
+        codec: The client's codec, `json` or `msgpack`.
+        timeout: The client's default per-call timeout in seconds (None: none).
+        **spec: LaunchSpec fields and provider options, as `make_spec` takes them.
+
+    Yields:
+        The session's client, an `AsyncEnvClient`.
+
+    Raises:
+        ValueError: An unknown provider, a LaunchSpec field's value that is refused (an
+            unknown transport, say), or what the provider refuses in the spec (an option it
+            does not take, `check_spec`'s refusals).
+        TypeError: A LaunchSpec given with LaunchSpec fields beside it.
+        ProviderError: The start failed (`EngineUnavailable`, `ImageNotFound`, `StartFailed`,
+            `ReadinessTimeout`); what it had started is removed.
+        ConnectionLost: The server could not be reached once started.
+
+    Example:
+        >>> import trio
+        >>> async def main():
+        ...     async with ecotone.alaunch("counter", provider="process") as env:
+        ...         await env.reset(seed=0)
+        ...         result = await env.step({"delta": 2})
+        ...         print(result.observation["count"])
+        >>> trio.run(main)
+        2
+    """
     handle = await astart_server(env, provider=provider, registry=registry, **spec)
     try:
         client = await aconnect(handle.url, codec=codec, timeout=timeout)
@@ -127,8 +200,27 @@ class LaunchedServer:
     """The blocking face of a started server: `start_server(...)` returns one.
 
     Its provider's async calls run in a private event loop thread (an anyio blocking portal
-    on trio), so it can be used from plain threads. One left running when the program ends is
-    stopped then (`ecotone.kernel.exit`)."""
+    on trio), so it can be used from plain threads. Stop it with `stop()`, or use it as a
+    context manager; one left running when the program ends is stopped then
+    (`ecotone.kernel.exit`).
+
+    Args:
+        env: An env name (with LaunchSpec fields as keywords), or a LaunchSpec.
+        provider: The provider's name, or a provider.
+        registry: Where plugins are found (default: the installed ones).
+        **spec: LaunchSpec fields and provider options, as `make_spec` takes them.
+
+    Raises:
+        ValueError: An unknown provider, a LaunchSpec field's value that is refused (an
+            unknown transport, say), or what the provider refuses in the spec (an option it
+            does not take, `check_spec`'s refusals).
+        TypeError: A LaunchSpec given with LaunchSpec fields beside it.
+        ProviderError: The start failed (`EngineUnavailable`, `ImageNotFound`, `StartFailed`,
+            `ReadinessTimeout`); what it had started is removed.
+
+    Attributes:
+        handle: The provider's handle of the server.
+    """
 
     def __init__(
         self,
@@ -156,10 +248,12 @@ class LaunchedServer:
 
     @property
     def url(self) -> str:
+        """What `ecotone.connect` takes to reach the server (with its token, if any)."""
         return self.handle.url
 
     @property
     def id(self) -> str:
+        """The provider's name for the server (pid, container id)."""
         return self.handle.id
 
     def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
@@ -168,19 +262,46 @@ class LaunchedServer:
         return self._portal.call(fn)
 
     def logs(self, tail: int | None = 200) -> str:
-        """What the server printed, its last `tail` lines (also after `stop`, as far as the
-        provider kept them)."""
+        """Read what the server printed (also after `stop`, as far as the provider kept it).
+
+        Args:
+            tail: How many of the last lines (None: all of them).
+
+        Returns:
+            The output's last `tail` lines.
+        """
         return self._call(lambda: self.handle.logs(tail))
 
     def alive(self) -> bool:
+        """Tell whether the server's process or container still runs.
+
+        Returns:
+            True while it runs.
+        """
         return self._call(self.handle.alive)
 
     def connect(self, **kwargs: Any) -> EnvClient[Any, Any]:
-        """Open a session on this server (`ecotone.connect(self.url, **kwargs)`)."""
+        """Open a session on this server, on a connection of its own.
+
+        Args:
+            **kwargs: What `ecotone.connect` takes besides the URL (`env`, and its options).
+
+        Returns:
+            The session's client (`ecotone.connect(self.url, **kwargs)`).
+
+        Raises:
+            ConnectionLost: The server cannot be reached.
+            ServerError: The server refused the session (`CapacityError`, `unknown_env`).
+            TypeError: An option `connect` does not take.
+        """
         return connect(self.url, **kwargs)
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop the server and remove what it left; safe to call twice."""
+        """Stop the server and remove what it left; safe to call twice.
+
+        Args:
+            timeout: Seconds between asking the server to stop and killing it.
+        """
         if self._stopped:
             return
         self._stopped = True
@@ -207,8 +328,34 @@ def start_server(
     registry: Registry | None = None,
     **spec: Any,
 ) -> LaunchedServer:
-    """Start a server and return it once it answers (blocking). Stop it with `.stop()` or
-    use it as a context manager."""
+    """Start a server and return it once it answers (blocking).
+
+    Stop it with `.stop()`, or use it as a context manager; for callers that connect on their
+    own, such as a vector env over several servers.
+
+    Args:
+        env: An env name (with LaunchSpec fields as keywords), or a LaunchSpec.
+        provider: The provider's name, or a provider.
+        registry: Where plugins are found (default: the installed ones).
+        **spec: LaunchSpec fields and provider options, as `make_spec` takes them.
+
+    Returns:
+        The started server, a `LaunchedServer`.
+
+    Raises:
+        ValueError: An unknown provider, a LaunchSpec field's value that is refused (an
+            unknown transport, say), or what the provider refuses in the spec (an option it
+            does not take, `check_spec`'s refusals).
+        TypeError: A LaunchSpec given with LaunchSpec fields beside it.
+        ProviderError: The start failed (`EngineUnavailable`, `ImageNotFound`, `StartFailed`,
+            `ReadinessTimeout`); what it had started is removed.
+
+    Example:
+        >>> with ecotone.start_server("counter", provider="process") as server:
+        ...     with ecotone.connect(server.url) as env:
+        ...         print(env.reset(seed=0).observation["count"])
+        0
+    """
     return LaunchedServer(env, provider=provider, registry=registry, **spec)
 
 
@@ -222,8 +369,36 @@ def launch(
     timeout: float | None = 60.0,
     **spec: Any,
 ) -> Iterator[EnvClient[Any, Any]]:
-    """Start a server, connect one session to it, yield the client; on the way out close the
-    client and stop the server, however the block ends."""
+    """Start a server, connect one session to it, and yield the client (blocking).
+
+    On the way out the client is closed and the server stopped, however the block ends.
+
+    Args:
+        env: An env name (with LaunchSpec fields as keywords), or a LaunchSpec.
+        provider: The provider's name, or a provider.
+        registry: Where plugins are found (default: the installed ones).
+        codec: The client's codec, `json` or `msgpack`.
+        timeout: The client's default per-call timeout in seconds (None: none).
+        **spec: LaunchSpec fields and provider options, as `make_spec` takes them.
+
+    Yields:
+        The session's client, an `EnvClient`.
+
+    Raises:
+        ValueError: An unknown provider, a LaunchSpec field's value that is refused (an
+            unknown transport, say), or what the provider refuses in the spec (an option it
+            does not take, `check_spec`'s refusals).
+        TypeError: A LaunchSpec given with LaunchSpec fields beside it.
+        ProviderError: The start failed (`EngineUnavailable`, `ImageNotFound`, `StartFailed`,
+            `ReadinessTimeout`); what it had started is removed.
+        ConnectionLost: The server could not be reached once started.
+
+    Example:
+        >>> with ecotone.launch("counter", provider="process") as env:
+        ...     result = env.reset(seed=0)
+        ...     print(env.step({"delta": 1}).observation["count"])
+        1
+    """
     with start_server(env, provider=provider, registry=registry, **spec) as server:
         client = server.connect(codec=codec, timeout=timeout)
         try:

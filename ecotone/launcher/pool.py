@@ -55,7 +55,41 @@ class PoolClosed(RuntimeError):
 
 
 class AsyncServerPool:
-    """`size` servers of one LaunchSpec, started ahead and handed out one at a time."""
+    """`size` servers of one LaunchSpec, started ahead and handed out one at a time.
+
+    Use it as `async with` (trio or asyncio): it starts filling on the way in, and on the way
+    out stops every server it started, handed out or not (the module docstring has the rules).
+
+    Args:
+        env: An env name (with LaunchSpec fields as keywords), or a LaunchSpec.
+        size: How many servers to keep started and ready (at least 1).
+        provider: The provider's name, or a provider.
+        registry: Where plugins are found (default: the installed ones).
+        concurrency: How many starts may run at a time (default: the size, capped at twice the
+            CPU count, or at 2 on one CPU).
+        max_failures: Starts that may fail in a row before the pool stops trying; `take()`
+            and `wait_ready()` raise the last one's error then.
+        **spec: LaunchSpec fields and provider options, as `ecotone.launch` takes them.
+
+    Raises:
+        ValueError: A size that is not a whole number >= 1, an unknown provider, or a
+            LaunchSpec field's value that is refused.
+        TypeError: A LaunchSpec given with LaunchSpec fields beside it.
+
+    Attributes:
+        spec: The LaunchSpec every server is started with.
+        started: Servers this pool has started so far (handed out or not).
+
+    Example:
+        >>> import trio
+        >>> async def main():
+        ...     async with ecotone.AsyncServerPool("counter", 2, provider="process") as pool:
+        ...         async with pool.alaunch() as env:
+        ...             result = await env.reset(seed=0)
+        ...             print(result.observation["count"])
+        >>> trio.run(main)
+        0
+    """
 
     def __init__(
         self,
@@ -92,7 +126,6 @@ class AsyncServerPool:
         self._tg: anyio.abc.TaskGroup | None = None
         self._closed = False
         self.started = 0
-        """Servers this pool has started so far (handed out or not)."""
 
     @property
     def ready(self) -> int:
@@ -154,7 +187,18 @@ class AsyncServerPool:
         self._fill()
 
     async def wait_ready(self, n: int | None = None, timeout: float | None = None) -> None:
-        """Until `n` servers (default: the pool's size) are ready to hand out."""
+        """Wait until `n` servers are ready to hand out.
+
+        Args:
+            n: How many (default, and at most: the pool's size).
+            timeout: Seconds to wait at most (None: no limit).
+
+        Raises:
+            TimeoutError: Fewer were ready when `timeout` passed.
+            PoolClosed: The pool is closed, or not open yet.
+            ProviderError: The last start's error (or whatever else the provider raised), once
+                `max_failures` starts failed in a row and fewer than `n` are ready.
+        """
         want = self.size if n is None else min(n, self.size)
         with anyio.fail_after(timeout):
             while len(self._ready) < want:
@@ -162,16 +206,33 @@ class AsyncServerPool:
                 await self._changed.wait()
 
     def _raise_if_broken(self, want: int = 1) -> None:
-        """PoolClosed, or the last start's error once starts gave up and fewer than `want`
-        servers are ready."""
+        """Refuse to wait on a pool that cannot give what is asked.
+
+        Raises:
+            PoolClosed: The pool is closed, or not open yet.
+            ProviderError: The last start's error (or whatever else the provider raised), once
+                starts gave up and fewer than `want` servers are ready.
+        """
         if self._closed or self._tg is None:
             raise PoolClosed("the pool is closed" if self._closed else "the pool is not open")
         if self._error is not None and len(self._ready) < want and not self._starting:
             raise self._error
 
     async def take(self) -> ServerHandle:
-        """A ready server, now the caller's (stop it, or `give_back` it to be stopped); a
-        replacement starts in the background. Waits if none is ready yet."""
+        """Hand out a ready server, waiting for one if none is ready yet.
+
+        It was checked alive just now; a replacement starts in the background. It is the
+        caller's now: stop it, or `give_back` it to be stopped (the pool's close stops it
+        anyway).
+
+        Returns:
+            The server's handle.
+
+        Raises:
+            PoolClosed: The pool is closed (or not open yet), or closed meanwhile.
+            ProviderError: The last start's error (or whatever else the provider raised), once
+                `max_failures` starts failed in a row and none is ready.
+        """
         while True:
             self._raise_if_broken()
             if self._ready:
@@ -206,7 +267,11 @@ class AsyncServerPool:
                 log.warning("pool: stopping %s failed: %s", handle.id, exc)
 
     async def give_back(self, handle: ServerHandle) -> None:
-        """Stop a server this pool handed out (in the background; `aclose` waits for it)."""
+        """Stop a server this pool handed out (in the background; `aclose` waits for it).
+
+        Args:
+            handle: What `take` returned.
+        """
         self._out.discard(handle)
         if self._tg is None or self._closed:
             await self._stop(handle)
@@ -217,8 +282,23 @@ class AsyncServerPool:
     async def alaunch(
         self, *, codec: str = "json", timeout: float | None = 60.0
     ) -> AsyncIterator[AsyncEnvClient[Any, Any]]:
-        """A session on a server of its own, taken from the pool; the server is stopped on
-        the way out."""
+        """Open a session on a server of its own, taken from the pool.
+
+        The session is closed and the server stopped on the way out.
+
+        Args:
+            codec: The client's codec, `json` or `msgpack`.
+            timeout: The client's default per-call timeout in seconds (None: none).
+
+        Yields:
+            The session's client, an `AsyncEnvClient`.
+
+        Raises:
+            PoolClosed: The pool is closed.
+            ProviderError: The last start's error (or whatever else the provider raised), once
+                `max_failures` starts failed in a row.
+            ConnectionLost: The server could not be reached.
+        """
         handle = await self.take()
         try:
             client = await aconnect(handle.url, codec=codec, timeout=timeout)
@@ -232,8 +312,11 @@ class AsyncServerPool:
             await self.give_back(handle)
 
     async def aclose(self) -> None:
-        """Stop every server the pool started (ready, handed out and still running, or
-        starting: those starts are cancelled). Safe to call twice."""
+        """Stop every server the pool started; safe to call twice.
+
+        Ready ones, handed-out ones still running, and starting ones: those starts are
+        cancelled (each provider removes what it had made).
+        """
         if self._closed:
             return
         self._closed = True
@@ -250,7 +333,14 @@ class AsyncServerPool:
 
 
 class PooledServer:
-    """A server handed out by a `ServerPool` (blocking face): connect to it, stop it."""
+    """A server handed out by a `ServerPool` (blocking face): connect to it, stop it.
+
+    A context manager that stops it on the way out. `ServerPool.take` makes them.
+
+    Args:
+        pool: The pool it came from.
+        handle: Its provider's handle.
+    """
 
     def __init__(self, pool: ServerPool, handle: ServerHandle) -> None:
         self._pool = pool
@@ -259,24 +349,49 @@ class PooledServer:
 
     @property
     def url(self) -> str:
+        """What `ecotone.connect` takes to reach the server (with its token, if any)."""
         return self.handle.url
 
     @property
     def id(self) -> str:
+        """The provider's name for the server (pid, container id)."""
         return self.handle.id
 
     def connect(self, **kwargs: Any) -> EnvClient[Any, Any]:
+        """Open a session on this server, on a connection of its own.
+
+        Args:
+            **kwargs: What `ecotone.connect` takes besides the URL (`env`, and its options).
+
+        Returns:
+            The session's client (`ecotone.connect(self.url, **kwargs)`).
+        """
         return connect(self.url, **kwargs)
 
     def alive(self) -> bool:
+        """Tell whether the server's process or container still runs.
+
+        Returns:
+            True while it runs.
+        """
         return self._pool._portal.call(self.handle.alive)
 
     def logs(self, tail: int | None = 200) -> str:
+        """Read what the server printed.
+
+        Args:
+            tail: How many of the last lines (None: all of them).
+
+        Returns:
+            The output's last `tail` lines.
+        """
         return self._pool._portal.call(lambda: self.handle.logs(tail))
 
     def stop(self) -> None:
-        """Stop it (in the background: the pool's close waits for it); safe to call twice,
-        and after the pool's close (which stopped it already)."""
+        """Stop the server (in the background: the pool's close waits for it).
+
+        Safe to call twice, and after the pool's close (which stopped it already).
+        """
         if not self._stopped:
             self._stopped = True
             if not self._pool._closed:
@@ -290,9 +405,26 @@ class PooledServer:
 
 
 class ServerPool:
-    """The blocking face of `AsyncServerPool`: its event loop runs in a private thread (an
-    anyio blocking portal on trio), so it can be used from plain threads. One left open when
-    the program ends is closed then (`ecotone.kernel.exit`)."""
+    """The blocking face of `AsyncServerPool`, started as it is made.
+
+    Its event loop runs in a private thread (an anyio blocking portal on trio), so it can be
+    used from plain threads. Use it as a context manager, or `close()` it; one left open when
+    the program ends is closed then (`ecotone.kernel.exit`). `server_pool` makes one.
+
+    Args:
+        env: An env name (with LaunchSpec fields as keywords), or a LaunchSpec.
+        size: How many servers to keep started and ready (at least 1).
+        **kwargs: `AsyncServerPool`'s other arguments: `provider`, `registry`,
+            `concurrency`, `max_failures`, and LaunchSpec fields and provider options.
+
+    Raises:
+        ValueError: A size that is not a whole number >= 1, an unknown provider, or a
+            LaunchSpec field's value that is refused.
+        TypeError: A LaunchSpec given with LaunchSpec fields beside it.
+
+    Attributes:
+        pool: The `AsyncServerPool` it drives.
+    """
 
     def __init__(self, env: str | LaunchSpec, size: int, **kwargs: Any) -> None:
         self.pool = AsyncServerPool(env, size, **kwargs)
@@ -310,14 +442,17 @@ class ServerPool:
 
     @property
     def size(self) -> int:
+        """How many servers the pool keeps started and ready."""
         return self.pool.size
 
     @property
     def ready(self) -> int:
+        """Servers started and waiting to be handed out."""
         return self.pool.ready
 
     @property
     def started(self) -> int:
+        """Servers this pool has started so far (handed out or not)."""
         return self.pool.started
 
     def _check_open(self) -> None:
@@ -325,12 +460,35 @@ class ServerPool:
             raise PoolClosed("the pool is closed")
 
     def wait_ready(self, n: int | None = None, timeout: float | None = None) -> None:
-        """Until `n` servers (default: the pool's size) are ready to hand out."""
+        """Wait until `n` servers are ready to hand out.
+
+        Args:
+            n: How many (default, and at most: the pool's size).
+            timeout: Seconds to wait at most (None: no limit).
+
+        Raises:
+            TimeoutError: Fewer were ready when `timeout` passed.
+            PoolClosed: The pool is closed.
+            ProviderError: The last start's error (or whatever else the provider raised), once
+                `max_failures` starts failed in a row and fewer than `n` are ready.
+        """
         self._check_open()
         self._portal.call(lambda: self.pool.wait_ready(n, timeout))
 
     def take(self) -> PooledServer:
-        """A ready server, now the caller's: stop it (or leave the `with` block) when done."""
+        """Hand out a ready server, waiting for one if none is ready yet.
+
+        It is the caller's now: stop it (or leave its `with` block) when done; a replacement
+        starts in the background.
+
+        Returns:
+            The server, a `PooledServer`.
+
+        Raises:
+            PoolClosed: The pool is closed.
+            ProviderError: The last start's error (or whatever else the provider raised), once
+                `max_failures` starts failed in a row and none is ready.
+        """
         self._check_open()
         return PooledServer(self, self._portal.call(self.pool.take))
 
@@ -338,7 +496,23 @@ class ServerPool:
     def launch(
         self, *, codec: str = "json", timeout: float | None = 60.0
     ) -> Iterator[EnvClient[Any, Any]]:
-        """A session on a server of its own, taken from the pool; stopped on the way out."""
+        """Open a session on a server of its own, taken from the pool.
+
+        The session is closed and the server stopped on the way out.
+
+        Args:
+            codec: The client's codec, `json` or `msgpack`.
+            timeout: The client's default per-call timeout in seconds (None: none).
+
+        Yields:
+            The session's client, an `EnvClient`.
+
+        Raises:
+            PoolClosed: The pool is closed.
+            ProviderError: The last start's error (or whatever else the provider raised), once
+                `max_failures` starts failed in a row.
+            ConnectionLost: The server could not be reached.
+        """
         with self.take() as server:
             client = server.connect(codec=codec, timeout=timeout)
             try:
@@ -372,8 +546,31 @@ class ServerPool:
 
 
 def server_pool(env: str | LaunchSpec, size: int, **kwargs: Any) -> ServerPool:
-    """A `ServerPool` of `size` servers of `env` (provider, registry, concurrency, and the
-    LaunchSpec fields as keywords). Use it as a context manager, or `close()` it."""
+    """Start a pool of `size` servers of `env`, kept ready to hand out (blocking).
+
+    Use it as a context manager, or `close()` it: every server it started is stopped then.
+
+    Args:
+        env: An env name (with LaunchSpec fields as keywords), or a LaunchSpec.
+        size: How many servers to keep started and ready (at least 1).
+        **kwargs: `provider` ("process"), `registry`, `concurrency` (the size, capped at twice
+            the CPU count, or at 2 on one CPU), `max_failures` (3), and LaunchSpec fields and
+            provider options.
+
+    Returns:
+        The pool, a `ServerPool`.
+
+    Raises:
+        ValueError: A size that is not a whole number >= 1, an unknown provider, or a
+            LaunchSpec field's value that is refused.
+        TypeError: A LaunchSpec given with LaunchSpec fields beside it.
+
+    Example:
+        >>> with ecotone.server_pool("counter", size=2, provider="process") as pool:
+        ...     with pool.launch() as env:  # a server of its own, stopped after the block
+        ...         print(env.reset(seed=0).observation["count"])
+        0
+    """
     return ServerPool(env, size, **kwargs)
 
 

@@ -48,8 +48,22 @@ def start_servers(
     registry: Registry | None = None,
     **spec: Any,
 ) -> list[LaunchedServer]:
-    """`count` servers started at once (each start mostly waits); all of them, or none and
-    the first error."""
+    """Start `count` servers at once (each start mostly waits); all of them, or none.
+
+    Args:
+        env: An env name, or a LaunchSpec.
+        count: How many.
+        provider: The provider's name, or a provider.
+        registry: Where plugins are found (default: the installed ones).
+        **spec: LaunchSpec fields and provider options, as `start_server` takes them.
+
+    Returns:
+        The started servers.
+
+    Raises:
+        Exception: The first start's error (`start_server`'s), once the servers that did
+            start are stopped.
+    """
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(count, 16)) as pool:
         futures = [
             pool.submit(start_server, env, provider=provider, registry=registry, **spec)
@@ -71,8 +85,37 @@ def start_servers(
 
 
 class LaunchedVectorEnv(VectorEnv):
-    """A VectorEnv over servers it started: `servers` (LaunchedServer, one per URL, in the
-    order of `urls`); `close()` stops them too."""
+    """A VectorEnv over servers it started; `close()` stops them too.
+
+    `launch_vector` makes one. A server that dies is replaced by `restart` through the same
+    provider and spec.
+
+    Args:
+        env: An env name, or a LaunchSpec (then `spec` must be empty).
+        num_envs: How many sub-envs, spread round robin over the servers.
+        servers: How many servers to start (at least 1).
+        provider: The provider's name, or a provider.
+        registry: Where plugins are found (default: the installed ones).
+        spec: LaunchSpec fields for the servers (`transport`, `image`, `resources`...) and
+            provider options, as `ecotone.launch` takes them as keywords.
+        **vector: The vector env's options (`VectorEnv`'s class docstring says what each
+            does): `observation_type` (None: dicts), `autoreset_mode` ("next_step"),
+            `errors` ("raise"), `step_timeout` (60.0), `reset_options` (None), `codec`
+            ("json"), `connect_timeout` (10.0), `record_to` (None), `record_format`
+            ("jsonl"), `token` (None: the servers' URLs carry theirs).
+
+    Raises:
+        ValueError: Fewer than one server or sub-env, an unknown provider, a refused
+            LaunchSpec field, or a vector option's value that is not one.
+        TypeError: A keyword that is not a vector option, or a LaunchSpec with `spec` beside
+            it.
+        ProviderError: A server's start failed; the others were stopped.
+        ConnectionLost: A server could not be reached once started.
+        SubEnvError: Sub-envs' sessions could not be opened; the servers were stopped.
+
+    Attributes:
+        servers: The servers (`LaunchedServer`), one per URL, in the order of `urls`.
+    """
 
     def __init__(
         self,
@@ -103,7 +146,11 @@ class LaunchedVectorEnv(VectorEnv):
             raise
 
     def _replace(self, index: int, url: str) -> str:
-        """A dead server's stand-in, from the same provider and spec."""
+        """Start a dead server's stand-in, from the same provider and spec.
+
+        Returns:
+            The stand-in's URL.
+        """
         launch = self._launch
         self.servers[index].stop()
         self.servers[index] = start_server(
@@ -116,6 +163,7 @@ class LaunchedVectorEnv(VectorEnv):
             server.stop()
 
     def close(self) -> None:
+        """Close every connection, then stop the servers. Idempotent."""
         try:
             super().close()
         finally:
@@ -132,10 +180,50 @@ def launch_vector(
     spec: Mapping[str, Any] | None = None,
     **vector: Any,
 ) -> LaunchedVectorEnv:
-    """`num_envs` sub-envs of `env` over `servers` servers that `provider` starts. `spec`:
-    LaunchSpec fields for the servers (`transport`, `image`, `resources`, options...);
-    `vector`: VectorEnv arguments (`autoreset_mode`, `errors`, `step_timeout`...). Use it as
-    a context manager, or `close()` it: that stops the servers."""
+    """Start servers for `env` and step `num_envs` sub-envs on them as one (blocking).
+
+    A `VectorEnv` (numpy needed) whose servers it started and stops on close: use it as a
+    context manager, or `close()` it. When a server dies its sub-envs report `episode_lost`,
+    and `restart(ids)` starts a replacement through the same provider and reopens just those
+    sub-envs there.
+
+    Args:
+        env: An env name, or a LaunchSpec (then `spec` must be empty).
+        num_envs: How many sub-envs, spread round robin over the servers.
+        servers: How many servers to start (at least 1).
+        provider: The provider's name, or a provider.
+        registry: Where plugins are found (default: the installed ones).
+        spec: LaunchSpec fields for the servers (`transport`, `image`, `resources`...) and
+            provider options, as `ecotone.launch` takes them as keywords.
+        **vector: The vector env's options (`VectorEnv`'s class docstring says what each
+            does): `observation_type` (None: dicts), `autoreset_mode` ("next_step"),
+            `errors` ("raise"), `step_timeout` (60.0), `reset_options` (None), `codec`
+            ("json"), `connect_timeout` (10.0), `record_to` (None), `record_format`
+            ("jsonl"), `token` (None: the servers' URLs carry theirs).
+
+    Returns:
+        The vector env, its sessions open, a `LaunchedVectorEnv` (`servers` are its servers).
+
+    Raises:
+        ValueError: Fewer than one server or sub-env, an unknown provider, a refused
+            LaunchSpec field, or a vector option's value that is not one.
+        TypeError: A keyword that is not a vector option, or a LaunchSpec with `spec` beside
+            it.
+        ProviderError: A server's start failed; the others were stopped.
+        ConnectionLost: A server could not be reached once started.
+        SubEnvError: Sub-envs' sessions could not be opened; the servers were stopped.
+
+    Example:
+        >>> with ecotone.launch_vector("counter", 4, servers=2, provider="process") as envs:
+        ...     observations, infos = envs.reset(seed=0)
+        ...     observations, rewards, terminated, truncated, infos = envs.step(
+        ...         [{"delta": 1}, {"delta": 2}, {"delta": 3}, {"delta": 4}]
+        ...     )
+        >>> rewards
+        array([1., 2., 3., 4.])
+        >>> [observation["count"] for observation in observations]
+        [1, 2, 3, 4]
+    """
     return LaunchedVectorEnv(
         env,
         num_envs,
@@ -155,7 +243,22 @@ async def astart_servers(
     registry: Registry | None = None,
     **spec: Any,
 ) -> list[ServerHandle]:
-    """`count` servers started concurrently; all of them, or none and the first error."""
+    """Start `count` servers concurrently; all of them, or none.
+
+    Args:
+        env: An env name, or a LaunchSpec.
+        count: How many.
+        provider: The provider's name, or a provider.
+        registry: Where plugins are found (default: the installed ones).
+        **spec: LaunchSpec fields and provider options, as `astart_server` takes them.
+
+    Returns:
+        The started servers' handles.
+
+    Raises:
+        Exception: The first start's error (`astart_server`'s), once the servers that did
+            start are stopped.
+    """
     handles: list[ServerHandle | None] = [None] * count
     errors: list[BaseException] = []
 
@@ -188,9 +291,48 @@ async def alaunch_vector(
     spec: Mapping[str, Any] | None = None,
     **vector: Any,
 ) -> AsyncIterator[LaunchedAsyncVectorEnv]:
-    """As `launch_vector`, asynchronously (trio or asyncio): an `AsyncVectorEnv` over servers
-    `provider` starts, a dead one replaced on `restart`, all stopped on the way out. The
-    handles are `envs.servers` (in the order of `envs.urls`)."""
+    """Start servers for `env` and step `num_envs` sub-envs on them as one (trio or asyncio).
+
+    As `launch_vector`, asynchronously: an `AsyncVectorEnv` over servers `provider` starts, a
+    dead one replaced on `restart`, all stopped on the way out. The handles are
+    `envs.servers` (in the order of `envs.urls`).
+
+    Args:
+        env: An env name, or a LaunchSpec (then `spec` must be empty).
+        num_envs: How many sub-envs, spread round robin over the servers.
+        servers: How many servers to start (at least 1).
+        provider: The provider's name, or a provider.
+        registry: Where plugins are found (default: the installed ones).
+        spec: LaunchSpec fields for the servers (`transport`, `image`, `resources`...) and
+            provider options, as `ecotone.launch` takes them as keywords.
+        **vector: The vector env's options (`VectorEnv`'s class docstring says what each
+            does): `observation_type` (None: dicts), `autoreset_mode` ("next_step"),
+            `errors` ("raise"), `step_timeout` (60.0), `reset_options` (None), `codec`
+            ("json"), `connect_timeout` (10.0), `record_to` (None), `record_format`
+            ("jsonl"), `token` (None: the servers' URLs carry theirs).
+
+    Yields:
+        The vector env, its sessions open, a `LaunchedAsyncVectorEnv`.
+
+    Raises:
+        ValueError: Fewer than one server or sub-env, an unknown provider, a refused
+            LaunchSpec field, or a vector option's value that is not one.
+        TypeError: A keyword that is not a vector option, or a LaunchSpec with `spec` beside
+            it.
+        ProviderError: A server's start failed; the others were stopped.
+        ConnectionLost: A server could not be reached once started.
+        SubEnvError: Sub-envs' sessions could not be opened; the servers were stopped.
+
+    Example:
+        >>> import trio
+        >>> async def main():
+        ...     async with ecotone.alaunch_vector("counter", 4, servers=2) as envs:
+        ...         observations, infos = await envs.reset(seed=0)
+        ...         step = await envs.step([{"delta": 1}] * 4)
+        ...         print(step[1])
+        >>> trio.run(main)
+        [1. 1. 1. 1.]
+    """
     if servers < 1:
         raise ValueError(f"servers must be >= 1, got {servers}")
     launch = _Launch(env=env, provider=provider, registry=registry, spec=dict(spec or {}))
@@ -213,8 +355,24 @@ async def alaunch_vector(
 
 
 class LaunchedAsyncVectorEnv(AsyncVectorEnv):
-    """An AsyncVectorEnv over servers it started: `servers` (their handles, in the order of
-    `urls`); `aclose()` stops them too. Made by `alaunch_vector`."""
+    """An AsyncVectorEnv over servers it started; `aclose()` stops them too.
+
+    Made by `alaunch_vector`, which opens it; a dead server is replaced by `restart` through
+    the same provider and spec.
+
+    Args:
+        servers: The started servers' handles.
+        launch: How they were started (to start a dead one's stand-in).
+        num_envs: How many sub-envs, spread round robin over the servers.
+        vector: The vector env's options (`AsyncVectorEnv`'s).
+
+    Raises:
+        ValueError: Fewer than one sub-env, or a vector option's value that is not one.
+        TypeError: A keyword that is not a vector option.
+
+    Attributes:
+        servers: The servers' handles, in the order of `urls`.
+    """
 
     def __init__(
         self,
@@ -233,7 +391,11 @@ class LaunchedAsyncVectorEnv(AsyncVectorEnv):
         )
 
     async def _replace(self, index: int, url: str) -> str:
-        """A dead server's stand-in, from the same provider and spec."""
+        """Start a dead server's stand-in, from the same provider and spec.
+
+        Returns:
+            The stand-in's URL.
+        """
         launch = self._launch
         with anyio.CancelScope(shield=True):
             await self.servers[index].stop()
@@ -243,6 +405,7 @@ class LaunchedAsyncVectorEnv(AsyncVectorEnv):
         return self.servers[index].url
 
     async def aclose(self) -> None:
+        """Close every connection, then stop the servers."""
         try:
             await super().aclose()
         finally:

@@ -42,7 +42,10 @@ SERVE_PORT: Final = 8000
 
 
 class ProviderError(RuntimeError):
-    """A provider could not do what was asked; subclasses say why."""
+    """A provider could not do what was asked; subclasses say why.
+
+    A start that raises one has removed whatever it had started (see the module docstring).
+    """
 
 
 class EngineUnavailable(ProviderError):
@@ -56,7 +59,11 @@ class ImageNotFound(ProviderError):
 class StartFailed(ProviderError):
     """The server exited (or could not be created) before it was ready.
 
-    `logs` holds the tail of what it printed, also quoted in the message."""
+    Args:
+        message: What happened.
+        logs: The tail of what the server printed, also quoted in the message.
+        exit_code: The server's exit status, when it exited.
+    """
 
     def __init__(self, message: str, logs: str = "", exit_code: int | None = None) -> None:
         super().__init__(message + (f"\n--- last output ---\n{logs.rstrip()}" if logs else ""))
@@ -65,7 +72,12 @@ class StartFailed(ProviderError):
 
 
 class ReadinessTimeout(ProviderError):
-    """The server did not answer within the readiness deadline; it has been removed."""
+    """The server did not answer within the readiness deadline; it has been removed.
+
+    Args:
+        message: What timed out.
+        logs: The tail of what the server printed, also quoted in the message.
+    """
 
     def __init__(self, message: str, logs: str = "") -> None:
         super().__init__(message + (f"\n--- last output ---\n{logs.rstrip()}" if logs else ""))
@@ -73,11 +85,26 @@ class ReadinessTimeout(ProviderError):
 
 
 def default_image(env: str) -> str:
-    """The image `ecotone build ENV` makes and the container providers run by default:
-    `localhost/ecotone-SLUG:latest`, SLUG being the env name in lower case with every run of
-    other characters than letters and digits made one `-` (`gymnasium:CartPole-v1` ->
-    `localhost/ecotone-gymnasium-cartpole-v1:latest`). The `localhost/` prefix makes podman
-    and docker read the name the same way (docker would otherwise mean Docker Hub)."""
+    """Name the image `ecotone build ENV` makes and the container providers run by default.
+
+    The `localhost/` prefix makes podman and docker read the name the same way (docker would
+    otherwise mean Docker Hub).
+
+    Args:
+        env: The env name.
+
+    Returns:
+        `localhost/ecotone-SLUG:latest`, SLUG being the env name in lower case with every run
+        of other characters than letters and digits made one `-` (a long one shortened, with a
+        hash of the name to keep it apart).
+
+    Raises:
+        ValueError: The name has no letters or digits.
+
+    Example:
+        >>> default_image("gymnasium:CartPole-v1")
+        'localhost/ecotone-gymnasium-cartpole-v1:latest'
+    """
     slug = re.sub(r"[^a-z0-9]+", "-", env.lower()).strip("-")
     if not slug:
         raise ValueError(f"env name {env!r} gives no image name: it has no letters or digits")
@@ -93,21 +120,38 @@ def _non_negative(_: object, attribute: attrs.Attribute[Any], value: Any) -> Non
 
 @attrs.frozen(slots=True, kw_only=True)
 class Resources:
-    """Limits for one env server. None: no limit of that kind."""
+    """Limits for one env server; None: no limit of that kind.
+
+    Args:
+        memory_mb: Memory, in MiB (containers: the cgroup limit; process: RLIMIT_AS is not
+            set).
+        cpus: CPU share, in cores (containers).
+        pids: Processes and threads (containers).
+
+    Raises:
+        ValueError: A limit that is not above 0.
+    """
 
     memory_mb: int | None = attrs.field(default=1024, validator=_non_negative)
-    """Memory, in MiB (containers: the cgroup limit; process: RLIMIT_AS is not set)."""
     cpus: float | None = attrs.field(default=1.0, validator=_non_negative)
-    """CPU share, in cores (containers)."""
     pids: int | None = attrs.field(default=256, validator=_non_negative)
-    """Processes and threads (containers)."""
 
 
 SERVER_TRANSPORTS = ("websocket", "http", "tcp", "unix")
 
 
 def server_transport(_: object, attribute: attrs.Attribute[str], value: str) -> None:
-    """attrs validator: one of SERVER_TRANSPORTS (LaunchSpec, and `[launch]` in the config)."""
+    """Check, as an attrs validator, that a transport is one a provider can start.
+
+    For LaunchSpec, and `[launch]` in the config.
+
+    Args:
+        attribute: The attribute checked (its name is in the message).
+        value: The transport.
+
+    Raises:
+        ValueError: `value` is not one of SERVER_TRANSPORTS.
+    """
     if value not in SERVER_TRANSPORTS:
         raise ValueError(
             f"{attribute.name} must be one of {', '.join(SERVER_TRANSPORTS)}, got {value!r}"
@@ -116,32 +160,45 @@ def server_transport(_: object, attribute: attrs.Attribute[str], value: str) -> 
 
 @attrs.frozen(slots=True, kw_only=True)
 class LaunchSpec:
-    """What to start. Providers ignore nothing silently: an option they do not support is a
-    `ValueError` that names it."""
+    """What to start: an env, and how to serve it.
+
+    Providers ignore nothing silently: an option they do not support is a `ValueError` that
+    names it. `ecotone.launch`, `start_server` and the pools take these fields as keywords
+    too (every other keyword is one of `options`).
+
+    Args:
+        env: Env name as `ecotone serve` takes it (`counter`, `gymnasium:CartPole-v1`).
+        transport: How the client reaches the server: `websocket` (the default), `http` or
+            `tcp` on a loopback port the provider picks, or `unix`: a socket in a private
+            folder, with no network at all.
+        image: Container image (podman, docker). Default: `default_image(env)`, the name
+            `ecotone build` gives it (`localhost/ecotone-counter:latest`).
+        resources: Limits for the server (`Resources()`'s by default).
+        environment: Environment variables for the server.
+        secrets: Environment variables for the server that must not leak (see the module
+            docstring); left out of the repr.
+        ready_timeout: Seconds for the whole start, until the server answers (60).
+        labels: Extra labels on what the provider creates (containers), beside ecotone's own;
+            keys under `ecotone.` are refused (`check_spec`).
+        max_sessions: The server's session limit (None: the server's default).
+        options: Provider-specific settings (process: `sandbox`; containers: `user`,
+            `read_only`, `tmpfs_mb`).
+
+    Raises:
+        ValueError: A transport that is not one of SERVER_TRANSPORTS, or a `ready_timeout`
+            that is not above 0.
+    """
 
     env: str
-    """Env name as `ecotone serve` takes it (`counter`, `gymnasium:CartPole-v1`)."""
     transport: str = attrs.field(default="websocket", validator=server_transport)
-    """How the client reaches the server: `websocket`, `http` or `tcp` on a loopback port the
-    provider picks, or `unix`: a socket in a private folder, with no network at all."""
     image: str | None = None
-    """Container image (podman, docker). Default: `default_image(env)`, the name `ecotone
-    build` gives it (`localhost/ecotone-counter:latest`)."""
     resources: Resources = attrs.field(factory=Resources)
     environment: Mapping[str, str] = attrs.field(factory=dict)
-    """Environment variables for the server."""
     secrets: Mapping[str, str] = attrs.field(factory=dict, repr=False)
-    """Environment variables for the server that must not leak (see the module docstring)."""
     ready_timeout: float = attrs.field(default=60.0, validator=_non_negative)
-    """Seconds for the whole start, until the server answers."""
     labels: Mapping[str, str] = attrs.field(factory=dict)
-    """Extra labels on what the provider creates (containers), beside ecotone's own; keys
-    under `ecotone.` are refused (`check_spec`)."""
     max_sessions: int | None = None
-    """The server's session limit (None: the server's default)."""
     options: Mapping[str, Any] = attrs.field(factory=dict)
-    """Provider-specific settings (process: `sandbox`; containers: `user`, `read_only`,
-    `tmpfs_mb`)."""
 
 
 RESERVED_LABEL_PREFIX = "ecotone."
@@ -149,8 +206,15 @@ RESERVED_LABEL_PREFIX = "ecotone."
 
 
 def _text(what: str, value: object) -> str:
-    """`value` if it is a str that UTF-8 can encode (no lone surrogate such as '\\udcff')
-    and that holds no NUL; else a ValueError naming `what`."""
+    r"""Check that a value can be handed to a process or an engine as text.
+
+    Returns:
+        `value`, a str that UTF-8 can encode (no lone surrogate such as '\udcff') and that
+        holds no NUL.
+
+    Raises:
+        ValueError: `value` is not such a str (the message names `what`).
+    """
     if not isinstance(value, str):
         raise ValueError(f"{what} must be a str, got {type(value).__name__} {value!r}")
     try:
@@ -163,15 +227,21 @@ def _text(what: str, value: object) -> str:
 
 
 def check_spec(spec: LaunchSpec) -> None:
-    """Refuse what no provider can start faithfully, with a ValueError that names it. Every
-    provider calls this first in `start`, before it creates anything:
+    """Refuse what no provider can start faithfully.
+
+    Every provider calls this first in `start`, before it creates anything:
 
     - `environment` and `secrets`: names and values are str, UTF-8 encodable, without NUL;
       names are not empty and hold no `=`; no name is in both.
     - `labels`: keys and values are str, UTF-8 encodable, without NUL; no key starts with
       `ecotone.` (ecotone's own labels cannot be overwritten).
 
-    A secret's value is never quoted in the message."""
+    Args:
+        spec: The spec to check.
+
+    Raises:
+        ValueError: Naming the first thing refused (a secret's value is never quoted).
+    """
     for kind, mapping in (("environment", spec.environment), ("secrets", spec.secrets)):
         for name, value in mapping.items():
             _text(f"{kind} name {name!r}", name)
@@ -197,8 +267,15 @@ def check_spec(spec: LaunchSpec) -> None:
 
 
 def last_lines(text: str, tail: int | None) -> str:
-    """What `ServerHandle.logs(tail)` returns of the output `text`: its last `tail` lines
-    (None: all of it; 0 or less: nothing)."""
+    """Cut a server's output as `ServerHandle.logs(tail)` returns it.
+
+    Args:
+        text: The output.
+        tail: How many lines to keep (None: all of them; 0 or less: none).
+
+    Returns:
+        The last `tail` lines of `text`.
+    """
     if tail is None:
         return text
     if tail <= 0:
@@ -208,7 +285,13 @@ def last_lines(text: str, tail: int | None) -> str:
 
 @runtime_checkable
 class ServerHandle(Protocol):
-    """A started env server."""
+    """A started env server: what `Provider.start` returns.
+
+    Attributes:
+        url: What `ecotone.connect` / `ecotone.aconnect` take.
+        id: The provider's name for it (pid, container id).
+        provider: The provider's name.
+    """
 
     url: str
     """What `ecotone.connect` / `ecotone.aconnect` take."""
@@ -217,30 +300,72 @@ class ServerHandle(Protocol):
     provider: str
 
     async def logs(self, tail: int | None = 200) -> str:
-        """What the server printed (stdout and stderr), its last `tail` lines."""
+        """Read what the server printed (stdout and stderr).
+
+        Also after `stop`, as far as the provider kept it.
+
+        Args:
+            tail: How many of the last lines (None: all of them).
+
+        Returns:
+            The output's last `tail` lines.
+        """
         ...
 
     async def alive(self) -> bool:
-        """Whether the server process or container is still running."""
+        """Tell whether the server's process or container still runs.
+
+        Returns:
+            True while it runs.
+        """
         ...
 
     async def stop(self, timeout: float = 10.0) -> None:
-        """Stop it (SIGTERM, then SIGKILL after `timeout`) and remove all it left."""
+        """Stop the server and remove everything its start created.
+
+        It may be called more than once, and never raises for a server already gone.
+
+        Args:
+            timeout: Seconds between asking it to stop (SIGTERM) and killing it (SIGKILL).
+        """
         ...
 
 
 @runtime_checkable
 class Provider(Protocol):
-    """Starts env servers. See the module docstring for the rules."""
+    """Starts env servers: the contract in the module docstring, kept by every provider.
+
+    Attributes:
+        name: The name `provider=` selects (`process`, `podman`...).
+        description: One line on what it starts, and where.
+    """
 
     name: str
     description: str
 
     async def start(self, spec: LaunchSpec) -> ServerHandle:
-        """Start a server for `spec`, wait until it answers, return its handle."""
+        """Start a server for `spec` and wait until it answers.
+
+        Args:
+            spec: What to start.
+
+        Returns:
+            The started server's handle.
+
+        Raises:
+            ValueError: The spec asks what this provider cannot do faithfully (`check_spec`'s
+                refusals, an option it does not take).
+            EngineUnavailable: The engine it needs is not installed or not reachable.
+            ImageNotFound: The image does not exist (nothing is pulled implicitly).
+            StartFailed: The server exited, or could not be created, before it was ready.
+            ReadinessTimeout: The server did not answer within `spec.ready_timeout`.
+        """
         ...
 
     async def gc(self) -> list[str]:
-        """Remove what earlier runs left behind: things labelled by ecotone whose owner
-        process is gone. Returns a description of each thing removed."""
+        """Remove what earlier runs left behind: things labelled by ecotone whose owner is gone.
+
+        Returns:
+            A description of each thing removed.
+        """
         ...

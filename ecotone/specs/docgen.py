@@ -6,7 +6,9 @@ The document is derived, never edited by hand; a test fails when the committed c
 from __future__ import annotations
 
 import inspect
+import re
 import sys
+import textwrap
 from typing import Any, get_args
 
 import msgspec
@@ -38,13 +40,30 @@ def _default(field: msgspec.structs.FieldInfo) -> str:
     return "default `{}`" if field.default_factory is dict else "default `[]`"
 
 
+def _markdown(doc: str) -> str:
+    """A frame's docstring as markdown: each paragraph on one line, and its `Args:` (Google
+    style: the fields a frame is made with) as a list of the fields."""
+    parts = []
+    for paragraph in inspect.cleandoc(doc).split("\n\n"):
+        head, _, body = paragraph.partition("\n")
+        if head == "Args:":
+            items = []
+            for entry in re.split(r"\n(?=\S)", textwrap.dedent(body)):
+                name, _, text = entry.partition(":")
+                items.append(f"- `{name}`: {' '.join(text.split())}")
+            parts.append("Fields:\n\n" + "\n".join(items))
+        else:
+            parts.append(paragraph.replace("\n", " "))
+    return "\n\n".join(parts)
+
+
 def _struct(cls: type, heading: str) -> list[str]:
     info = msgspec.inspect.type_info(cls)
     assert isinstance(info, msgspec.inspect.StructType)
     tag = cls.__struct_config__.tag  # type: ignore[attr-defined]
     title = f"`{tag}`" if isinstance(tag, str) else f"`{cls.__name__}`"
     out = [f"{heading} {title}", ""]
-    out.append(inspect.cleandoc(cls.__doc__ or "").replace("\n", " "))
+    out.append(_markdown(cls.__doc__ or ""))
     out.append("")
     out.append("| field | type | |")
     out.append("|---|---|---|")

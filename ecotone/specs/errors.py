@@ -9,7 +9,22 @@ import enum
 
 
 class ErrorCode(enum.StrEnum):
-    """Why a request failed. The value is what goes on the wire."""
+    """Why a request failed: the stable code of an `error` frame.
+
+    The value is what goes on the wire; once published, a code keeps its meaning
+    (`ERROR_DESCRIPTIONS` says what each means, docs/protocol.md lists them). A client raises
+    the error as a `ServerError` whose `code` is the value: `InvalidActionError` for
+    `invalid_action`, `CapacityError` for `capacity`, `EnvError` for `env_error`,
+    `AccessDenied` for `unauthorized` and `forbidden`.
+
+    Example:
+        A str enum, so a member compares equal to its value (a `ServerError`'s `code`):
+
+        >>> ecotone.ErrorCode.UNKNOWN_SESSION == "unknown_session"
+        True
+        >>> ecotone.ErrorCode("episode_done")
+        <ErrorCode.EPISODE_DONE: 'episode_done'>
+    """
 
     INVALID_FRAME = "invalid_frame"
     UNKNOWN_OP = "unknown_op"

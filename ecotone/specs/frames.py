@@ -37,8 +37,11 @@ RequestId = int | str
 
 
 class Frame(msgspec.Struct, tag_field="op", kw_only=True, omit_defaults=True, gc=False):
-    """Base of every frame. `op` (the tag) says which frame it is. Frames are acyclic wire
-    data, so the cyclic garbage collector does not track them (`gc=False`, inherited)."""
+    """Base of every frame: `op` (the tag) says which frame it is.
+
+    Frames are acyclic wire data, so the cyclic garbage collector does not track them
+    (`gc=False`, inherited).
+    """
 
     id: RequestId | None = None
 
@@ -63,8 +66,10 @@ class EnvCallFrame(RequestFrame, kw_only=True):
 
 class Hello(RequestFrame, tag="hello"):
     """Optional first request: check the protocol version and learn what the server serves.
+
     On tcp and unix, where there are no headers, it carries the token of a server that
-    requires one: until it does, every other request is answered `unauthorized`."""
+    requires one: until it does, every other request is answered `unauthorized`.
+    """
 
     version: int = PROTOCOL_VERSION
     token: str | None = None
@@ -77,8 +82,11 @@ class Describe(RequestFrame, tag="describe"):
 
 
 class Open(RequestFrame, tag="open"):
-    """Open a new session with its own env instance. Answered by `opened` or `error`
-    (`capacity`, `unknown_env`, `env_error` if the env's constructor raised)."""
+    """Open a new session with its own env instance.
+
+    Answered by `opened` or `error` (`capacity`, `unknown_env`, `env_error` if the env's
+    constructor raised).
+    """
 
     env: str | None = None
     """Which env; the server's default env when omitted."""
@@ -98,8 +106,11 @@ class Reset(EnvCallFrame, tag="reset"):
 
 
 class Step(EnvCallFrame, tag="step"):
-    """Apply one action. Answered by `observation`, or `error` with `invalid_action` (details
-    name the field), `reset_required`, `episode_done` or `env_error`."""
+    """Apply one action.
+
+    Answered by `observation`, or `error` with `invalid_action` (details name the field),
+    `reset_required`, `episode_done` or `env_error`.
+    """
 
     session: str
     action: msgspec.Raw
@@ -114,8 +125,11 @@ class GetState(EnvCallFrame, tag="state"):
 
 
 class Close(RequestFrame, tag="close"):
-    """Close a session and release its env. Answered by `closed`. Closing an unknown session is
-    an `unknown_session` error; closing twice is therefore visible, never silent."""
+    """Close a session and release its env.
+
+    Answered by `closed`. Closing an unknown session is an `unknown_session` error; closing
+    twice is therefore visible, never silent.
+    """
 
     session: str
     session_bound: ClassVar[bool] = True
@@ -134,8 +148,11 @@ class ResetArgs(
 class StepItem(
     msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True, gc=False
 ):
-    """One session's action inside `step_many`, or its reset: exactly one of `action` and
-    `reset` (servers whose `welcome` lists the `step_many.reset` feature take resets)."""
+    """One session's action inside `step_many`, or its reset.
+
+    Exactly one of `action` and `reset` (servers whose `welcome` lists the `step_many.reset`
+    feature take resets).
+    """
 
     session: str
     action: msgspec.Raw = msgspec.Raw(b"")
@@ -143,21 +160,26 @@ class StepItem(
 
 
 class StepMany(EnvCallFrame, tag="step_many"):
-    """Step many sessions in one round trip. Each item is ordered with the other requests of
-    its session; the items run concurrently across sessions. Answered by one `step_many_result`
-    whose items are in the same order as the request's. An item may reset its session instead
-    of stepping it (`reset`, where the server's `welcome` lists `step_many.reset`): it is
-    answered as that `reset` would be, so a vector env's autoresets ride in its steps."""
+    """Step many sessions in one round trip.
+
+    Each item is ordered with the other requests of its session; the items run concurrently
+    across sessions. Answered by one `step_many_result` whose items are in the same order as the
+    request's. An item may reset its session instead of stepping it (`reset`, where the server's
+    `welcome` lists `step_many.reset`): it is answered as that `reset` would be, so a vector
+    env's autoresets ride in its steps.
+    """
 
     steps: list[StepItem]
 
 
 class StepColumns(EnvCallFrame, tag="step_columns"):
-    """`step_many` by columns (servers whose `welcome` lists `step_columns`): the sessions in
-    one array, their actions in another, and no per-item objects on either side. Position `j`
-    steps `sessions[j]` with `actions[j]`, or resets it instead where `j` is in `resets` (its
-    action is then ignored, null by convention), with `reset`'s arguments. Ordered and run
-    exactly as the `step_many` of the same items; answered by one `step_columns_result`."""
+    """`step_many` by columns, for servers whose `welcome` lists `step_columns`.
+
+    The sessions in one array, their actions in another, and no per-item objects on either side.
+    Position `j` steps `sessions[j]` with `actions[j]`, or resets it instead where `j` is in
+    `resets` (its action is then ignored, null by convention), with `reset`'s arguments. Ordered
+    and run exactly as the `step_many` of the same items; answered by one `step_columns_result`.
+    """
 
     sessions: list[str]
     actions: msgspec.Raw
@@ -169,16 +191,21 @@ class StepColumns(EnvCallFrame, tag="step_columns"):
 
 
 class ListTools(EnvCallFrame, tag="list_tools"):
-    """Ask which tools the session's env exposes (MCP-style). Answered by `tools`, or
-    `unsupported` when the env exposes none."""
+    """Ask which tools the session's env exposes (MCP-style).
+
+    Answered by `tools`, or `unsupported` when the env exposes none.
+    """
 
     session: str
     session_bound: ClassVar[bool] = True
 
 
 class CallTool(EnvCallFrame, tag="call_tool"):
-    """Call one of the env's tools. Answered by `tool_result`; an unknown tool name or bad
-    arguments give `invalid_argument`, a tool that raises gives `env_error`."""
+    """Call one of the env's tools.
+
+    Answered by `tool_result`; an unknown tool name or bad arguments give `invalid_argument`,
+    a tool that raises gives `env_error`.
+    """
 
     session: str
     name: str
@@ -187,29 +214,37 @@ class CallTool(EnvCallFrame, tag="call_tool"):
 
 
 class Render(EnvCallFrame, tag="render"):
-    """Ask for the env's custom view of the session (its `render()` method: text, markdown,
-    HTML or a PNG image). Answered by `rendered`, or `unsupported` when the env has none."""
+    """Ask for the env's custom view of the session.
+
+    Its `render()` method's: text, markdown, HTML or a PNG image. Answered by `rendered`, or
+    `unsupported` when the env has none.
+    """
 
     session: str
     session_bound: ClassVar[bool] = True
 
 
 class Share(RequestFrame, tag="share"):
-    """Let another connection act in this session: answered by `shared` with a key. Whoever
-    presents the key (the MCP face: an `X-Ecotone-Share` header) may step the session, read
-    its state and call its tools, in order with the owner's requests; resetting, closing and
-    sharing stay with the owner (`forbidden` otherwise), and the session still closes when
-    its owner goes. So an orchestrator keeps reset and reward while an agent acts. The same
-    key is answered every time; it dies with the session."""
+    """Let another connection act in this session.
+
+    Answered by `shared` with a key. Whoever presents the key (the MCP face: an
+    `X-Ecotone-Share` header) may step the session, read its state and call its tools, in order
+    with the owner's requests; resetting, closing and sharing stay with the owner (`forbidden`
+    otherwise), and the session still closes when its owner goes. So an orchestrator keeps
+    reset and reward while an agent acts. The same key is answered every time; it dies with the
+    session.
+    """
 
     session: str
     session_bound: ClassVar[bool] = True
 
 
 class SharedSteps(RequestFrame, tag="shared_steps"):
-    """The owner of a shared session asks what its guests' steps observed (rewards, ends
-    included), from step number `since` on (steps are numbered from 0, in the order they
-    ran). Answered by `shared_steps_result`. The server keeps the last 1,024."""
+    """Ask what the guests' steps in a shared session observed (its owner only).
+
+    Rewards and ends included, from step number `since` on (steps are numbered from 0, in the
+    order they ran). Answered by `shared_steps_result`. The server keeps the last 1,024.
+    """
 
     session: str
     since: int = 0
@@ -217,9 +252,11 @@ class SharedSteps(RequestFrame, tag="shared_steps"):
 
 
 class ListTasks(RequestFrame, tag="list_tasks"):
-    """Ask for the splits of an env's tasks and a page of one split (the first split when
-    `split` is omitted): at most `limit` tasks (1000 at most) from `offset`. Answered by
-    `tasks`; an env that publishes no tasks answers with no splits."""
+    """Ask for the splits of an env's tasks and a page of one split.
+
+    The first split when `split` is omitted: at most `limit` tasks (1000 at most) from
+    `offset`. Answered by `tasks`; an env that publishes no tasks answers with no splits.
+    """
 
     env: str | None = None
     split: str | None = None
@@ -228,8 +265,10 @@ class ListTasks(RequestFrame, tag="list_tasks"):
 
 
 class GetTask(RequestFrame, tag="get_task"):
-    """Ask for one task: by `task` (its id), or by `split` and `index`. Answered by `task`, or
-    `invalid_argument` naming what is unknown."""
+    """Ask for one task: by `task` (its id), or by `split` and `index`.
+
+    Answered by `task`, or `invalid_argument` naming what is unknown.
+    """
 
     env: str | None = None
     task: str | None = None
@@ -308,8 +347,16 @@ class EnvInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class TaskRef(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """Which task an episode runs: its id, and its split and index (none for a task given
-    inline)."""
+    """Which task an episode runs: its id, and where it is.
+
+    A reset of an env that publishes tasks names it (`StepResult.task`), as do `get_task`'s
+    answers (`Task.ref`).
+
+    Args:
+        id: The task's id.
+        split: The split it is in (None for a task given inline).
+        index: Its position in the split, from 0 (None for a task given inline).
+    """
 
     id: str
     split: str | None = None
@@ -317,7 +364,15 @@ class TaskRef(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class ToolInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """A tool an env exposes: its name, what it does, and the JSON Schema of its arguments."""
+    """A tool an env exposes: its name, what it does, and the JSON Schema of its arguments.
+
+    An env's `list_tools()` returns them; a client's `list_tools()` hands them back.
+
+    Args:
+        name: The tool's name, as `call_tool` takes it.
+        description: What it does, for a person or a model.
+        input_schema: The JSON Schema of its arguments (an object's).
+    """
 
     name: str
     description: str = ""
@@ -350,9 +405,11 @@ class Opened(Frame, tag="opened"):
 
 
 class ObservationFrame(Frame, tag="observation"):
-    """Answer to `reset` and `step`: the env's Observation, which carries `reward`, `done`,
-    `truncated` and `metadata` besides the env's own fields. A reset of an env that publishes
-    tasks names the `task` the episode runs."""
+    """Answer to `reset` and `step`: the env's Observation.
+
+    It carries `reward`, `done`, `truncated` and `metadata` besides the env's own fields. A
+    reset of an env that publishes tasks names the `task` the episode runs.
+    """
 
     session: str
     observation: msgspec.Raw
@@ -373,10 +430,13 @@ class Closed(Frame, tag="closed"):
 
 
 class Error(Frame, tag="error"):
-    """A request failed. `id` is the failed request's id when it could be read, else null.
-    `session` names the session concerned, if any. `details` is structured: for validation
-    errors, `path` is the JSON path of the bad field and `field` its dotted name; for
-    `env_error`, `type` and `message` of the exception."""
+    """A request failed.
+
+    `id` is the failed request's id when it could be read, else null. `session` names the session
+    concerned, if any. `details` is structured: for validation errors, `path` is the JSON path of
+    the bad field and `field` its dotted name; for `env_error`, `type` and `message` of the
+    exception.
+    """
 
     id: RequestId | None  # always present: null when the failed request's id is unknown
     code: ErrorCode
@@ -386,19 +446,24 @@ class Error(Frame, tag="error"):
 
 
 class StepManyResult(Frame, tag="step_many_result"):
-    """Answer to `step_many`: for each item, in request order, the `observation` or `error`
-    frame a single `step` would have produced (with the `step_many` request's id)."""
+    """Answer to `step_many`: an answer per item, in request order.
+
+    Each is the `observation` or `error` frame a single `step` would have produced (with the
+    `step_many` request's id).
+    """
 
     results: list[ObservationFrame | Error]
 
 
 class StepColumnsResult(Frame, tag="step_columns_result"):
-    """Answer to `step_columns`: what the `step_many_result` of the same items would hold, by
-    columns. `observations[j]` is position `j`'s observation, null where it failed; `errors`
+    """Answer to `step_columns`: what the `step_many_result` of the same items would hold.
+
+    By columns: `observations[j]` is position `j`'s observation, null where it failed; `errors`
     has the `error` frame of each position that failed, `tasks` the task of each reset that
     names one (both by position, omitted when empty). In JSON, whose object keys are strings,
     the keys of `errors` and `tasks` are the positions as decimal strings (`{"2": {...}}`);
-    in MessagePack they are integers."""
+    in MessagePack they are integers.
+    """
 
     observations: list[msgspec.Raw]
     errors: dict[int, Error] = {}
@@ -420,8 +485,11 @@ class ToolResult(Frame, tag="tool_result"):
 
 
 class Rendered(Frame, tag="rendered"):
-    """Answer to `render`: the env's custom view. `kind` is `text`, `markdown`, `html` or
-    `image`; `content` is the text, or for `image` the PNG's bytes in base64."""
+    """Answer to `render`: the env's custom view.
+
+    `kind` is `text`, `markdown`, `html` or `image`; `content` is the text, or for `image`
+    the PNG's bytes in base64.
+    """
 
     session: str
     kind: str
@@ -436,9 +504,11 @@ class Shared(Frame, tag="shared"):
 
 
 class SharedStepsResult(Frame, tag="shared_steps_result"):
-    """Answer to `shared_steps`: the observations of the guests' steps numbered `since` to
-    `next - 1` (fewer when some are no longer kept: `dropped` says how many were skipped).
-    Ask again with `since = next` for the ones after."""
+    """Answer to `shared_steps`: the observations of the guests' steps.
+
+    Those numbered `since` to `next - 1` (fewer when some are no longer kept: `dropped` says how
+    many were skipped). Ask again with `since = next` for the ones after.
+    """
 
     session: str
     observations: list[msgspec.Raw]
@@ -447,8 +517,10 @@ class SharedStepsResult(Frame, tag="shared_steps_result"):
 
 
 class TaskPage(Frame, tag="tasks"):
-    """Answer to `list_tasks`: every split's size, and `tasks` of `split` from `offset`
-    (`total` in the split)."""
+    """Answer to `list_tasks`: every split's size, and a page of one split.
+
+    `tasks` of `split` from `offset` (`total` in the split).
+    """
 
     env: str
     splits: dict[str, int]

@@ -19,77 +19,152 @@ from typing import Any
 import pluggy
 
 hookspec = pluggy.HookspecMarker("ecotone")
+"""Marks the hook specifications below (ecotone's own use)."""
 hookimpl = pluggy.HookimplMarker("ecotone")
+"""Marks a plugin's implementation of one of these hooks; public as `ecotone.hookimpl`.
+
+pluggy's `HookimplMarker` for the project name `ecotone`: decorate a function named after a
+hook, in a module the `ecotone` entry-point group names::
+
+    @ecotone.hookimpl
+    def ecotone_environments():
+        return {"myenv": MyEnv}
+
+It takes pluggy's options (`@ecotone.hookimpl(tryfirst=True)`...).
+"""
 
 
 @hookspec
 def ecotone_environments() -> Mapping[str, type]:  # type: ignore[empty-body]
-    """Environment classes this plugin contributes, by name (`{"counter": CounterEnv}`)."""
+    """Contribute environment classes.
+
+    Returns:
+        This plugin's environment classes, by name (`{"counter": CounterEnv}`).
+    """
 
 
 @hookspec(firstresult=True)
 def ecotone_resolve_environment(name: str) -> type | None:
-    """An environment class for a name no plugin lists, or None. For families of envs named
-    by pattern, such as `gymnasium:CartPole-v1`; the first plugin to answer wins."""
+    """Resolve a name no plugin lists to an environment class.
+
+    For families of envs named by pattern, such as `gymnasium:CartPole-v1`; the first plugin
+    to answer wins.
+
+    Args:
+        name: The env name asked for (`ecotone serve NAME`, `inproc://NAME`...).
+
+    Returns:
+        The environment class for `name`, or None when the name is not this plugin's.
+    """
 
 
 @hookspec
 def ecotone_environment_patterns() -> Mapping[str, str]:  # type: ignore[empty-body]
-    """The name patterns this plugin's `ecotone_resolve_environment` answers, each with a
-    line saying what it gives (`{"gymnasium:ID[?kw=...]": "any registered Gymnasium env"}`):
-    what `ecotone list` shows, since such names cannot be listed one by one."""
+    """Name the patterns this plugin's `ecotone_resolve_environment` answers.
+
+    What `ecotone list` shows, since such names cannot be listed one by one.
+
+    Returns:
+        Each pattern with a line saying what it gives (`{"gymnasium:ID[?kw=...]": "any
+        registered Gymnasium env"}`).
+    """
 
 
 @hookspec
 def ecotone_transports() -> Mapping[str, Any]:  # type: ignore[empty-body]
-    """The server ends of the transports this plugin contributes, by the name `ecotone serve
-    --transport NAME` selects. Each value is a `Transport` (`ecotone.server.transport`)."""
+    """Contribute the server ends of transports.
+
+    Returns:
+        Each `Transport` (`ecotone.server.transport`) by the name `ecotone serve --transport
+        NAME` selects.
+    """
 
 
 @hookspec
 def ecotone_channels() -> Mapping[str, Any]:  # type: ignore[empty-body]
-    """The client ends of the transports this plugin contributes, by URL scheme (`{"ws":
-    ...}`): what `ecotone.connect(URL)` opens. Each value is a `ChannelFactory`
-    (`ecotone.client.channels`). A plugin that brings a transport brings both ends, so
-    `ecotone serve --transport NAME` and `ecotone.connect("SCHEME://...")` both work."""
+    """Contribute the client ends of transports: what `ecotone.connect(URL)` opens.
+
+    A plugin that brings a transport brings both ends, so `ecotone serve --transport NAME`
+    and `ecotone.connect("SCHEME://...")` both work.
+
+    Returns:
+        Each `ChannelFactory` (`ecotone.client.channels`) by URL scheme (`{"ws": ...}`).
+    """
 
 
 @hookspec
 def ecotone_providers() -> Mapping[str, Any]:  # type: ignore[empty-body]
-    """Providers (things that start env servers somewhere) this plugin contributes, by name."""
+    """Contribute providers: things that start env servers somewhere.
+
+    Returns:
+        Each `Provider` (`ecotone.providers.contract`) by the name `provider=` selects.
+    """
 
 
 @hookspec
 def ecotone_session_opened(session_id: str, env: str) -> None:
-    """A session was opened on this server."""
+    """Observe that a session was opened on this server.
+
+    Args:
+        session_id: The new session's id.
+        env: Its env's name.
+    """
 
 
 @hookspec
 def ecotone_session_closed(session_id: str, env: str, reason: str) -> None:
-    """A session was closed. `reason`: `client` (its owner closed it), `disconnect` (its
-    owner's connection went), `idle` (idle past `idle_timeout`), `shutdown` (the server
-    stopped), `unclaimed` (a loose session nobody named within `stateless_grace`) or
-    `replaced` (a newer loose session of the same client took its place)."""
+    """Observe that a session was closed.
+
+    Args:
+        session_id: The session's id.
+        env: Its env's name.
+        reason: `client` (its owner closed it), `disconnect` (its owner's connection went),
+            `idle` (idle past `idle_timeout`), `shutdown` (the server stopped), `unclaimed` (a
+            loose session nobody named within `stateless_grace`) or `replaced` (a newer loose
+            session of the same client took its place).
+    """
 
 
 @hookspec
 def ecotone_episode_started(
     session_id: str, env: str, episode_id: str | None, seed: int | None, observation: Any
 ) -> None:
-    """A reset succeeded: an episode began. `observation` is the typed first observation;
-    `episode_id` and `seed` are what the reset asked for (None when it did not say)."""
+    """Observe that a reset succeeded: an episode began.
+
+    Args:
+        session_id: The session's id.
+        env: Its env's name.
+        episode_id: What the reset asked for (None when it did not say).
+        seed: What the reset asked for (None when it did not say).
+        observation: The typed first observation.
+    """
 
 
 @hookspec
 def ecotone_call_completed(session_id: str | None, env: str, op: str, duration_s: float) -> None:
-    """An env call other than a step finished (successfully or not): `op` is `open`,
-    `reset`, `state`, `close`, `list_tools`, `call_tool` or `render`; `duration_s` is its
-    time from the request to the outcome, on a worker thread or the event loop as the env
-    runs (steps have `ecotone_step_completed`)."""
+    """Observe that an env call other than a step finished, successfully or not.
+
+    Steps have `ecotone_step_completed`.
+
+    Args:
+        session_id: The session's id; None for `open` (the env is made before its session).
+        env: Its env's name.
+        op: `open`, `reset`, `state`, `close`, `list_tools`, `call_tool` or `render`.
+        duration_s: Seconds from the call's start to its outcome, on a worker thread or the
+            event loop as the env runs.
+    """
 
 
 @hookspec
 def ecotone_step_completed(
     session_id: str, env: str, action: Any, observation: Any, duration_s: float
 ) -> None:
-    """A step finished successfully. `action` and `observation` are the typed values."""
+    """Observe that a step finished successfully.
+
+    Args:
+        session_id: The session's id.
+        env: Its env's name.
+        action: The typed action.
+        observation: The typed observation it gave.
+        duration_s: Seconds from the step's start to its outcome.
+    """

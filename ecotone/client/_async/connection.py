@@ -74,15 +74,53 @@ server, which closes it with the connection)."""
 
 
 class AsyncConnection:
-    """One connection to a server; it may carry many sessions (`open`) and, in the async
-    face, be shared by any number of tasks.
+    """One connection to a server; it may carry many sessions (`open`).
 
-    `channel`, when given, is used instead of opening one for `url` (an embedded engine's
-    channel, for instance); `url` then only labels the connection. Without one, the blocking
-    face connects at once; the async face needs the classmethod `open_url`, which both have.
+    In the async face any number of tasks may share it; a blocking one serves one thread at a
+    time. Every request is matched to its answer by id, so requests may be pipelined (`send`,
+    then `poll`) and sessions multiplexed (the module docstring has the rules). Close it with
+    `aclose()`, or use it as `async with`: the server closes its sessions with it.
 
-    `token`: the server's token, for a server that requires one (else `?token=` in the URL,
-    else `$ECOTONE_TOKEN`); refused, it raises `AccessDenied`.
+    Args:
+        url: The server's URL: `ws://HOST:PORT`, `http://`, `tcp://`, `unix://`, `stdio:ENV`,
+            `inproc://ENV`, `openenv+http://`... A `?token=` in it is taken out, and shown to
+            the server when `token` is not given.
+        codec: `json` or `msgpack`.
+        timeout: The default per-call timeout in seconds (None: none).
+        connect_timeout: Seconds to connect and shake hands.
+        channel: Used instead of opening one for `url` (an embedded engine's channel, for
+            instance); `url` then only labels the connection. Without one, the blocking face
+            connects at once; the async face needs the classmethod `open_url`, which both
+            have.
+        token: The server's token, for a server that requires one (else `?token=` in the URL,
+            else `$ECOTONE_TOKEN`).
+
+    Raises:
+        TypeError: The async face made without a `channel` (it opens with `open_url`).
+        ValueError: A URL no installed transport handles, or a malformed one.
+        ConnectionLost: Nothing answers at `url`, or the connection broke while opening.
+        AccessDenied: The server refused the token (or wants one).
+        EcotoneError: What answered is not a server of this transport, or did not complete
+            its handshake within `connect_timeout`.
+
+    Attributes:
+        url: The server's URL, without its token.
+        timeout: The default per-call timeout in seconds.
+        channel: What carries the frames.
+
+    Example:
+        Two sessions on one connection, stepped in one round trip:
+
+        >>> connection = await ecotone.AsyncConnection.open_url("inproc://counter")
+        >>> async with connection:
+        ...     first = await connection.open()
+        ...     second = await connection.open()
+        ...     result = await first.reset(seed=0)
+        ...     result = await second.reset(seed=0)
+        ...     steps = [(first, {"delta": 1}), (second, {"delta": 2})]
+        ...     results = await connection.step_many(steps)
+        >>> [result.observation["count"] for result in results]
+        [1, 2]
     """
 
     def __init__(
@@ -122,7 +160,25 @@ class AsyncConnection:
         connect_timeout: float = 10.0,
         token: str | None = None,
     ) -> AsyncConnection:
-        """Connect to `url`: ws://, http://, tcp://, unix://, stdio:, inproc://, openenv+..."""
+        """Connect to `url`: ws://, http://, tcp://, unix://, stdio:, inproc://, openenv+...
+
+        Args:
+            url: The server's URL (see the class docstring).
+            codec: `json` or `msgpack`.
+            timeout: The default per-call timeout in seconds (None: none).
+            connect_timeout: Seconds to connect and shake hands.
+            token: The server's token (else `?token=` in the URL, else `$ECOTONE_TOKEN`).
+
+        Returns:
+            The connection, open.
+
+        Raises:
+            ValueError: A URL no installed transport handles, or a malformed one.
+            ConnectionLost: Nothing answers at `url`, or the connection broke while opening.
+            AccessDenied: The server refused the token (or wants one).
+            EcotoneError: What answered is not a server of this transport, or did not
+                complete its handshake within `connect_timeout`.
+        """
         url, token = credentials(url, token)
         channel = await io.open_channel(url, codec, connect_timeout, token)
         connection = cls(url, codec=codec, timeout=timeout, channel=channel)
@@ -131,8 +187,11 @@ class AsyncConnection:
         return connection
 
     async def _hello(self, token: str, timeout: float) -> None:
-        """Show the token in `hello`, on channels without headers (AccessDenied if refused;
-        the connection is closed then)."""
+        """Show the token in `hello`, on channels without headers.
+
+        Raises:
+            AccessDenied: The token was refused; the connection is closed then.
+        """
         try:
             self.core.check(await self.request(Hello(id=self.core.next_id(), token=token), timeout))
         except BaseException:
@@ -157,7 +216,11 @@ class AsyncConnection:
             raise
 
     async def _read_once(self, deadline: float | None, reader: Slot | None) -> None:
-        """One read from the channel; every answer in it goes to its owner."""
+        """Read once from the channel; every answer in it goes to its owner.
+
+        Raises:
+            ConnectionLost: The connection broke (it stays lost).
+        """
         try:
             messages = await self.channel.receive(deadline)
         except ConnectionLost as exc:
@@ -168,7 +231,19 @@ class AsyncConnection:
             match.deliver(decode(message), reader)
 
     async def request(self, frame: Any, timeout: float | None = None) -> Response:
-        """Send one request frame and return its answer (error frames included)."""
+        """Send one request frame and wait for its answer.
+
+        Args:
+            frame: A request frame (`ecotone.specs`), its `id` fresh.
+            timeout: Seconds to wait for the answer (None: the connection's `timeout`).
+
+        Returns:
+            The answer, error frames included.
+
+        Raises:
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout (its late answer will be dropped).
+        """
         self._check()
         timeout = self.timeout if timeout is None else timeout
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -202,7 +277,14 @@ class AsyncConnection:
     # --- pipelining: send now, collect answers later -------------------------------------------
 
     async def send(self, frame: Any) -> None:
-        """Send one request frame without waiting; its answer comes out of `poll`."""
+        """Send one request frame without waiting; its answer comes out of `poll`.
+
+        Args:
+            frame: A request frame (`ecotone.specs`), its `id` fresh.
+
+        Raises:
+            ConnectionLost: The connection is closed, or broke.
+        """
         self._check()
         rid = frame.id
         self._match.detach(rid)
@@ -213,10 +295,21 @@ class AsyncConnection:
             raise
 
     async def poll(self, deadline: float | None = None) -> list[Response]:
-        """Answers to requests sent with `send`, as they arrive: whatever is in already, else
-        what the next reads bring (TimeoutError past `deadline`, a `time.monotonic()` value;
-        ConnectionLost if the connection broke). Cancelling it loses nothing. An
-        error frame the server could not tie to a request has `id` None."""
+        """Collect the answers to requests sent with `send`, as they arrive.
+
+        Whatever is in already, else what the next reads bring. Cancelling it loses nothing.
+
+        Args:
+            deadline: When to give up, a `time.monotonic()` value (None: never).
+
+        Returns:
+            The answers, at least one; an error frame the server could not tie to a request
+            has `id` None.
+
+        Raises:
+            TimeoutError: None arrived by `deadline`.
+            ConnectionLost: The connection is closed, or broke.
+        """
         match = self._match
         if not match.inbox:
             with io.bounded(deadline):
@@ -229,9 +322,21 @@ class AsyncConnection:
         return match.take_inbox()
 
     async def poll_once(self, deadline: float | None = None) -> list[Response]:
-        """`poll` that reads at most once: what is in already, else the answers one read
-        brings, which may be none (a late answer dropped, a ping). For waiting on several
-        connections at once, where one must not hold up the others."""
+        """Collect answers as `poll` does, reading at most once.
+
+        For waiting on several connections at once, where one must not hold up the others.
+
+        Args:
+            deadline: When to give up the read, a `time.monotonic()` value (None: never).
+
+        Returns:
+            What is in already, else the answers one read brings, which may be none (a late
+            answer dropped, a ping).
+
+        Raises:
+            TimeoutError: Nothing could be read by `deadline`.
+            ConnectionLost: The connection is closed, or broke.
+        """
         match = self._match
         if not match.inbox:
             with io.bounded(deadline):
@@ -242,7 +347,11 @@ class AsyncConnection:
         return match.take_inbox()
 
     def abandon(self, rid: Any) -> None:
-        """Stop waiting for a request sent with `send`: its late answer will be dropped."""
+        """Stop waiting for a request sent with `send`: its late answer will be dropped.
+
+        Args:
+            rid: The request's id.
+        """
         self._match.abandon(rid)
 
     @property
@@ -252,10 +361,15 @@ class AsyncConnection:
 
     @property
     def closed(self) -> bool:
+        """Whether the connection is closed, or broke."""
         return self._closed or self._lost is not None
 
     def fileno(self) -> int | None:
-        """The socket's file descriptor (for `select`); None when the channel has none."""
+        """Give the socket's file descriptor, for `select`.
+
+        Returns:
+            The descriptor, or None when the channel has none (HTTP, inproc).
+        """
         channel = self.channel
         fileno = getattr(channel, "fileno", None)
         if callable(fileno):
@@ -274,7 +388,24 @@ class AsyncConnection:
         state_type: Any = None,
         timeout: float | None = None,
     ) -> AsyncEnvClient[Any, Any]:
-        """Open a session (its own env instance) on this connection."""
+        """Open a session (its own env instance) on this connection.
+
+        Args:
+            env: Which env, when the server serves several (None: its default).
+            observation_type: Decode observations into this type (a msgspec Struct, a
+                dataclass...); None: dicts.
+            state_type: Decode states into this type; None: dicts.
+            timeout: Seconds to wait for the answer (None: the connection's `timeout`).
+
+        Returns:
+            The session's client. Closing it leaves this connection open.
+
+        Raises:
+            ServerError: The server refused: `unknown_env`, `CapacityError`, or `EnvError`
+                when the env's constructor raised.
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout (its late answer will be dropped).
+        """
         response = self.core.check(
             await self.request(Open(id=self.core.next_id(), env=env), timeout),
         )
@@ -283,6 +414,19 @@ class AsyncConnection:
         return AsyncEnvClient(self, response.session, response.env, types)
 
     async def describe(self, env: str | None = None) -> EnvInfo:
+        """Describe an env: its name, version, description and JSON Schemas.
+
+        Args:
+            env: Which env (None: the server's default).
+
+        Returns:
+            What the env is (`EnvInfo`).
+
+        Raises:
+            ServerError: `unknown_env`.
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout (its late answer will be dropped).
+        """
         response = self.core.check(await self.request(Describe(id=self.core.next_id(), env=env)))
         assert isinstance(response, Described)
         return response.info
@@ -295,8 +439,23 @@ class AsyncConnection:
         limit: int = 100,
         env: str | None = None,
     ) -> Tasks:
-        """The env's task splits (name: count) and a page of one split's tasks (the first
-        split by default; at most 1000 a page)."""
+        """List the env's task splits and a page of one split's tasks.
+
+        Args:
+            split: Which split (None: the first).
+            offset: The page's first task's position in the split.
+            limit: How many tasks at most (the server gives 1000 a page at most).
+            env: Which env (None: the server's default).
+
+        Returns:
+            Every split's size and the page (`Tasks`); an env that publishes no tasks has no
+            splits.
+
+        Raises:
+            ServerError: `invalid_argument` (an unknown split), `unknown_env`.
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout (its late answer will be dropped).
+        """
         frame = ListTasks(id=self.core.next_id(), env=env, split=split, offset=offset, limit=limit)
         return self.core.tasks(await self.request(frame))
 
@@ -308,7 +467,23 @@ class AsyncConnection:
         index: int | None = None,
         env: str | None = None,
     ) -> Task:
-        """One task: by id (`task`), or by `split` (default: the first) and `index`."""
+        """Fetch one task: by id (`task`), or by `split` and `index`.
+
+        Args:
+            task: The task's id.
+            split: Its split (None: the first).
+            index: Its position in the split.
+            env: Which env (None: the server's default).
+
+        Returns:
+            The task record and where it is (`Task`).
+
+        Raises:
+            ServerError: `invalid_argument` naming what is unknown, `unsupported` (the env
+                publishes no tasks), `unknown_env`.
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout (its late answer will be dropped).
+        """
         frame = GetTask(id=self.core.next_id(), env=env, task=task, split=split, index=index)
         return self.core.task(await self.request(frame))
 
@@ -319,10 +494,23 @@ class AsyncConnection:
         *,
         call_timeout: float | None = None,
     ) -> list[StepResult[Any] | ServerError]:
-        """Step several sessions of this connection in one round trip. Results are in the
-        order given; a session that failed gets its ServerError in its place (a session
-        named twice gets `invalid_argument` for its second item, which is not stepped).
-        `call_timeout`: a shorter deadline for each env step than the server's."""
+        """Step several sessions of this connection in one round trip.
+
+        Args:
+            steps: Each session's client and its action (a dict, or the env's Action type).
+            timeout: Seconds to wait for the answer (None: the connection's `timeout`).
+            call_timeout: A shorter deadline for each env step than the server's.
+
+        Returns:
+            The results in the order given; a session that failed gets its ServerError in its
+            place (a session named twice gets `invalid_argument` for its second item, which is
+            not stepped).
+
+        Raises:
+            ServerError: The server refused the whole request.
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout (its late answer will be dropped).
+        """
         steps = list(steps)
         core = self.core
         frame = StepMany(
@@ -355,8 +543,32 @@ class AsyncConnection:
 
 
 class AsyncEnvClient(Generic[ObsT, StateT]):
-    """One session: reset, step, state, and closing it. A context manager that closes the
-    session (and the connection, when the client made its own: `connect` / `aconnect`)."""
+    """One session on a server: its own env instance, to reset, step, inspect and close.
+
+    `ecotone.aconnect` makes one on a connection of its own, `AsyncConnection.open` on a
+    shared one. A context manager that closes the session (and the connection, when the
+    client made its own). Calls of one session are answered in the order they were made.
+
+    Args:
+        connection: The connection the session is on.
+        session_id: The server's id for the session.
+        env: The session's env name.
+        types: The types observations and states are decoded into.
+        owns_connection: Close `connection` with the session.
+
+    Attributes:
+        connection: The connection the session is on.
+        session_id: The server's id for the session.
+        env: The session's env name.
+
+    Example:
+        >>> async with ecotone.aconnect("inproc://counter") as env:
+        ...     result = await env.reset(seed=0, target=2)
+        ...     result = await env.step({"delta": 1})
+        ...     result = await env.step({"delta": 1})
+        >>> result.observation["count"], result.reward, result.done
+        (2, 1.0, True)
+    """
 
     def __init__(
         self,
@@ -382,9 +594,31 @@ class AsyncEnvClient(Generic[ObsT, StateT]):
         call_timeout: float | None = None,
         **options: Any,
     ) -> StepResult[ObsT]:
-        """Start an episode; `options` are the env's own reset options. `timeout`: seconds
-        to wait for the answer here; `call_timeout`: a shorter deadline for the env's call
-        on the server than the server's own (past it: a `timeout` error)."""
+        """Start an episode, abandoning the current one if any.
+
+        Args:
+            seed: Seeds the episode: the same seed, options and actions give the same episode.
+            episode_id: The id to give the episode (None: the env's choice).
+            timeout: Seconds to wait for the answer here (None: the connection's `timeout`).
+            call_timeout: A shorter deadline for the env's call on the server than the
+                server's own (past it: a `timeout` error).
+            **options: The env's own reset options (for an env that publishes tasks, `task`,
+                or `split` and `index`, choose the episode's task).
+
+        Returns:
+            The first observation (`reward` None); `task` names the episode's task, for an env
+            that publishes tasks.
+
+        Raises:
+            ServerError: `invalid_argument` (an option the env does not take, a task it cannot
+                give), `unknown_session` (the session is closed), `timeout` (`call_timeout`
+                or the server's passed: the env is set aside, the next reset gets a fresh
+                one).
+            EnvError: The env raised; the session stays open.
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout (its late answer will be dropped).
+            msgspec.ValidationError: The observation does not fit `observation_type`.
+        """
         core = self.connection.core
         frame = Reset(
             id=core.next_id(),
@@ -399,8 +633,27 @@ class AsyncEnvClient(Generic[ObsT, StateT]):
     async def step(
         self, action: Any, *, timeout: float | None = None, call_timeout: float | None = None
     ) -> StepResult[ObsT]:
-        """Apply an action: a dict, or an instance of the env's Action type (`timeout` and
-        `call_timeout` as for `reset`)."""
+        """Apply one action, and return what it led to.
+
+        Args:
+            action: A dict, or an instance of the env's Action type.
+            timeout: Seconds to wait for the answer here (None: the connection's `timeout`).
+            call_timeout: A shorter deadline for the env's call on the server than the
+                server's own.
+
+        Returns:
+            The next observation, with the transition's `reward`, `done` and `truncated`.
+
+        Raises:
+            InvalidActionError: The action failed validation, or the env refused it (its
+                `field` names the bad field); the step did not count, the episode goes on.
+            ServerError: `reset_required` (no reset yet), `episode_done` (the episode ended:
+                reset first), `unknown_session`, `timeout`.
+            EnvError: The env raised; the session stays open and can be reset.
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout (its late answer will be dropped).
+            msgspec.ValidationError: The observation does not fit `observation_type`.
+        """
         core = self.connection.core
         frame = Step(
             id=core.next_id(),
@@ -416,11 +669,38 @@ class AsyncEnvClient(Generic[ObsT, StateT]):
         timeout: float | None = None,
         call_timeout: float | None = None,
     ) -> StateT:
+        """Read the env's state.
+
+        Args:
+            timeout: Seconds to wait for the answer here (None: the connection's `timeout`).
+            call_timeout: A shorter deadline for the env's call on the server than the
+                server's own.
+
+        Returns:
+            The State: at least `episode_id` and `step_count`, plus the env's own fields (a
+            dict, or `state_type`).
+
+        Raises:
+            ServerError: `unknown_session`, `timeout`, `reset_required` (the env was set
+                aside after a timeout).
+            EnvError: The env raised.
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout (its late answer will be dropped).
+        """
         core = self.connection.core
         frame = GetState(id=core.next_id(), session=self.session_id, call_timeout=call_timeout)
         return core.state(await self.connection.request(frame, timeout), self.types)
 
     async def describe(self) -> EnvInfo:
+        """Describe this session's env: its name, version, description and JSON Schemas.
+
+        Returns:
+            What the env is (`EnvInfo`).
+
+        Raises:
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout (its late answer will be dropped).
+        """
         return await self.connection.describe(self.env)
 
     async def list_tasks(
@@ -430,17 +710,58 @@ class AsyncEnvClient(Generic[ObsT, StateT]):
         offset: int = 0,
         limit: int = 100,
     ) -> Tasks:
-        """This session's env's tasks (see `AsyncConnection.list_tasks`)."""
+        """List this session's env's tasks (see `AsyncConnection.list_tasks`).
+
+        Args:
+            split: Which split (None: the first).
+            offset: The page's first task's position in the split.
+            limit: How many tasks at most (the server gives 1000 a page at most).
+
+        Returns:
+            Every split's size and the page (`Tasks`).
+
+        Raises:
+            ServerError: `invalid_argument` (an unknown split).
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout (its late answer will be dropped).
+        """
         return await self.connection.list_tasks(split, offset=offset, limit=limit, env=self.env)
 
     async def get_task(
         self, task: str | None = None, *, split: str | None = None, index: int | None = None
     ) -> Task:
-        """One of this session's env's tasks (see `AsyncConnection.get_task`)."""
+        """Fetch one of this session's env's tasks (see `AsyncConnection.get_task`).
+
+        Args:
+            task: The task's id.
+            split: Its split (None: the first).
+            index: Its position in the split.
+
+        Returns:
+            The task record and where it is (`Task`).
+
+        Raises:
+            ServerError: `invalid_argument` naming what is unknown, `unsupported` (the env
+                publishes no tasks).
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout (its late answer will be dropped).
+        """
         return await self.connection.get_task(task, split=split, index=index, env=self.env)
 
     async def list_tools(self, *, timeout: float | None = None) -> list[ToolInfo]:
-        """The tools this session's env exposes (`unsupported` when it has none)."""
+        """List the tools this session's env exposes.
+
+        Args:
+            timeout: Seconds to wait for the answer (None: the connection's `timeout`).
+
+        Returns:
+            Each tool's name, description and argument schema.
+
+        Raises:
+            ServerError: `unsupported` (the env exposes no tools), `unknown_session`.
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout (its late answer will be dropped).
+        """
         core = self.connection.core
         frame = ListTools(id=core.next_id(), session=self.session_id)
         answer = core.check(await self.connection.request(frame, timeout))
@@ -455,7 +776,25 @@ class AsyncEnvClient(Generic[ObsT, StateT]):
         timeout: float | None = None,
         call_timeout: float | None = None,
     ) -> Any:
-        """Call one of the env's tools; its result as plain data."""
+        """Call one of the env's tools.
+
+        Args:
+            name: The tool's name.
+            arguments: Its arguments (None: none).
+            timeout: Seconds to wait for the answer here (None: the connection's `timeout`).
+            call_timeout: A shorter deadline for the tool's call on the server than the
+                server's own.
+
+        Returns:
+            What the tool returned, as plain data.
+
+        Raises:
+            ServerError: `invalid_argument` (an unknown tool, bad arguments), `unsupported`
+                (the env exposes no tools), `unknown_session`, `timeout`.
+            EnvError: The tool raised.
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout (its late answer will be dropped).
+        """
         core = self.connection.core
         frame = CallTool(
             id=core.next_id(),
@@ -469,9 +808,23 @@ class AsyncEnvClient(Generic[ObsT, StateT]):
         return core.codec.decode_as(answer.result, Any)
 
     async def share(self, *, timeout: float | None = None) -> str:
-        """A key that lets another connection act in this session (an MCP agent: pass it as
-        the `X-Ecotone-Share` header). It may step, read state and call tools; resetting
-        and closing stay here, and the session closes with this client."""
+        """Let another connection act in this session.
+
+        Whoever presents the key (an MCP agent: as the `X-Ecotone-Share` header) may step,
+        read state and call tools; resetting and closing stay here, and the session closes
+        with this client. The same key every time.
+
+        Args:
+            timeout: Seconds to wait for the answer (None: the connection's `timeout`).
+
+        Returns:
+            The key.
+
+        Raises:
+            ServerError: `unknown_session`, `forbidden` (this connection is itself a guest).
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout (its late answer will be dropped).
+        """
         core = self.connection.core
         frame = Share(id=core.next_id(), session=self.session_id)
         answer = core.check(await self.connection.request(frame, timeout))
@@ -481,8 +834,22 @@ class AsyncEnvClient(Generic[ObsT, StateT]):
     async def shared_steps(
         self, since: int = 0, *, timeout: float | None = None
     ) -> tuple[list[StepResult[ObsT]], int]:
-        """What the steps others made in this shared session observed (reward, done
-        included), from step number `since` on; and the number to ask from next time."""
+        """Read what the steps others made in this shared session observed.
+
+        Args:
+            since: The first step to report (steps are numbered from 0, in the order they
+                ran; the server keeps the last 1,024).
+            timeout: Seconds to wait for the answer (None: the connection's `timeout`).
+
+        Returns:
+            The observations (reward and flags included) from step `since` on, and the number
+            to ask from next time.
+
+        Raises:
+            ServerError: `unknown_session`, `forbidden` (this connection is itself a guest).
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout (its late answer will be dropped).
+        """
         core = self.connection.core
         frame = SharedSteps(id=core.next_id(), session=self.session_id, since=since)
         answer = core.check(await self.connection.request(frame, timeout))
@@ -522,15 +889,42 @@ async def connect(
     env: str | None = None,
     **options: Unpack[ConnectOptions],
 ) -> AsyncEnvClient[Any, Any]:
-    """Connect to a server and open one session, on a connection of its own (closed with it).
+    """Connect to a server and open one session, on a connection of its own.
 
-    `url`: `ws://HOST:PORT`, `http://`, `tcp://`, `unix://`, `stdio:ENV`, `inproc://ENV`,
-    `openenv+http://`... `env`: which env, when the server serves several. `options`
-    (`ConnectOptions`, each optional): `observation_type` / `state_type` to decode into
-    (otherwise dicts); `codec`, `json` or `msgpack`; `timeout`, the default per-call timeout
-    in seconds; `connect_timeout`; `token`, for a server that requires one (else `?token=` in
-    the URL, else `$ECOTONE_TOKEN`). TypeError for any other keyword. Close the session (and
-    its connection) with `aclose()`, or use it as `async with`.
+    Close the session (and its connection) with `aclose()`, or use it as `async with`.
+
+    Args:
+        url: `ws://HOST:PORT`, `http://`, `tcp://`, `unix://`, `stdio:ENV`, `inproc://ENV`,
+            `openenv+http://`... (a `?token=` in it is shown to the server, never logged).
+        env: Which env, when the server serves several (None: its default).
+        **options: `ConnectOptions`, each optional: `observation_type` and `state_type`, the
+            types to decode observations and states into (None: dicts); `codec`, `json` (the
+            default) or `msgpack`; `timeout`, the default per-call timeout in seconds (60;
+            None: none); `connect_timeout`, seconds to connect and shake hands (10); `token`,
+            for a server that requires one (else `?token=` in the URL, else
+            `$ECOTONE_TOKEN`).
+
+    Returns:
+        The session's client.
+
+    Raises:
+        TypeError: A keyword that is not one of the options.
+        ValueError: A URL no installed transport handles, or a malformed one.
+        ConnectionLost: Nothing answers at `url`, or the connection broke.
+        AccessDenied: The server refused the token (or wants one).
+        EcotoneError: What answered is not a server of this transport, or did not complete
+            its handshake within `connect_timeout`.
+        ServerError: The server refused the session: `unknown_env`, `CapacityError`, or
+            `EnvError` when the env's constructor raised.
+        TimeoutError: No answer to the opening within `timeout`.
+
+    Example:
+        >>> env = await ecotone.aconnect("inproc://counter")
+        >>> result = await env.reset(seed=0)
+        >>> result = await env.step({"delta": 2})
+        >>> result.observation["count"], result.reward, result.finished
+        (2, 2.0, False)
+        >>> await env.aclose()
     """
     connecting, opening = split_options(options)
     connection = await AsyncConnection.open_url(url, **connecting)

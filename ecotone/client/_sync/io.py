@@ -103,9 +103,7 @@ def wait_readable(fds: Sequence[int], deadline: float | None) -> list[int]:
     passes. The wait spins first (the process's policy for waits on several sockets) only
     while this process and as many servers as `fds` fit in the cores it may run on: with
     local servers that fill them, a spinning client takes the time of the very servers it
-    waits for (two servers and their client on two cores: servers idle 315 us between
-    steps of about 470 with the client spinning, 210 without; 73,000-76,000 against
-    80,000-84,000 steps/s of CartPole batches)."""
+    waits for (the figures: docs/architecture.md, "Readers spin before they sleep")."""
     poll = _select_poll()
     readable = None
     if len(fds) < _cores():

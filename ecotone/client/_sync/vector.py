@@ -92,9 +92,43 @@ class VectorEnv:
     returns the first k (or more) sub-envs to answer, in the order they answered, so a slow
     sub-env never holds back the fast ones (each is its own `step` frame here).
 
-    `step_timeout`: seconds each step (or reset) may take (None: forever). `record_to`: a
-    directory where every sub-env episode is recorded (see `ecotone.recording`). `token`:
-    for servers that require one (else each URL's `?token=`, else `$ECOTONE_TOKEN`).
+    Args:
+        urls: The servers' URLs (one str: one server); sub-env `i` lives on
+            `urls[i % len(urls)]`.
+        num_envs: How many sub-envs (sessions).
+        env: Which env, when the servers serve several (None: their default).
+        replace_server: Called by `restart` as `replace_server(index, url)` for a server
+            that cannot be reconnected: it starts a replacement and returns its URL (see
+            above).
+        **options: `VectorOptions`, each optional: `observation_type`, the type to decode
+            observations into (None: dicts); `autoreset_mode`, `"next_step"` (the default),
+            `"same_step"` or `"disabled"` (Gymnasium's `AutoresetMode` members too);
+            `errors`, `"raise"` (the default) or `"info"`; `step_timeout`, seconds each step
+            (or reset) may take (60; None: forever); `reset_options`, passed to every
+            automatic reset and merged into explicit ones (None); `codec`, `json` (the
+            default) or `msgpack`; `connect_timeout`, seconds to connect to each server
+            (10); `record_to`, a directory where every sub-env episode is recorded (None:
+            none; see `ecotone.recording`), in `record_format`, `"jsonl"` (the default) or
+            `"msgpack"`; `token`, for servers that require one (else each URL's `?token=`,
+            else `$ECOTONE_TOKEN`).
+
+    Raises:
+        TypeError: A keyword that is not one of the options.
+        ValueError: No URL, fewer than one sub-env, or an autoreset mode, error policy or
+            recording format that is not one.
+        ConnectionLost: The blocking face opens as it is made, and raises what `open`
+            raises: a server cannot be reached (see `open`).
+
+    Example:
+        >>> with ecotone.VectorEnv("inproc://counter", 3) as venv:
+        ...     observations, infos = venv.reset(seed=0)
+        ...     observations, rewards, terminated, truncated, infos = venv.step(
+        ...         [{"delta": 1}, {"delta": 2}, {"delta": 3}]
+        ...     )
+        >>> rewards
+        array([1., 2., 3.])
+        >>> [observation["count"] for observation in observations]
+        [1, 2, 3]
     """
 
     def __init__(
@@ -106,14 +140,6 @@ class VectorEnv:
         replace_server: io.ReplaceServer | None = None,
         **options: Unpack[VectorOptions],
     ) -> None:
-        """The keyword `options` are `VectorOptions` (the class docstring says what each
-        does).
-
-        Raises:
-            TypeError: a keyword that is not one of them.
-            ValueError: no URL, fewer than one sub-env, or an autoreset mode or error policy
-                that is not one.
-        """
         check_options(options, type(self))
         policy = Policy.from_options(options, DEFAULT_TIMEOUT)
         record_to = options.get("record_to")
@@ -140,8 +166,22 @@ class VectorEnv:
             io.call_now(self.open)
 
     def open(self) -> VectorEnv:
-        """Connect and open every sub-env's session; returns the vector env. Idempotent (what
-        `with` does; the blocking face does it as it is made)."""
+        """Connect and open every sub-env's session. Idempotent.
+
+        What `with` does; the blocking face does it as it is made. If it fails,
+        everything it opened is closed.
+
+        Returns:
+            The vector env.
+
+        Raises:
+            ValueError: A URL no installed transport handles, or a malformed one.
+            ConnectionLost: A server cannot be reached.
+            AccessDenied: A server refused the token (or wants one).
+            EcotoneError: What answered is not a server of this transport.
+            SubEnvError: Sessions could not be opened (`unknown_env`, `capacity`...): each
+                failed sub-env's error, by index, in its `errors`.
+        """
         if self._opened:
             return self
         self._opened = True
@@ -175,10 +215,12 @@ class VectorEnv:
 
     @property
     def num_envs(self) -> int:
+        """How many sub-envs."""
         return self._core.num_envs
 
     @property
     def autoreset_mode(self) -> AutoresetMode:
+        """When a sub-env whose episode ended is reset (a str enum: `"next_step"`...)."""
         return self._core.autoreset_mode
 
     @property
@@ -193,6 +235,7 @@ class VectorEnv:
 
     @property
     def connections(self) -> list[Connection]:
+        """Each server's connection, in the order of `urls`."""
         return [link.conn for link in self._core.links]
 
     @property
@@ -202,6 +245,7 @@ class VectorEnv:
 
     @property
     def session_ids(self) -> list[str | None]:
+        """Each sub-env's session id (None while it has no session)."""
         return [sub.session for sub in self._core.subs]
 
     @property
@@ -222,9 +266,26 @@ class VectorEnv:
         seed: int | Sequence[int | None] | None = None,
         options: dict[str, Any] | None = None,
     ) -> tuple[list[Any], dict[str, Any]]:
-        """Reset every sub-env (or those in `options["reset_mask"]`, a bool array). `seed`:
-        an int gives sub-env i `seed + i`; a list gives each its own. Returns (observations,
-        infos)."""
+        """Reset every sub-env, or those in `options["reset_mask"]`.
+
+        Args:
+            seed: An int gives sub-env i `seed + i`; a list gives each its own (None: no
+                seed).
+            options: Reset options for every sub-env reset (merged over `reset_options`);
+                `reset_mask`, a numpy bool array of `num_envs`, resets only the masked ones.
+
+        Returns:
+            `(observations, infos)`: every sub-env's observation, and the resets' infos
+            batched as in Gymnasium.
+
+        Raises:
+            ValueError: A sub-env has a request in flight (`recv` it first), a seed list or
+                mask of the wrong size, or a mask with nothing in it.
+            TypeError: A mask that is not a numpy bool array.
+            SubEnvError: With `errors="raise"`, the first failed sub-env and its cause
+                (`EpisodeLost`, a subclass, when an episode was lost); its `result` is what
+                `errors="info"` would have returned.
+        """
         core = self._core
         subs, seeds, merged = reset_plan(core, seed, options)
         core.check_idle(subs)
@@ -237,7 +298,25 @@ class VectorEnv:
     def step(
         self, actions: Any
     ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Step every sub-env with its action (see the class docstring for autoreset)."""
+        """Step every sub-env with its action (see the class docstring for autoreset).
+
+        Args:
+            actions: One action per sub-env (a dict, or the env's Action type), as a list, or
+                a dict of per-field arrays (`{"delta": np.array([...])}`).
+
+        Returns:
+            `(observations, rewards, terminated, truncated, infos)`: a list, three numpy
+            arrays (float64, bool, bool) and the infos batched as in Gymnasium.
+
+        Raises:
+            RuntimeError: No `reset` yet.
+            ValueError: Not one action per sub-env, a sub-env with a request in flight, or
+                (autoreset `disabled`) a sub-env whose episode is over.
+            TypeError: An action that cannot be encoded.
+            SubEnvError: With `errors="raise"`, the first failed sub-env and its cause
+                (`EpisodeLost`, a subclass, when an episode was lost); its `result` is what
+                `errors="info"` would have returned.
+        """
         core = self._core
         if not self._started:
             raise RuntimeError(
@@ -257,11 +336,28 @@ class VectorEnv:
         seed: int | Sequence[int | None] | None = None,
         options: dict[str, Any] | None = None,
     ) -> tuple[list[Any], dict[str, Any]]:
-        """Reopen the sessions of `env_ids` (closing the old ones; reconnecting first if their
-        connection dropped, or starting a replacement server through `replace_server` when
-        the old one cannot be reached) and reset them; the other sub-envs are untouched.
-        Returns (observations of every sub-env, infos of the restarted ones), like a masked
-        reset; `seed` as for `reset` (an int gives sub-env i `seed + i`)."""
+        """Reopen the sessions of some sub-envs and reset them; the others are untouched.
+
+        The old sessions are closed; a dropped connection is reconnected first, and a server
+        that cannot be reached is replaced through `replace_server`, when given.
+
+        Args:
+            env_ids: The sub-envs' indices (an int, or a sequence or array of them).
+            seed: As for `reset`: an int gives sub-env i `seed + i` (None: no seed).
+            options: Reset options, merged over `reset_options`.
+
+        Returns:
+            `(observations, infos)` like a masked reset: every sub-env's observation, and the
+            restarted ones' infos.
+
+        Raises:
+            IndexError: An index out of range.
+            ValueError: An index named twice, a seed list of the wrong size, or a sub-env
+                with a request in flight (`recv` it first).
+            SubEnvError: With `errors="raise"`, the first failed sub-env and its cause
+                (`EpisodeLost`, a subclass, when an episode was lost); its `result` is what
+                `errors="info"` would have returned.
+        """
         core = self._core
         subs = select_subs(core, env_ids)
         for link in {sub.link.index: sub.link for sub in subs}.values():
@@ -290,14 +386,26 @@ class VectorEnv:
     # --- EnvPool-style asynchronous stepping ---------------------------------------------------
 
     def send(self, actions: Any, env_ids: Any = None, *, batched: bool = False) -> None:
-        """Start a step of each sub-env in `env_ids` (all when None) with its action, without
-        waiting; `recv` collects the results. A sub-env with a step in flight cannot be sent
-        another. Autoreset applies as in `step` (next_step: a finished sub-env is reset).
+        """Start a step of some sub-envs without waiting; `recv` collects the results.
 
-        Each sub-env answers on its own by default, as soon as its step is done. `batched`:
-        the sub-envs of one server go in one `step_many` and answer together, which costs
-        much less per step (EnvPool's way: send a batch to one server, work on another
-        server's batch meanwhile)."""
+        A sub-env with a step in flight cannot be sent another. Autoreset applies as in
+        `step` (next_step: a finished sub-env is reset). Each sub-env answers on its own by
+        default, as soon as its step is done.
+
+        Args:
+            actions: One action per sub-env of `env_ids`, as `step` takes them.
+            env_ids: The sub-envs' indices (None: all of them).
+            batched: The sub-envs of one server go in one `step_many` and answer together,
+                which costs much less per step (EnvPool's way: send a batch to one server,
+                work on another server's batch meanwhile).
+
+        Raises:
+            RuntimeError: No `reset` yet.
+            IndexError: An index out of range.
+            ValueError: An index named twice, not one action per sub-env, a sub-env with a
+                request in flight, or (autoreset `disabled`) a sub-env whose episode is over.
+            TypeError: An action that cannot be encoded.
+        """
         core = self._core
         if not self._started:
             raise RuntimeError(
@@ -310,9 +418,23 @@ class VectorEnv:
         self._flush()
 
     def recv(self, min_ready: int | None = None, max_ready: int | None = None) -> StepBatch:
-        """Wait until at least `min_ready` sent sub-envs have answered (default: all in
-        flight) and return them, at most `max_ready`, in the order they answered:
-        `StepBatch(env_ids, observations, rewards, terminated, truncated, infos)`."""
+        """Wait for sub-envs sent a step to answer, and return their results.
+
+        Args:
+            min_ready: How many to wait for at least (None: all in flight).
+            max_ready: How many to return at most (None: all that answered).
+
+        Returns:
+            `StepBatch(env_ids, observations, rewards, terminated, truncated, infos)`, in the
+            order they answered.
+
+        Raises:
+            ValueError: No sub-env has a step in flight, or `min_ready` is more than can
+                answer (or less than 1).
+            SubEnvError: With `errors="raise"`, the first failed sub-env and its cause
+                (`EpisodeLost`, a subclass, when an episode was lost); its `result` is what
+                `errors="info"` would have returned.
+        """
         core = self._core
         want = wanted(core, min_ready)
         while core.ready_count < want:
@@ -354,9 +476,14 @@ class VectorEnv:
             raise
 
     def _pump(self, deadline: float | None, tally: Tally | None) -> None:
-        """One round of reading: whichever links have answers (at least one, or none when
-        the deadline passes), then the deadline is enforced (`tally`'s requests all expire at
-        `deadline`; without a call, each request at its own)."""
+        """Read one round: whichever links have answers, then enforce the deadline.
+
+        At least one link is read, or none when the deadline passes; then `tally`'s requests
+        all expire at `deadline` (without a call, each request at its own).
+
+        Raises:
+            RuntimeError: Nothing is in flight (a bug of the caller's).
+        """
         core = self._core
         links = [link for link in core.links if link.unanswered > 0]
         if not links:  # pragma: no cover - the callers only pump with requests in flight

@@ -1,5 +1,8 @@
-"""The vector core's state: links (one per server URL), sub-envs, the requests in flight, and
-what a call waits for."""
+"""The vector core's state: links, sub-envs, the requests in flight, what a call waits for.
+
+A link is one server URL and the connection its sub-envs share; a sub-env is one session. The
+records are plain (`__slots__`, no logic beyond their own bookkeeping): the core decides.
+"""
 
 from __future__ import annotations
 
@@ -17,8 +20,10 @@ from ecotone.client.results import StepResult
 
 
 class FrameKind(enum.StrEnum):
-    """What an `InFlight` frame asks (the value is the frame's op, and is what timeout
-    messages name)."""
+    """What an `InFlight` frame asks.
+
+    The value is the frame's op, and is what timeout messages name.
+    """
 
     HELLO = "hello"
     OPEN = "open"
@@ -41,13 +46,24 @@ class Verb(enum.StrEnum):
 
 
 def pipelines(url: str) -> bool:
-    """Whether a connection to `url` carries several requests at once (HTTP and OpenEnv's
-    profile carry one at a time)."""
+    """Tell whether a connection to `url` carries several requests at once.
+
+    Args:
+        url: The server's URL.
+
+    Returns:
+        False for HTTP and OpenEnv's profile, which carry one at a time.
+    """
     return not url.startswith(("http:", "https:", "openenv+"))
 
 
 class Link:
-    """One server URL: the connection its sub-envs share, and the requests in flight on it."""
+    """One server URL: the connection its sub-envs share, and the requests in flight on it.
+
+    Args:
+        index: Its place among the vector env's URLs.
+        url: The server's URL.
+    """
 
     __slots__ = (
         "columns",
@@ -80,11 +96,17 @@ class Link:
 
     @property
     def alive(self) -> bool:
+        """Whether it has a connection, and that connection is open."""
         return self.conn is not None and not self.conn.closed
 
 
 class Sub:
-    """One sub-env: its session, its last observation and what it needs next."""
+    """One sub-env: its session, its last observation and what it needs next.
+
+    Args:
+        index: The sub-env's index.
+        link: The link (server) its session lives on.
+    """
 
     __slots__ = (
         "busy",
@@ -114,7 +136,14 @@ class Sub:
 
 
 class SubOutcome:
-    """What happened to one sub-env in one call (a step, a reset, a restart)."""
+    """What happened to one sub-env in one call (a step, a reset, a restart).
+
+    Args:
+        index: The sub-env's index.
+        kind: What the call asked of it.
+        tally: The call's tally (None: a `send`'s own step).
+        before: The sub-env's observation before the call.
+    """
 
     __slots__ = (
         "action",
@@ -146,7 +175,15 @@ class InFlight:
     """A frame sent (or queued) on a link, and the sub-envs waiting for its answer.
 
     A batched step's `step_many` also keeps its `tally` and the sub-envs' `actions` (in the
-    order of `subs`): its sub-envs have no `SubOutcome` until one is needed (`materialize`)."""
+    order of `subs`): its sub-envs have no `SubOutcome` until one is needed (`materialize`).
+
+    Args:
+        kind: What the frame asks.
+        frame: The frame.
+        link: The link it goes on.
+        subs: The sub-envs waiting for its answer.
+        deadline: When it expires, a `time.monotonic()` value (None: never).
+    """
 
     __slots__ = (
         "actions",
@@ -175,17 +212,26 @@ class InFlight:
         """A `step_many`'s items that are resets (autoresets folded into it), by position."""
 
     def serves(self, tally: Tally) -> bool:
-        """Whether `tally` waits for this request: it is a batched step's for `tally`, or one
-        of its sub-envs has an outcome for `tally`."""
+        """Tell whether `tally` waits for this request.
+
+        Args:
+            tally: A call's tally.
+
+        Returns:
+            True when it is a batched step's for `tally`, or one of its sub-envs has an
+            outcome for `tally`.
+        """
         return self.tally is tally or any(
             s.outcome is not None and s.outcome.tally is tally for s in self.subs
         )
 
 
 class Rows(NamedTuple):
-    """A `step_many` answered in bulk: per item (in the order of `subs`) the observation and
-    the reward (float64, None as 0.0) and flags it carries. `metadata` is each observation's
-    metadata, or None when none has any."""
+    """A `step_many` answered in bulk: per item, in the order of `subs`, what it carries.
+
+    The observation, and the reward (float64, None as 0.0) and flags it carries. `metadata`
+    is each observation's metadata, or None when none has any.
+    """
 
     subs: list[Sub]
     observations: list[Any]
@@ -196,9 +242,15 @@ class Rows(NamedTuple):
 
 
 class Tally:
-    """What one call waits for: a blocking call's (`step`, `reset`, `restart`, opening) or
-    one link's share of a batched `send`. Complete when every sub-env it touches has its
-    outcome (or, for a batched step, its place in `rows`)."""
+    """What one call waits for.
+
+    A blocking call's (`step`, `reset`, `restart`, opening), or one link's share of a
+    batched `send`. Complete when every sub-env it touches has its outcome (or, for a batched
+    step, its place in `rows`).
+
+    Args:
+        order: A batched send's sub-envs, in the order sent (None: a blocking call's).
+    """
 
     __slots__ = ("open", "order", "outcomes", "rows")
 
@@ -212,19 +264,37 @@ class Tally:
 
     @property
     def complete(self) -> bool:
+        """Whether every sub-env it touches has its result."""
         return self.open == 0
 
     def settle(self, n: int) -> bool:
-        """`n` more of its sub-envs have their results. True when that completes a batched
-        send's tally, which then goes to `ready` whole (`VectorCore._sent_complete`)."""
+        """Count `n` more of its sub-envs as having their results.
+
+        Args:
+            n: How many.
+
+        Returns:
+            True when that completes a batched send's tally, which then goes to `ready` whole
+            (`VectorCore._sent_complete`).
+        """
         self.open -= n
         return self.open == 0 and self.order is not None
 
 
 class StepBatch(NamedTuple):
     """The results `recv` returns: the sub-envs that finished, in the order they finished.
-    `infos` is batched as in Gymnasium (`infos[key][j]`, mask `infos["_" + key]`), over the
-    positions of this batch."""
+
+    A named tuple; position `j` of each field is sub-env `env_ids[j]`'s.
+
+    Args:
+        env_ids: The sub-envs' indices (a numpy int array).
+        observations: Their observations (the Observation type, or dicts).
+        rewards: Their rewards (float64).
+        terminated: Whether each episode reached a terminal state (bool).
+        truncated: Whether each episode was cut short (bool).
+        infos: Batched as in Gymnasium (`infos[key][j]`, mask `infos["_" + key]`), over the
+            positions of this batch.
+    """
 
     env_ids: np.ndarray
     observations: list[Any]
@@ -235,18 +305,32 @@ class StepBatch(NamedTuple):
 
 
 def stale_sessions(subs: Sequence[Sub], conn: Any) -> list[Sub]:
-    """Those of `subs` (all of one link, whose live connection is `conn`) whose session cannot
-    take a request as it is: lost, not open (or being reopened), or opened on an earlier
-    connection. The others' sessions are open on `conn`.
+    """Find the sub-envs whose session cannot take a request as it is.
 
     One pass over the sub-envs, not a call per sub-env: a batched step asks it of every
-    sub-env."""
+    sub-env.
+
+    Args:
+        subs: Sub-envs, all of one link.
+        conn: The link's live connection.
+
+    Returns:
+        Those of `subs` whose session is lost, not open (or being reopened), or opened on an
+        earlier connection; the others' sessions are open on `conn`.
+    """
     return [s for s in subs if s.lost is not None or s.session is None or s.conn is not conn]
 
 
 def session_gone(sub: Sub) -> Failure | None:
-    """Why `sub`'s session cannot take a request (its `lost` failure, no open session on its
-    link's connection, or that connection closed), or None when it can."""
+    """Tell why a sub-env's session cannot take a request.
+
+    Args:
+        sub: The sub-env.
+
+    Returns:
+        Its `lost` failure, a lost-connection failure (no open session on its link's
+        connection, or that connection closed), or None when it can take a request.
+    """
     if sub.lost is not None:
         return sub.lost
     if sub.conn is None or stale_sessions((sub,), sub.link.conn):
@@ -257,16 +341,25 @@ def session_gone(sub: Sub) -> Failure | None:
 
 
 def in_flight(subs: Iterable[Sub]) -> list[Sub]:
-    """Those of `subs` with a request in flight, or in a batched send not complete yet:
-    neither may be asked anything else until its result is in."""
+    """Find the sub-envs that may not be asked anything else until their result is in.
+
+    Args:
+        subs: Sub-envs.
+
+    Returns:
+        Those with a request in flight, or in a batched send not complete yet.
+    """
     return [s for s in subs if s.busy is not None or s.sent is not None]
 
 
 def check_idle(subs: Iterable[Sub]) -> None:
     """Refuse to ask anything of sub-envs that are `in_flight`.
 
+    Args:
+        subs: The sub-envs to be asked.
+
     Raises:
-        ValueError: naming the first of them.
+        ValueError: Naming the first of them.
     """
     busy = in_flight(subs)
     if busy:

@@ -1,15 +1,16 @@
 """Fast sandboxed runs: a pool of pre-started bubblewrap sandboxes, each holding a zygote.
 
-A fresh run (`Sandbox.run`) starts bubblewrap and a new interpreter twice per step, about
-0.15 s. Here each sandbox is started once, with the same namespaces, mounts, seccomp filter
-and cgroup as a fresh run, and its first process is a *zygote*: the harness as PID 1 of the
-sandbox's pid namespace, the standard library's common modules already imported. For a run it
-forks a child that becomes the run (its limits set, its descriptors its own); when the run ends
-the zygote kills every other process in the namespace, reaps them, and empties the writable
-directories (/scratch, /tmp, /dev/shm), so that the next run starts from the same state as the
-first. Memory (a forked copy), environment variables, imported modules and processes cannot
-carry over; the tests in `tests/test_sandbox_zygote.py` try each. What the zygote protocol
-looks like is in `harness.py`.
+A fresh run (`Sandbox.run`) starts bubblewrap and a new interpreter twice per step, and those
+starts are most of a short run's time (docs/benchmarks.md, "Sandboxed runs: fresh interpreter
+vs zygote", has the figures). Here each sandbox is started once, with the same namespaces,
+mounts, seccomp filter and cgroup as a fresh run, and its first process is a *zygote*: the
+harness as PID 1 of the sandbox's pid namespace, the standard library's common modules already
+imported. For a run it forks a child that becomes the run (its limits set, its descriptors its
+own); when the run ends the zygote kills every other process in the namespace, reaps them, and
+empties the writable directories (/scratch, /tmp, /dev/shm), so that the next run starts from
+the same state as the first. Memory (a forked copy), environment variables, imported modules
+and processes cannot carry over; the tests in `tests/test_sandbox_zygote.py` try each. What the
+zygote protocol looks like is in `harness.py`.
 
 `pool_for(sandbox)` is the process-wide pool for a bubblewrap sandbox: zygotes are started on
 demand (up to `$ECOTONE_CODING_ZYGOTES`, default 32), kept while idle, replaced when one dies,

@@ -1,13 +1,14 @@
 """HTTP/1.1 for the http transport's client, sans-IO: a request's bytes, and the answer read
 from what arrives, in the shape of h11 but cut to what a client of `POST /v1/frames` meets.
 
-Both faces of the channel (`_async.py`, and `_sync.py` generated from it) use it, so it
-neither reads nor writes. It is written here rather than taken from h11 for speed: h11's
-general event machine cost a blocking round trip some 16 us more than the stdlib's
-http.client did before (each half of the work is a few string operations here). An answer
-is framed as RFC 9112 says: by `Transfer-Encoding: chunked`, by `Content-Length`, or by the
-end of the connection; 1xx interim answers are skipped. Anything else that is not HTTP/1.x is
-an `HttpError`.
+Both faces of the channel (`_async.py`, and `_sync.py` generated from it) use it, so it neither
+reads nor writes. It is written here rather than taken from h11 for speed: a client of one
+route needs none of h11's general event machinery, which costs every round trip more than the
+stdlib's http.client did before, while each half of the work is a few string operations here
+(the decision and its figures: docs/architecture.md, "The http transport's client reads
+HTTP/1.1 itself"). An answer is framed as RFC 9112 says: by `Transfer-Encoding: chunked`, by
+`Content-Length`, or by the end of the connection; 1xx interim answers are skipped. Anything
+else that is not HTTP/1.x is an `HttpError`.
 """
 
 from __future__ import annotations

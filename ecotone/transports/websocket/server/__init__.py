@@ -8,10 +8,12 @@ OpenEnv's own clients work against an ecotone server.
 How it is built, and why: the opening handshake is parsed by h11 (the server's HTTP/1.1 front
 door, `ecotone.server.http11`, which the `http` transport serves these WebSockets on too) and
 answered by `handshake.py` (a pure function); frames are read and written by
-`ecotone.specs.wsframing` in the connection's own task (`ecotone.server.wsloop`). Measured
-here, a trio-websocket echo (a reader task per connection, every message through a channel)
-answers fewer round trips per second than this loop serves env steps, and wsproto's event
-machinery alone cost the server ~40 µs per message (see docs/benchmarks.md).
+`ecotone.specs.wsframing` in the connection's own task (`ecotone.server.wsloop`). No WebSocket
+library on the data path, for speed: trio-websocket (a reader task per connection, every
+message through a channel) answers fewer round trips than this loop serves env steps, and
+wsproto's event machinery costs the server CPU on every message (the decision and its figures:
+docs/architecture.md, "WebSocket without a WebSocket library on the data path"; trio-websocket
+stays in the benchmark as the transport floor).
 
 Dead peers: after `ping_interval` seconds without receiving anything the server sends a ping,
 and the peer's TCP stack must acknowledge it within `ping_timeout` (TCP_USER_TIMEOUT); if it
