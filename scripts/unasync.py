@@ -41,6 +41,7 @@ RULES: list[tuple[str, str]] = [
     (r"\basync with\b", "with"),
     (r"\bawait ", ""),  # not `await\s+`, which could take a line's end with it
     (r"\bAsyncConnection\b", "Connection"),
+    (r"\bAsyncExchange\b", "Exchange"),
     (r"\bAsyncEnvClient\b", "EnvClient"),
     (r"\becotone\.aconnect\b", "ecotone.connect"),  # docstrings' examples: the public faces
     (r"\bAsyncVectorEnv\b", "VectorEnv"),

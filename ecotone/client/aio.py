@@ -14,11 +14,11 @@ from typing import Any, Unpack
 from ecotone.client._async import io
 from ecotone.client._async.connection import (
     CLOSE_TIMEOUT,
-    DEFAULT_TIMEOUT,
     AsyncConnection,
     AsyncEnvClient,
     connect,
 )
+from ecotone.client._async.exchange import DEFAULT_TIMEOUT
 from ecotone.client._core import ConnectOptions, split_options
 
 Opening = Callable[[], Coroutine[Any, Any, AsyncEnvClient[Any, Any]]]

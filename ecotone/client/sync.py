@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from ecotone.client._sync import io
 from ecotone.client._sync.connection import (
     CLOSE_TIMEOUT,
-    DEFAULT_TIMEOUT,
     Connection,
     EnvClient,
     connect,
 )
+from ecotone.client._sync.exchange import DEFAULT_TIMEOUT
 from ecotone.client.errors import ConnectionLost
 from ecotone.specs import Response
 

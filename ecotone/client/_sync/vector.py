@@ -17,7 +17,8 @@ from typing import Any, Unpack
 import numpy as np
 
 from ecotone.client._sync import io
-from ecotone.client._sync.connection import DEFAULT_TIMEOUT, Connection
+from ecotone.client._sync.connection import Connection
+from ecotone.client._sync.exchange import DEFAULT_TIMEOUT
 from ecotone.client._core import EnvTypes
 from ecotone.client._vector.batching import seeds_for, split_actions
 from ecotone.client._vector.core import VectorCore, reset_plan, select_subs

@@ -1,0 +1,295 @@
+# Generated from ecotone/client/_async/exchange.py by scripts/unasync.py: do not edit.
+"""One channel's requests and their answers, matched by id: what a connection is made of.
+
+The connection (`connection.py`) adds sessions and the env's queries on top. The rules are
+the connection's (its module docstring): a fresh id per request, late answers dropped by id,
+no background reader (whoever waits reads, and hands each answer to its owner).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Self
+
+from ecotone.client._sync import io
+from ecotone.client._core import ClientCore, Matcher, Slot, credentials
+from ecotone.client.errors import ConnectionLost
+from ecotone.specs import Hello, Response
+
+DEFAULT_TIMEOUT = 60.0
+"""Seconds a call waits for its answer unless told otherwise."""
+
+
+class Exchange:
+    """Requests and answers on one channel.
+
+    `Connection` is one, with sessions on it; its docstring has the arguments.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        codec: str = "json",
+        timeout: float | None = DEFAULT_TIMEOUT,
+        connect_timeout: float = 10.0,
+        channel: io.Channel | None = None,
+        token: str | None = None,
+    ) -> None:
+        url, token = credentials(url, token)
+        self.url = url
+        self.timeout = timeout
+        self.core = ClientCore(codec)
+        self.channel: io.Channel = (
+            channel if channel is not None else io.channel_now(url, codec, connect_timeout, token)
+        )
+        self.decode = self.core.decode
+        """How received frames are decoded (replaceable: a vector env installs one that decodes
+        observations straight into their type, in the same pass)."""
+        self._match = Matcher()
+        self._read_lock = io.Lock()
+        self._lost: ConnectionLost | None = None
+        self._closed = False
+        if channel is None and token is not None and getattr(self.channel, "needs_hello", False):
+            io.call_now(lambda: self._hello(token, connect_timeout))
+
+    @classmethod
+    def open_url(
+        cls,
+        url: str,
+        *,
+        codec: str = "json",
+        timeout: float | None = DEFAULT_TIMEOUT,
+        connect_timeout: float = 10.0,
+        token: str | None = None,
+    ) -> Self:
+        """Connect to `url`: ws://, http://, tcp://, unix://, stdio:, inproc://, openenv+...
+
+        Args:
+            url: The server's URL (see the class docstring).
+            codec: `json` or `msgpack`.
+            timeout: The default per-call timeout in seconds (None: none).
+            connect_timeout: Seconds to connect and shake hands.
+            token: The server's token (else `?token=` in the URL, else `$ECOTONE_TOKEN`).
+
+        Returns:
+            The connection, open.
+
+        Raises:
+            ValueError: A URL no installed transport handles, or a malformed one.
+            ConnectionLost: Nothing answers at `url`, or the connection broke while opening.
+            AccessDenied: The server refused the token (or wants one).
+            EcotoneError: What answered is not a server of this transport, or did not
+                complete its handshake within `connect_timeout`.
+        """
+        url, token = credentials(url, token)
+        channel = io.open_channel(url, codec, connect_timeout, token)
+        connection = cls(url, codec=codec, timeout=timeout, channel=channel)
+        if token is not None and getattr(channel, "needs_hello", False):
+            connection._hello(token, connect_timeout)
+        return connection
+
+    def _hello(self, token: str, timeout: float) -> None:
+        """Show the token in `hello`, on channels without headers.
+
+        Raises:
+            AccessDenied: The token was refused; the connection is closed then.
+        """
+        try:
+            self.core.check(self.request(Hello(id=self.core.next_id(), token=token), timeout))
+        except BaseException:
+            if not self.closed:
+                with io.shielded():
+                    self.close()
+            raise
+
+    # --- requests ------------------------------------------------------------------------------
+
+    def _check(self) -> None:
+        if self._lost is not None:
+            raise self._lost
+        if self._closed:
+            raise ConnectionLost("this connection is closed")
+
+    def _send(self, frame: Any) -> None:
+        try:
+            self.channel.send(self.core.encode(frame))
+        except ConnectionLost as exc:
+            self._lost = exc
+            raise
+
+    def _read_once(self, deadline: float | None, reader: Slot | None) -> None:
+        """Read once from the channel; every answer in it goes to its owner.
+
+        Raises:
+            ConnectionLost: The connection broke (it stays lost).
+        """
+        try:
+            messages = self.channel.receive(deadline)
+        except ConnectionLost as exc:
+            self._lost = exc
+            raise
+        match, decode = self._match, self.decode
+        for message in messages:
+            match.deliver(decode(message), reader)
+
+    def request(self, frame: Any, timeout: float | None = None) -> Response:
+        """Send one request frame and wait for its answer.
+
+        Args:
+            frame: A request frame (`ecotone.specs`), its `id` fresh.
+            timeout: Seconds to wait for the answer (None: the connection's `timeout`).
+
+        Returns:
+            The answer, error frames included.
+
+        Raises:
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout (its late answer will be dropped).
+        """
+        self._check()
+        timeout = self.timeout if timeout is None else timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        rid = frame.id
+        match = self._match
+        slot = match.expect(rid)
+        data = self.core.encode(frame)
+        try:
+            with io.bounded(deadline):
+                try:
+                    self.channel.send(data)
+                except ConnectionLost as exc:
+                    self._lost = exc
+                    raise
+                while slot.response is None:
+                    with self._read_lock:
+                        if slot.response is not None:
+                            break
+                        self._check()
+                        self._read_once(deadline, slot)
+        except TimeoutError:
+            match.abandon(rid)
+            raise TimeoutError(
+                f"no answer to {type(frame).__name__.lower()} within {timeout}s "
+                "(its late answer will be ignored)"
+            ) from None
+        finally:
+            match.forget(rid)
+        return slot.response
+
+    # --- pipelining: send now, collect answers later -------------------------------------------
+
+    def send(self, frame: Any) -> None:
+        """Send one request frame without waiting; its answer comes out of `poll`.
+
+        Args:
+            frame: A request frame (`ecotone.specs`), its `id` fresh.
+
+        Raises:
+            ConnectionLost: The connection is closed, or broke.
+        """
+        self._check()
+        rid = frame.id
+        self._match.detach(rid)
+        try:
+            self._send(frame)
+        except ConnectionLost:
+            self._match.undetach(rid)
+            raise
+
+    def poll(self, deadline: float | None = None) -> list[Response]:
+        """Collect the answers to requests sent with `send`, as they arrive.
+
+        Whatever is in already, else what the next reads bring. Cancelling it loses nothing.
+
+        Args:
+            deadline: When to give up, a `time.monotonic()` value (None: never).
+
+        Returns:
+            The answers, at least one; an error frame the server could not tie to a request
+            has `id` None.
+
+        Raises:
+            TimeoutError: None arrived by `deadline`.
+            ConnectionLost: The connection is closed, or broke.
+        """
+        match = self._match
+        if not match.inbox:
+            with io.bounded(deadline):
+                while not match.inbox:
+                    with self._read_lock:
+                        if match.inbox:
+                            break
+                        self._check()
+                        self._read_once(deadline, None)
+        return match.take_inbox()
+
+    def poll_once(self, deadline: float | None = None) -> list[Response]:
+        """Collect answers as `poll` does, reading at most once.
+
+        For waiting on several connections at once, where one must not hold up the others.
+
+        Args:
+            deadline: When to give up the read, a `time.monotonic()` value (None: never).
+
+        Returns:
+            What is in already, else the answers one read brings, which may be none (a late
+            answer dropped, a ping).
+
+        Raises:
+            TimeoutError: Nothing could be read by `deadline`.
+            ConnectionLost: The connection is closed, or broke.
+        """
+        match = self._match
+        if not match.inbox:
+            with io.bounded(deadline):
+                with self._read_lock:
+                    if not match.inbox:
+                        self._check()
+                        self._read_once(deadline, None)
+        return match.take_inbox()
+
+    def abandon(self, rid: Any) -> None:
+        """Stop waiting for a request sent with `send`: its late answer will be dropped.
+
+        Args:
+            rid: The request's id.
+        """
+        self._match.abandon(rid)
+
+    @property
+    def pending(self) -> int:
+        """Requests sent with `send` whose answers have not arrived (nor been abandoned)."""
+        return len(self._match.detached)
+
+    @property
+    def closed(self) -> bool:
+        """Whether the connection is closed, or broke."""
+        return self._closed or self._lost is not None
+
+    def fileno(self) -> int | None:
+        """Give the socket's file descriptor, for `select`.
+
+        Returns:
+            The descriptor, or None when the channel has none (HTTP, inproc).
+        """
+        channel = self.channel
+        fileno = getattr(channel, "fileno", None)
+        if callable(fileno):
+            fd = fileno()
+            return None if fd is None else int(fd)
+        sock = getattr(channel, "sock", None) or getattr(channel, "_sock", None)
+        return sock.fileno() if sock is not None else None
+
+    def close(self) -> None:
+        """Close the connection (the server closes its sessions with it). Idempotent."""
+        if not self._closed:
+            self._closed = True
+            with io.shielded():
+                self.channel.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
