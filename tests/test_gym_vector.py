@@ -70,6 +70,7 @@ def test_with_errors_info_a_rejected_action_changes_nothing_in_its_sub_env() -> 
             assert obs["text"][0] == first["text"][0] and obs["guess"][1] == "crane"
             assert rewards[0] == 0.0 and not terminated[0] and not truncated[0]
             assert "not in the word list" in infos["error"][0]
+            assert infos["error"][0].startswith("[invalid_action] invalid action")  # code once
             assert infos["error_code"][0] == "invalid_action" and not infos["episode_lost"][0]
         finally:
             envs.close()

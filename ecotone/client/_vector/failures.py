@@ -174,8 +174,9 @@ class Failure:
         Returns:
             `error` (the code and the message), `error_code` and `episode_lost`.
         """
+        text, code = str(self.error), f"[{self.code}]"
         return {
-            "error": f"[{self.code}] {self.error}",
+            "error": text if text.startswith(code) else f"{code} {text}",  # a ServerError's has it
             "error_code": str(self.code),
             "episode_lost": self.ends_episode,
         }
