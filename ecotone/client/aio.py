@@ -60,15 +60,9 @@ def aconnect(
     env.aclose()`). The session is on a connection of its own.
 
     Args:
-        url: `ws://HOST:PORT`, `http://`, `tcp://`, `unix://`, `stdio:ENV`, `inproc://ENV`,
-            `openenv+http://`... (a `?token=` in it is shown to the server, never logged).
+        url: The server's URL, as `ecotone.connect` takes it.
         env: Which env, when the server serves several (None: its default).
-        **options: `ConnectOptions`, each optional: `observation_type` and `state_type`, the
-            types to decode observations and states into (None: dicts); `codec`, `json` (the
-            default) or `msgpack`; `timeout`, the default per-call timeout in seconds (60;
-            None: none); `connect_timeout`, seconds to connect and shake hands (10); `token`,
-            for a server that requires one (else `?token=` in the URL, else
-            `$ECOTONE_TOKEN`).
+        **options: The same `ConnectOptions` as `ecotone.connect`'s, with the same defaults.
 
     Returns:
         What to await, or to use as `async with`, for the session's `AsyncEnvClient`.
@@ -76,15 +70,9 @@ def aconnect(
     Raises:
         TypeError: A keyword that is not one of the options (here, before anything is
             awaited).
-        ValueError: A URL no installed transport handles, or a malformed one (when awaited,
-            as the rest).
-        ConnectionLost: Nothing answers at `url`, or the connection broke.
-        AccessDenied: The server refused the token (or wants one).
-        EcotoneError: What answered is not a server of this transport, or did not complete
-            its handshake within `connect_timeout`.
-        ServerError: The server refused the session: `unknown_env`, `CapacityError`, or
-            `EnvError` when the env's constructor raised.
-        TimeoutError: No answer to the opening within `timeout`.
+        ConnectionLost: When awaited, this and every other error `ecotone.connect` says it
+            raises (ValueError, AccessDenied, EcotoneError, ServerError, TimeoutError), for
+            the same reasons.
 
     Example:
         >>> async with ecotone.aconnect("inproc://counter") as env:
