@@ -5,9 +5,10 @@ async source, call both by the same names (`AsyncStream` here, `Stream` there). 
 
 * `send(data)` writes all of `data` or raises `ConnectionLost`, and every later send raises
   the same. What tasks send together goes out in one write: the first of them waits a
-  scheduling pass or more while others are joining (`FLUSH_PASSES`), then flushes the
-  queue, shielded from cancellation (a frame cut in half would corrupt the stream for every
-  other task), within `SEND_TIMEOUT`, after which the connection is dropped.
+  scheduling pass while others are joining, then flushes the queue (a pass between writes
+  lets the next ones join), shielded from cancellation (a frame cut in half would corrupt
+  the stream for every other task), within `SEND_TIMEOUT`, after which the connection is
+  dropped.
 * `receive(size, deadline)` returns up to `size` bytes, `b""` at the end of the stream, and
   raises `ConnectionLost` for a broken connection. The caller's cancel scope bounds the wait
   (`io.bounded`); `deadline` is taken so both faces' channels make the same call. A cancelled
@@ -38,8 +39,6 @@ CLOSE_GRACE = 1.0
 """Seconds a closing stream gives its last bytes (a WebSocket close frame)."""
 PROCESS_GRACE = 5.0
 """Seconds a server process has to exit once its stdin is closed, before it is killed."""
-FLUSH_PASSES = 8
-"""Scheduling passes a write waits at most for other tasks to queue theirs (`ByteStream`)."""
 BROKEN = (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError)
 """What anyio raises for a connection that broke under a read or a write."""
 
@@ -83,7 +82,6 @@ class ByteStream:
         self.label = label
         self._out: list[bytes] = []
         self._flushing = False
-        self._shared = False  # the last write carried several frames
         self._flushed: anyio.Event | None = None  # set when the flushing task is done
         self._broken: ConnectionLost | None = None
         self._closed = False
@@ -99,24 +97,20 @@ class ByteStream:
         """Write the queue until it is empty: one write for all that came meanwhile."""
         self._flushing = True
         try:
-            # Let the other tasks queue theirs first. Tasks sharing a connection are woken
-            # one after another (its read lock hands the answers over), so once a write has
-            # carried several frames the next waits two scheduling passes, and more while
-            # the last one brought frames; a task alone on its connection waits one.
-            least = 2 if self._shared else 1
-            queued = len(self._out)
-            for done in range(1, FLUSH_PASSES + 1):
-                await anyio.lowlevel.checkpoint()
-                if done >= least and len(self._out) == queued:
-                    break
-                queued = len(self._out)
+            # Let the other tasks queue theirs first: one scheduling pass before the first
+            # write, and one more before each write after it, so that what the tasks woken
+            # meanwhile send joins the next write. (Waiting several passes for a queue that
+            # is still growing made 64 sessions on one connection cost more CPU per step and
+            # coalesced no better; docs/benchmarks.md.)
+            await anyio.lowlevel.checkpoint()
             with anyio.CancelScope(shield=True):
                 with anyio.move_on_after(SEND_TIMEOUT) as scope:
                     while self._out:
-                        self._shared = len(self._out) > 1
                         chunk = b"".join(self._out)
                         self._out.clear()
                         await self._send.send(chunk)
+                        if self._out:
+                            await anyio.lowlevel.cancel_shielded_checkpoint()
                 if scope.cancelled_caught:
                     self._broken = ConnectionLost(
                         f"{self.label} accepted no data for {SEND_TIMEOUT}s: connection dropped"
