@@ -65,6 +65,14 @@ class DiceEnv(ecotone.Environment[Guess, Roll, Tally]):
     def state(self) -> Tally:
         return self._state
 
+    def snapshot(self) -> bytes:
+        return msgspec.msgpack.encode((self._state, self._rng.getstate()))
+
+    def restore(self, data: bytes, *, episode_id: str | None) -> None:
+        state, (version, internal, gauss) = msgspec.msgpack.decode(data, type=tuple[Tally, Any])
+        self._state = msgspec.structs.replace(state, episode_id=episode_id)
+        self._rng.setstate((version, tuple(internal), gauss))
+
     def close(self) -> None:
         self.closed = True
 
@@ -221,6 +229,26 @@ class PickyEnv(DiceEnv):
         raise ecotone.InvalidAction("the dice are asleep", field="guess")
 
 
+class RngNotSavedEnv(DiceEnv):
+    """Saves its State but not its random generator: a restored episode rolls other dice."""
+
+    def snapshot(self) -> bytes:
+        return msgspec.msgpack.encode(self._state)
+
+    def restore(self, data: bytes, *, episode_id: str | None) -> None:
+        state = msgspec.msgpack.decode(data, type=Tally)
+        self._state = msgspec.structs.replace(state, episode_id=episode_id)
+
+
+class ForkKeepsEpisodeIdEnv(DiceEnv):
+    """Ignores the episode id a restore gives: every fork runs the original's episode id."""
+
+    def restore(self, data: bytes, *, episode_id: str | None) -> None:
+        kept = self._state.episode_id
+        super().restore(data, episode_id=episode_id)
+        self._state.episode_id = kept or "the-same-id"
+
+
 BROKEN: dict[str, tuple[type, set[str]]] = {
     "unseeded": (UnseededEnv, {"seeded_determinism"}),
     "unseeded_step": (UnseededStepEnv, {"seeded_determinism"}),
@@ -234,6 +262,8 @@ BROKEN: dict[str, tuple[type, set[str]]] = {
     "close_raises": (CloseRaisesEnv, {"close_idempotent"}),
     "no_truncated": (NoTruncatedEnv, {"observation_flags"}),
     "no_state_fields": (NoStateFieldsEnv, {"describe", "step_count", "episode_id"}),
+    "rng_not_saved": (RngNotSavedEnv, {"snapshots"}),
+    "fork_keeps_episode_id": (ForkKeepsEpisodeIdEnv, {"snapshots"}),
 }
 """Each broken env, by name, with the checks the suite must fail for it (and only those)."""
 

@@ -393,6 +393,7 @@ def test_an_openenv_url_skips_the_rules_openenv_lacks_with_the_reason() -> None:
         "tasks",
         "step_columns",
         "step_columns_malformed",
+        "snapshots",
         *PROTOCOL,
     }, report.text()
     assert "no reset_required error" in skipped["reset_before_step"]
@@ -612,7 +613,8 @@ def test_cli_validate_url_of_a_broken_env_exits_1_naming_the_check(tmp_path: Pat
     assert len(fail_lines) == 1, done.stdout
     assert fail_lines[0].split()[1] == "episode_id"
     assert "expected 'ecotone-conformance-episode' / seen " in fail_lines[0]
-    assert done.stdout.splitlines()[-1].endswith("1 failed, 1 skipped")  # no probe env
+    # skipped: no_overlapping_calls (no probe env), snapshots (episode_id failed)
+    assert done.stdout.splitlines()[-1].endswith("1 failed, 2 skipped")
 
 
 def test_cli_validate_json_gives_every_result_as_data(tmp_path: Path) -> None:
@@ -622,7 +624,7 @@ def test_cli_validate_json_gives_every_result_as_data(tmp_path: Path) -> None:
     report = json.loads(done.stdout)
     assert report["ok"] is False
     checks = len(ALL_CHECKS) + len(PROTOCOL)
-    summary = {"checks": checks, "passed": checks - 2, "failed": 1, "skipped": 1}
+    summary = {"checks": checks, "passed": checks - 3, "failed": 1, "skipped": 2}
     assert report["summary"] == summary
     (bad,) = [c for c in report["checks"] if c["status"] == "FAIL"]
     assert bad["name"] == "state_schema"
@@ -697,7 +699,8 @@ def test_a_conformance_suite_subclass_is_one_pytest_test_per_check(tmp_path: Pat
     assert "concurrent_sessions: needs seeded_determinism, which failed" in out
     assert "step_columns: needs seeded_determinism, which failed" in out
     n = len(ALL_CHECKS)
-    assert f"1 failed, {2 * n - 3} passed, 2 skipped" in out
+    assert "snapshots: needs seeded_determinism, which failed" in out
+    assert f"1 failed, {2 * n - 4} passed, 3 skipped" in out
     assert "SharedKnobs" not in out and "ConformanceSuite" not in out
 
 

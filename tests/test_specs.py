@@ -16,9 +16,12 @@ from ecotone.specs import (
     Codec,
     Describe,
     Described,
+    DropSnapshot,
     EnvInfo,
     Error,
     ErrorCode,
+    ExportSnapshot,
+    Fork,
     GetState,
     GetTask,
     Hello,
@@ -34,8 +37,10 @@ from ecotone.specs import (
     Render,
     Rendered,
     Reset,
+    Restore,
     Share,
     SharedSteps,
+    Snapshot,
     StateFrame,
     Step,
     StepColumns,
@@ -156,6 +161,11 @@ MINIMAL_REQUESTS: dict[str, tuple[dict[str, Any], type]] = {
     "shared_steps": ({"session": "s", "since": 0}, SharedSteps),
     "list_tasks": ({}, ListTasks),
     "get_task": ({"task": "t"}, GetTask),
+    "snapshot": ({"session": "s"}, Snapshot),
+    "restore": ({"session": "s", "snapshot": "snap-1"}, Restore),
+    "fork": ({"session": "s", "n": 2}, Fork),
+    "export_snapshot": ({"snapshot": "snap-1"}, ExportSnapshot),
+    "drop_snapshot": ({"snapshot": "snap-1"}, DropSnapshot),
 }
 
 
@@ -255,6 +265,8 @@ def test_error_codes_keep_their_wire_values() -> None:
         "timeout",
         "unauthorized",
         "forbidden",
+        "unknown_snapshot",
+        "snapshot_mismatch",
         "internal",
     }
 

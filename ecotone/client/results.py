@@ -45,6 +45,39 @@ class StepResult(msgspec.Struct, Generic[ObsT], frozen=True, kw_only=True, gc=Fa
         return self.done or self.truncated
 
 
+class SnapshotInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """What `snapshot()` returns: the id of a snapshot kept on the server, and what it holds.
+
+    Args:
+        id: The snapshot's id (`restore` and `export_snapshot` take it).
+        size: Its size in bytes, as the server's store counts it.
+        episode_id: The episode it saved.
+        step_count: Steps that episode had taken.
+    """
+
+    id: str
+    size: int
+    episode_id: str | None = None
+    step_count: int = 0
+
+
+class Resumed(msgspec.Struct, Generic[ObsT], frozen=True, kw_only=True):
+    """What `restore()` returns: where the episode put back into the session stands.
+
+    Args:
+        result: Its last observation, as its last `step` (or `reset`) answered it; `finished`
+            when the episode had ended.
+        episode_id: The episode's id.
+        step_count: Steps it had taken.
+        forked_from: The episode it was forked from, if it was.
+    """
+
+    result: StepResult[ObsT]
+    episode_id: str | None = None
+    step_count: int = 0
+    forked_from: str | None = None
+
+
 class Tasks(msgspec.Struct, frozen=True, kw_only=True):
     """What `list_tasks` returns: every split's size, and a page of one split's tasks.
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, final
 import anyio
 
 from ecotone.kernel.modes import Mode
+from ecotone.kernel.snapshots import Saved, aapply, acapture, afork, apply, capture, fork
 
 if TYPE_CHECKING:
     from ecotone.kernel.envspec import EnvSpec
@@ -33,11 +34,14 @@ if TYPE_CHECKING:
     from ecotone.specs import (
         CallTool,
         Close,
+        Fork,
         GetState,
         ListTools,
         Open,
         Render,
         Reset,
+        Restore,
+        Snapshot,
     )
     from ecotone.specs.frames import RequestId
 
@@ -129,6 +133,12 @@ class Call:
     def env(self) -> Any:
         """The env instance the call is made on (None for a constructor)."""
         return getattr(self.fn, "__self__", None)
+
+    def stranded(self) -> list[Any]:
+        """The envs to close when the call ends after its deadline (the engine set them
+        aside): the one it was made on, or the one a constructor made."""
+        env = self.value if self.env is None else self.env
+        return [] if env is None or self.cleanup else [env]
 
     def __repr__(self) -> str:
         name = getattr(self.fn, "__qualname__", repr(self.fn))
@@ -277,6 +287,76 @@ class RenderCall(SessionCall):
         self.rid = request.id
 
 
+class _OnEnv(SessionCall):
+    """A call of a kernel function on the session's env (`target`), not of an env method."""
+
+    __slots__ = ("request", "target")
+    target: Any
+
+    @property
+    def env(self) -> Any:
+        return self.target
+
+
+@final
+class SnapshotCall(_OnEnv):
+    """A snapshot of the session's episode (`snapshots.capture`; `value`: a `Saved`)."""
+
+    op = "snapshot"
+    what = "snapshot"
+
+    def __init__(self, mode: Mode, session: Session, peer: Any, request: Snapshot) -> None:
+        fn = acapture if mode is Mode.AWAIT else capture
+        super().__init__(mode, fn, session, peer, (session.env, session.spec))
+        self.target = session.env
+        self.request = request
+        self.rid = request.id
+
+
+@final
+class RestoreCall(_OnEnv):
+    """A saved episode put into the session's env (`snapshots.apply`)."""
+
+    __slots__ = ("saved",)
+    op = "restore"
+    what = "restore"
+
+    def __init__(
+        self, mode: Mode, session: Session, peer: Any, request: Restore, saved: Saved
+    ) -> None:
+        fn = aapply if mode is Mode.AWAIT else apply
+        args = (session.env, session.spec, saved, saved.episode_id)
+        super().__init__(mode, fn, session, peer, args)
+        self.target = session.env
+        self.request = request
+        self.saved = saved
+        self.rid = request.id
+
+
+@final
+class ForkCall(_OnEnv):
+    """The session's episode saved, and `n` new envs made holding it (`value`: the `Saved`
+    and the envs), each as one of `episode_ids`."""
+
+    __slots__ = ("episode_ids",)
+    op = "fork"
+    what = "fork"
+
+    def __init__(
+        self, mode: Mode, session: Session, peer: Any, request: Fork, episode_ids: list[str]
+    ) -> None:
+        fn = afork if mode is Mode.AWAIT else fork
+        super().__init__(mode, fn, session, peer, (session.env, session.spec, episode_ids))
+        self.target = session.env
+        self.request = request
+        self.episode_ids = episode_ids
+        self.rid = request.id
+
+    def stranded(self) -> list[Any]:
+        made = [] if self.value is None else list(self.value[1])
+        return [self.target, *made]
+
+
 @final
 class CloseCall(SessionCall):
     """`env.close()` of a session leaving the table: asked for by its owner (`request`, which
@@ -306,5 +386,5 @@ class DisposeCall(Call):
     what = "close"
     cleanup = True
 
-    def __init__(self, env: Any) -> None:
-        super().__init__(Mode.AWAIT, env.close)
+    def __init__(self, env: Any, mode: Mode = Mode.AWAIT) -> None:
+        super().__init__(mode, env.close)

@@ -86,6 +86,9 @@ class EngineCore:
         """Sessions that became free, whose queued requests `_drain` starts."""
         self._finishers: dict[type, Finisher] = {}
         """Each kind of call's finisher, by the call's type (filled by the parts)."""
+        self._begin: dict[type, Any] = {}
+        """How each request on an idle session begins, by its frame type (filled by the
+        parts)."""
         # What the server did, for /metrics (plain counters: nothing on the hot path but +1).
         self.errors: collections.Counter[str] = collections.Counter()
         """Error frames answered, by code."""

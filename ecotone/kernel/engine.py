@@ -7,9 +7,9 @@ on every transport and under every driver (trio in the server, trio or asyncio o
 thread in the inproc channels), and tests can drive it by hand.
 
 The engine is one class composed of parts, each a module: `stepping.py` (the one step path),
-`batches.py` (`step_many`, `step_columns`), `operations.py` (every other request), on
-`core.py` (what they share). A session's phase follows one table (`states.py`). The rules this
-module keeps:
+`batches.py` (`step_many`, `step_columns`), `snapshotting.py` (snapshots, restores, forks),
+`operations.py` (every other request), on `core.py` (what they share). A session's phase
+follows one table (`states.py`). The rules this module keeps:
 
 * **One request of a session at a time, in arrival order.** A request for a session that is
   busy (a call in flight, or held by a batch) waits in the session's queue; each answer of a
@@ -48,20 +48,24 @@ from typing import Any, Final, final
 
 from ecotone.kernel import answers
 from ecotone.kernel.batches import Batches, Entry
-from ecotone.kernel.calls import Call, CloseCall, DisposeCall, Mode, OpenCall
+from ecotone.kernel.calls import Call, CloseCall, DisposeCall, ForkCall, Mode, OpenCall
 from ecotone.kernel.core import log
 from ecotone.kernel.envspec import EnvSpec
 from ecotone.kernel.limits import Limits
 from ecotone.kernel.operations import Operations
 from ecotone.kernel.peers import NO_CALLS, Owner, Peer, Sink, token_number
 from ecotone.kernel.sessions import Session
+from ecotone.kernel.snapshotting import Snapshotting
 from ecotone.kernel.states import Event, advance
 from ecotone.kernel.stepping import refused
 from ecotone.specs import (
     Close,
     Codec,
     Describe,
+    DropSnapshot,
     ErrorCode,
+    ExportSnapshot,
+    Fork,
     GetTask,
     Hello,
     ListTasks,
@@ -71,8 +75,10 @@ from ecotone.specs import (
     Request,
     Reset,
     Response,
+    Restore,
     Share,
     SharedSteps,
+    Snapshot,
     Step,
     StepColumns,
     StepMany,
@@ -83,6 +89,9 @@ _OWNER_ONLY: Final[dict[type, str]] = {
     Close: "closes",
     Share: "shares",
     SharedSteps: "reads the steps of",
+    Snapshot: "snapshots",
+    Restore: "restores",
+    Fork: "forks",
 }
 """What a guest of a shared session may not do, and who does it instead."""
 
@@ -98,7 +107,7 @@ class _Queued:
         self.request = request
 
 
-class Engine(Batches, Operations):
+class Engine(Batches, Operations, Snapshotting):
     """Serves a set of environments to any number of peers, under one set of rules."""
 
     def __init__(
@@ -222,6 +231,8 @@ class Engine(Batches, Operations):
                 self._answered(call, self._close_done(call, jobs), jobs)
         else:
             assert session is not None, call
+            if type(call) is ForkCall:  # its copies will never be sessions
+                self.release_fork(call)
             env = session.env
             advance(session, Event.TIMED_OUT)
             session.env = None
@@ -241,6 +252,8 @@ class Engine(Batches, Operations):
         sessions it was only a guest of stay open."""
         owner.closed = True
         self.sessions.detach(owner)
+        if owner.principal is None:  # a connection's snapshots go with it (a token's stay)
+            self.snapshots.drop_owner(owner)
         jobs: list[Call] = []
         for session in self.sessions.owned_by(owner):
             self._retire(session, reason, jobs)
@@ -382,6 +395,10 @@ class Engine(Batches, Operations):
             return self._list_tasks(peer, request)  # type: ignore[arg-type]
         if kind is GetTask:
             return self._get_task(peer, request)  # type: ignore[arg-type]
+        if kind is ExportSnapshot:
+            return self._export_snapshot(peer, request)  # type: ignore[arg-type]
+        if kind is DropSnapshot:
+            return self._drop_snapshot(peer, request)  # type: ignore[arg-type]
         return None
 
     def _submit_to_session(self, peer: Peer, request: Any, jobs: list[Call]) -> None:

@@ -22,6 +22,7 @@ import msgspec
 from ecotone.kernel.contract import AsyncEnvironment, Environment
 from ecotone.kernel.modes import Mode, mode_of
 from ecotone.kernel.rubrics import Rubric, check_rubric, scored_factory, scored_mode
+from ecotone.kernel.snapshots import schema_hash, snapshot_kind, unsupported_reason
 from ecotone.kernel.tasks import TaskError, TaskSet, task_set_of
 from ecotone.specs import EnvInfo
 
@@ -249,6 +250,14 @@ class EnvSpec:
     """The tasks the env publishes (`ecotone.TaskSet`), or those a server was told to use."""
     rubric: Rubric | None = None
     """The rubric that scores every step (`ecotone.rubrics`): the env's own, or a server's."""
+    snapshots: str | None = None
+    """How the env saves its episodes (`ecotone.kernel.snapshots`): `methods`, `state`, or
+    None: it cannot (`snapshot_reason` says why)."""
+    snapshot_reason: str = ""
+    snapshot_schema: str = ""
+    """The hash of the State's schema a snapshot names."""
+    snapshot_identity: dict[str, str] = attrs.field(factory=dict)
+    """What else a snapshot must match (the env class's `snapshot_identity`)."""
     mode: Mode = attrs.field(init=False)
     """How every method of the env runs (ecotone.kernel.calls): awaited, inline, or in a
     worker thread."""
@@ -346,6 +355,13 @@ class EnvSpec:
             call_timeout=_call_timeout(env_cls, label),
             tasks=tasks,
             rubric=rubric,
+            snapshots=snapshot_kind(env_cls),
+            snapshot_reason=unsupported_reason(env_cls, label) or "",
+            snapshot_schema=schema_hash(types[2]),
+            snapshot_identity={
+                str(k): str(v)
+                for k, v in (getattr(env_cls, "snapshot_identity", None) or {}).items()
+            },
         )
 
     def with_rubric(self, rubric: Rubric) -> EnvSpec:

@@ -76,6 +76,14 @@ class Limits:
     max_http_sessions_per_client: int = attrs.field(default=64, validator=_positive)
     """Sessions one client address may hold through OpenEnv's HTTP routes (`capacity`, 503,
     past it)."""
+    max_snapshots: int = attrs.field(default=64, validator=_positive)
+    """Snapshots one owner (a token, or a connection on a server without tokens) may keep on
+    the server at once; one more gets `capacity` (scope `owner`) until it drops some."""
+    max_snapshot_bytes: int = attrs.field(default=64 * 1024 * 1024, validator=_positive)
+    """Bytes one snapshot may take (the env's state, its last observation, a rubric's turns);
+    a larger one gets `capacity` (scope `size`)."""
+    max_snapshot_store_bytes: int = attrs.field(default=512 * 1024 * 1024, validator=_positive)
+    """Bytes all snapshots kept on the server may take together (`capacity`, scope `store`)."""
     busy_poll_us: float = attrs.field(default=DEFAULT_US, validator=_budget)
     """Microseconds a connection's reader polls for the next request without blocking
     before it sleeps (0: never; at most 1 s). Adaptive: a poll that runs out stops it for a

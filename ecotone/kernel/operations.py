@@ -106,17 +106,18 @@ class Operations(EngineCore):
                 DisposeCall: self._disposed,
             }
         )
-        self._begin: dict[type, Any] = {
-            Reset: self._begin_reset,
-            GetState: self._begin_state,
-            Close: self._begin_close,
-            ListTools: self._begin_list_tools,
-            CallTool: self._begin_call_tool,
-            Render: self._begin_render,
-            Share: self._begin_share,
-            SharedSteps: self._begin_shared_steps,
-        }
-        """How each request on an idle session begins, by its frame type."""
+        self._begin.update(
+            {
+                Reset: self._begin_reset,
+                GetState: self._begin_state,
+                Close: self._begin_close,
+                ListTools: self._begin_list_tools,
+                CallTool: self._begin_call_tool,
+                Render: self._begin_render,
+                Share: self._begin_share,
+                SharedSteps: self._begin_shared_steps,
+            }
+        )
 
     # --- requests of no session ---------------------------------------------------------------
 
@@ -315,6 +316,8 @@ class Operations(EngineCore):
         except (TypeError, msgspec.EncodeError) as exc:
             return answers.unencodable(session.spec.name, "an observation", exc, req.id, session.id)
         advance(session, Event.FINISHED if ends_episode(obs) else Event.OBSERVED)
+        session.observation = obs
+        session.forked_from = None
         if self._on_episode is not None:
             self._on_episode(
                 session_id=session.id,

@@ -497,6 +497,20 @@ class AsyncScoredEnv(_Scored):
         return await self._run(self._inner.call_tool, name, arguments)
 
 
+def unwrap_scored(env: Any) -> tuple[Any, list[Turn] | None]:
+    """The env under a rubric's wrapper (or `env` itself), and the turns the wrapper keeps of
+    the episode (None: it keeps none, or there is no wrapper): what a snapshot saves."""
+    if isinstance(env, _Scored):
+        return env._inner, (env._history if env._keep else None)
+    return env, None
+
+
+def restore_turns(env: Any, turns: list[Turn]) -> None:
+    """Give a rubric's wrapper the turns of a saved episode (no wrapper: nothing to do)."""
+    if isinstance(env, _Scored) and env._keep:
+        env._history = list(turns)
+
+
 def scored_mode(rubric: Rubric, mode: str) -> str:
     """How a wrapped env's methods run: as the env's do, except that an inline env with an
     async rubric becomes awaited (the loop cannot block on the rubric)."""

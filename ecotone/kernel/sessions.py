@@ -91,6 +91,11 @@ class Session:
     """The TaskRef of the episode's task (envs that publish tasks), set by its reset."""
     client: str | None = None
     """The client address the session was leased to (`leases.py`), or None."""
+    observation: Any = None
+    """The last observation the session's episode gave (a reset's or a step's): what a
+    snapshot saves for the client that resumes it."""
+    forked_from: str | None = None
+    """The episode this session's was forked from, if it was."""
 
     def record_guest_step(self, codec: Any, encoded: bytes) -> None:
         kept = self.guest_steps

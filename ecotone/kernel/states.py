@@ -25,12 +25,17 @@ The phases:
 
 The table (events across, phases down; `-` means the event cannot happen there):
 
-             RESET   REPLACED  OBSERVED  FINISHED  TIMED_OUT  CLOSED
-    FRESH    FRESH   -         RUNNING   ENDED     BROKEN     CLOSED
-    RUNNING  FRESH   -         RUNNING   ENDED     BROKEN     CLOSED
-    ENDED    FRESH   -         -         -         BROKEN     CLOSED
-    BROKEN   -       FRESH     -         -         BROKEN     CLOSED
-    CLOSED   -       -         -         -         -          -
+             RESET   REPLACED  OBSERVED  FINISHED  TIMED_OUT  CLOSED  RESUMED  RESUMED_ENDED
+    FRESH    FRESH   -         RUNNING   ENDED     BROKEN     CLOSED  RUNNING  ENDED
+    RUNNING  FRESH   -         RUNNING   ENDED     BROKEN     CLOSED  RUNNING  ENDED
+    ENDED    FRESH   -         -         -         BROKEN     CLOSED  RUNNING  ENDED
+    BROKEN   -       FRESH     -         -         BROKEN     CLOSED  -        -
+    CLOSED   -       -         -         -         -          -       -        -
+
+A restore (or a fork's copy, made FRESH) takes the phase of the episode it puts back:
+RESUMED for one that was running, RESUMED_ENDED for one that had ended. A snapshot or a fork
+needs an episode (FRESH refuses them: `reset_required`); a session whose env was set aside
+takes none of the three.
 
 A step that raises moves nothing (the env decides whether its episode goes on; the client may
 always reset), except a rubric's failure after the env's step ended the episode (FINISHED).
@@ -44,11 +49,14 @@ from typing import Any, Final
 
 from ecotone.specs import (
     CallTool,
+    Fork,
     GetState,
     ListTools,
     Render,
+    Restore,
     Share,
     SharedSteps,
+    Snapshot,
     Step,
 )
 
@@ -78,6 +86,10 @@ class Event(enum.Enum):
     """A call outlived its deadline: the env is set aside."""
     CLOSED = "closed"
     """The session left the table."""
+    RESUMED = "resumed"
+    """A saved episode that was running was put back into the session (restore, fork)."""
+    RESUMED_ENDED = "resumed_ended"
+    """A saved episode that had ended was put back into the session."""
 
 
 class Refusal(enum.Enum):
@@ -104,6 +116,8 @@ TRANSITIONS: Final[Mapping[Phase, Mapping[Event, Phase]]] = {
         Event.FINISHED: _E,
         Event.TIMED_OUT: _B,
         Event.CLOSED: _C,
+        Event.RESUMED: _R,
+        Event.RESUMED_ENDED: _E,
     },
     _R: {
         Event.RESET: _F,
@@ -111,17 +125,39 @@ TRANSITIONS: Final[Mapping[Phase, Mapping[Event, Phase]]] = {
         Event.FINISHED: _E,
         Event.TIMED_OUT: _B,
         Event.CLOSED: _C,
+        Event.RESUMED: _R,
+        Event.RESUMED_ENDED: _E,
     },
-    _E: {Event.RESET: _F, Event.TIMED_OUT: _B, Event.CLOSED: _C},
+    _E: {
+        Event.RESET: _F,
+        Event.TIMED_OUT: _B,
+        Event.CLOSED: _C,
+        Event.RESUMED: _R,
+        Event.RESUMED_ENDED: _E,
+    },
     _B: {Event.REPLACED: _F, Event.TIMED_OUT: _B, Event.CLOSED: _C},
     _C: {},
 }
 """The phase each event leads to, by the phase it happens in."""
 
-_SET_ASIDE: Final = (GetState, ListTools, CallTool, Render, Share, SharedSteps)
+_SET_ASIDE: Final = (
+    GetState,
+    ListTools,
+    CallTool,
+    Render,
+    Share,
+    SharedSteps,
+    Snapshot,
+    Restore,
+    Fork,
+)
 
 REFUSALS: Final[Mapping[Phase, Mapping[type, Refusal]]] = {
-    _F: {Step: Refusal.RESET_REQUIRED},
+    _F: {
+        Step: Refusal.RESET_REQUIRED,
+        Snapshot: Refusal.RESET_REQUIRED,
+        Fork: Refusal.RESET_REQUIRED,
+    },
     _R: {},
     _E: {Step: Refusal.EPISODE_DONE},
     _B: {Step: Refusal.BROKEN, **dict.fromkeys(_SET_ASIDE, Refusal.BROKEN)},

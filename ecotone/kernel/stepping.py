@@ -223,6 +223,7 @@ class Stepping(EngineCore):
         except (TypeError, msgspec.EncodeError) as exc:
             return answers.unencodable(session.spec.name, "an observation", exc, rid, session.id)
         self._settle(1, (session,) if ends_episode(outcome) else ())
+        session.observation = outcome
         if session.guests is not None and peer.owner is not session.owner:
             session.record_guest_step(peer.codec, bytes(raw))  # for its owner: `shared_steps`
         if self._on_step is not None:
@@ -289,6 +290,7 @@ class Stepping(EngineCore):
                 errors[len(observations)] = self._failed(session, exc, rid)
                 append(None)
                 continue
+            session.observation = obs
             try:  # `ends_episode`, inline: an ecotone.Observation has both flags
                 if obs.done or obs.truncated:
                     ended.append(session)
@@ -386,6 +388,7 @@ class Stepping(EngineCore):
             except BaseException as exc:
                 append(self._failed(session, exc, rid))
                 continue
+            session.observation = obs
             try:  # `ends_episode`, inline: an ecotone.Observation has both flags
                 if obs.done or obs.truncated:
                     ended.append(session)

@@ -7,12 +7,15 @@ error that says what to install. Rules are in `ChessEnv`'s docstring.
 
 from __future__ import annotations
 
+import pickle
 import random
 import re
 import uuid
 from collections.abc import Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, Literal
+
+import msgspec
 
 import ecotone
 
@@ -314,6 +317,22 @@ class ChessEnv(ecotone.Environment[ChessAction, ChessObservation, ChessState]):
 
     def state(self) -> ChessState:
         return self._state
+
+    def snapshot(self) -> bytes:
+        """The game (the board with its move stack, the opponent's random generator, the
+        result so far), pickled: the server keeps it, and seals what leaves it."""
+        return pickle.dumps(
+            (self._board, self._rng.getstate(), self._state, self._result, self._termination)
+        )
+
+    def restore(self, data: bytes, *, episode_id: str | None) -> None:
+        """Put back a `snapshot()`, as episode `episode_id`."""
+        board, rng, state, self._result, self._termination = pickle.loads(data)
+        self._board = board
+        self._rng = random.Random()
+        self._rng.setstate(rng)
+        self._state = msgspec.structs.replace(state, episode_id=episode_id)
+        self._checked_ply = -1
 
     def sample_action(self, rng: random.Random) -> ChessAction:
         """A uniformly random legal move (UCI)."""

@@ -83,6 +83,10 @@ class CounterEnv(ecotone.Environment[CounterAction, CounterObservation, CounterS
     def state(self) -> CounterState:
         return self._state
 
+    def load_state(self, state: CounterState) -> None:
+        """Put a saved episode back (its State holds all of it: snapshots, forks)."""
+        self._state = state
+
     def close(self) -> None:
         pass
 

@@ -65,6 +65,10 @@ class EchoEnv(ecotone.Environment[EchoAction, EchoObservation, EchoState]):
     def state(self) -> EchoState:
         return self._state
 
+    def load_state(self, state: EchoState) -> None:
+        """Put a saved episode back (its State holds all of it: snapshots, forks)."""
+        self._state = state
+
     def sample_action(self, rng: random.Random) -> EchoAction:
         """A short random word, or one time in five the empty message that ends the episode."""
         if rng.random() < 0.2:

@@ -235,6 +235,11 @@ class GridworldEnv(ecotone.Environment[GridworldAction, GridworldObservation, Gr
     def state(self) -> GridworldState:
         return self._state
 
+    def load_state(self, state: GridworldState) -> None:
+        """Put a saved episode back (its State holds all of it: snapshots, forks)."""
+        self._state = state
+        self._bumped = False  # only the last observation says it, and the snapshot keeps that
+
     def render(self) -> str:
         """The grid as text with its legend: the custom view the web UI shows."""
         st = self._state

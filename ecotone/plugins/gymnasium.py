@@ -48,6 +48,7 @@ import inspect
 import itertools
 import json
 import os
+import pickle
 import random
 import re
 import threading
@@ -274,6 +275,21 @@ class GymnasiumEnv(ecotone.Environment[Any, Any, Any]):
     def state(self) -> Any:
         return self._state
 
+    def snapshot(self) -> bytes:
+        """The Gymnasium env as `gymnasium.make` wrapped it (the unwrapped env with its
+        `np_random`, and the wrappers' state such as `TimeLimit`'s step count) and the
+        episode's State, pickled: the server keeps it, and seals what leaves it."""
+        return pickle.dumps((self._env, msgspec.msgpack.encode(self._state)))
+
+    def restore(self, data: bytes, *, episode_id: str | None) -> None:
+        """Put back a `snapshot()`, as episode `episode_id` (the env it replaces is closed)."""
+        env, encoded = pickle.loads(data)  # the server's own bytes, or a blob its seal passed
+        state = msgspec.msgpack.decode(encoded, type=self.state_type)
+        old, self._env = self._env, env
+        self._env_step = env.step
+        self._state = msgspec.structs.replace(state, episode_id=episode_id)
+        old.close()
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -311,6 +327,15 @@ def make_probe(name: str, gym_id: str, kwargs: dict[str, Any]) -> Any:
             + "".join(f", {k}={v!r}" for k, v in kwargs.items())
             + f") failed: {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def snapshot_identity(gym_id: str, kwargs: dict[str, Any]) -> dict[str, str]:
+    """What a snapshot of a bridged env must match besides its schema: the Gymnasium env id
+    with its arguments, and gymnasium's version (its envs' pickled state is its own)."""
+    import gymnasium
+
+    made = gym_id + "".join(f",{k}={v!r}" for k, v in sorted(kwargs.items()))
+    return {"gymnasium_env": made, "gymnasium": gymnasium.__version__}
 
 
 def build_env_class(name: str) -> type[GymnasiumEnv]:
@@ -354,6 +379,7 @@ def build_env_class(name: str) -> type[GymnasiumEnv]:
         "version": str(spec.version) if spec is not None and spec.version is not None else "0",
         "readme": readme,
         "inline": _inline(entry_point, kwargs),
+        "snapshot_identity": snapshot_identity(gym_id, kwargs),
         "action_type": action_type,
         "observation_type": observation_type,
         "state_type": state_type,

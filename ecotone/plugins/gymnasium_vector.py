@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import pickle
 import random
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
@@ -42,6 +43,7 @@ from ecotone.plugins.gymnasium import (
     _stem,
     make_probe,
     parse_name,
+    snapshot_identity,
 )
 
 if TYPE_CHECKING:
@@ -166,6 +168,21 @@ class GymnasiumVectorEnv(ecotone.Environment[Any, Any, Any]):
     def state(self) -> Any:
         return self._state
 
+    def snapshot(self) -> bytes:
+        """The batch (every sub-env as `gymnasium.make` wrapped it, random generators and
+        wrappers' state included) and the State, pickled: the server keeps it, and seals
+        what leaves it."""
+        return pickle.dumps((self._venv, msgspec.msgpack.encode(self._state)))
+
+    def restore(self, data: bytes, *, episode_id: str | None) -> None:
+        """Put back a `snapshot()`, as episode `episode_id` (the batch it replaces is closed)."""
+        venv, encoded = pickle.loads(data)  # the server's own bytes, or a blob its seal passed
+        state = msgspec.msgpack.decode(encoded, type=self.state_type)
+        old, self._venv = self._venv, venv
+        self._state = msgspec.structs.replace(state, episode_id=episode_id)
+        if old is not None:
+            old.close()
+
     def close(self) -> None:
         if self._venv is not None:
             self._venv.close()
@@ -233,6 +250,7 @@ def build_vector_env_class(name: str) -> type[GymnasiumVectorEnv]:
         "__doc__": f"Gymnasium's {gym_id}, a SyncVectorEnv of it per session, served by ecotone.",
         "__module__": __name__,
         "gym_id": gym_id,
+        "snapshot_identity": snapshot_identity(gym_id, kwargs),
         "make_kwargs": kwargs,
         "name": name,
         "description": f"Gymnasium's {gym_id} served as batches (a SyncVectorEnv per session)",

@@ -220,6 +220,9 @@ class McpServerEnv(ecotone.Environment[McpToolAction, McpToolObservation, McpToo
     timeout: ClassVar[float] = DEFAULT_TIMEOUT
     reward_fn: ClassVar[Callable[[Any, Any], float] | None] = None
     pass_env: ClassVar[tuple[str, ...]] = ()
+    snapshot_unsupported: ClassVar[str] = (
+        "an MCP server's state lives in its own process, and MCP has no way to save or restore it"
+    )
 
     def __init__(self) -> None:
         self._link: _Link | None = None

@@ -241,6 +241,16 @@ class WordleEnv(ecotone.Environment[WordleAction, WordleObservation, WordleState
             return st
         return msgspec.structs.replace(st, secret="")
 
+    def snapshot(self) -> bytes:
+        """The episode, secret included (`state()` hides it while the game goes on; the
+        server seals what leaves it)."""
+        return msgspec.msgpack.encode(self._state)
+
+    def restore(self, data: bytes, *, episode_id: str | None) -> None:
+        """Put back a `snapshot()`, as episode `episode_id`."""
+        state = msgspec.msgpack.decode(data, type=WordleState)
+        self._state = msgspec.structs.replace(state, episode_id=episode_id)
+
     def sample_action(self, rng: random.Random) -> WordleAction:
         """A random word of the list (always a valid guess)."""
         return WordleAction(guess=rng.choice(words()))

@@ -259,11 +259,11 @@ class Runner:
         if not late:
             return
         try:
-            env = call.value if call.env is None else call.env
-            if env is not None and not call.cleanup:
-                env.close()
-        except BaseException:
-            log.exception("an env set aside after its deadline raised in close()")
+            for env in call.stranded():
+                try:
+                    env.close()
+                except BaseException:
+                    log.exception("an env set aside after its deadline raised in close()")
         finally:
             with self._lock:
                 self.hung -= 1

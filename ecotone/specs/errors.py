@@ -42,6 +42,8 @@ class ErrorCode(enum.StrEnum):
     TIMEOUT = "timeout"
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN = "forbidden"
+    UNKNOWN_SNAPSHOT = "unknown_snapshot"
+    SNAPSHOT_MISMATCH = "snapshot_mismatch"
     INTERNAL = "internal"
 
 
@@ -93,6 +95,15 @@ ERROR_DESCRIPTIONS: dict[ErrorCode, str] = {
         "The request came from a web page of another origin, or named a host this server "
         "does not answer for (`[access]` origins and hosts)."
     ),
+    ErrorCode.UNKNOWN_SNAPSHOT: (
+        "The snapshot id names no snapshot this token (or, on a server without tokens, this "
+        "connection) holds: never made, dropped, or made by another."
+    ),
+    ErrorCode.SNAPSHOT_MISMATCH: (
+        "The snapshot cannot go into this session: another env, another version of it, a "
+        "state of another shape, another format, or bytes this server's key did not seal "
+        "(details say which). The session is left as it was."
+    ),
     ErrorCode.INTERNAL: ("A bug in ecotone itself. Please report it."),
 }
 """What each code means; published in docs/protocol.md."""
@@ -115,6 +126,8 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.TIMEOUT: 504,
     ErrorCode.UNAUTHORIZED: 401,
     ErrorCode.FORBIDDEN: 403,
+    ErrorCode.UNKNOWN_SNAPSHOT: 404,
+    ErrorCode.SNAPSHOT_MISMATCH: 409,
     ErrorCode.INTERNAL: 500,
 }
 """The HTTP status that carries each error frame over the HTTP transport."""

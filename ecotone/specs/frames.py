@@ -23,7 +23,7 @@ from ecotone.specs.errors import ErrorCode
 PROTOCOL_VERSION = 1
 """The version `hello` negotiates. Bumped only for incompatible changes."""
 
-FEATURES: tuple[str, ...] = ("step_many.reset", "step_columns")
+FEATURES: tuple[str, ...] = ("step_many.reset", "step_columns", "snapshots")
 """The features this package's servers list in `welcome` (and its clients use when listed)."""
 
 SUBPROTOCOLS: dict[str, str] = {
@@ -276,6 +276,68 @@ class GetTask(RequestFrame, tag="get_task"):
     index: int | None = None
 
 
+class Snapshot(EnvCallFrame, tag="snapshot"):
+    """Save the session's episode where it is, on the server.
+
+    Answered by `snapshotted` with the snapshot's id and size. The snapshot holds the env's
+    whole state (its random generators included), the episode's id, step count, task, last
+    observation and the rubric's running state. It is kept in a bounded store
+    (`[limits] max_snapshots`, `max_snapshot_bytes`, `max_snapshot_store_bytes`), owned by the
+    token that made it, or by the connection on a server without tokens (and dropped with
+    it). An env that cannot be saved answers `unsupported` with the reason; a session with no
+    episode yet, `reset_required`.
+    """
+
+    session: str
+    session_bound: ClassVar[bool] = True
+
+
+class Restore(EnvCallFrame, tag="restore"):
+    """Put a saved episode back into a session.
+
+    The episode is a snapshot of this server by id, or an exported one (`blob`, from this
+    server or another with the same snapshot key). Answered by `restored` with the episode's
+    id, step count, task and observation. A blob of another env, of another version of it,
+    of a state of another shape or not sealed by this server's key is refused with
+    `snapshot_mismatch` naming what differs, and the session is left as it was.
+    """
+
+    session: str
+    snapshot: str | None = None
+    blob: bytes | None = None
+    session_bound: ClassVar[bool] = True
+
+
+class Fork(EnvCallFrame, tag="fork"):
+    """Make `n` new sessions, each holding a copy of this session's episode where it is.
+
+    Answered by `forked` with their ids. Each copy goes on on its own, with a new episode id
+    that names the one it came from (`forked_from`). The new sessions count against the
+    same capacity limits as opened ones; if they do not all fit, none is made (`capacity`).
+    """
+
+    session: str
+    n: int = 1
+    session_bound: ClassVar[bool] = True
+
+
+class ExportSnapshot(RequestFrame, tag="export_snapshot"):
+    """Ask for a snapshot as bytes another server can restore (`restore` with `blob`).
+
+    Answered by `snapshot_export`. The bytes are sealed (authenticated encryption with the
+    server's snapshot key): whoever holds them can neither read nor alter them, and only a
+    server with the same key restores them.
+    """
+
+    snapshot: str
+
+
+class DropSnapshot(RequestFrame, tag="drop_snapshot"):
+    """Forget a snapshot, freeing its room in the store. Answered by `snapshot_dropped`."""
+
+    snapshot: str
+
+
 class Ping(RequestFrame, tag="ping"):
     """Application-level liveness check. Answered by `pong`."""
 
@@ -297,6 +359,11 @@ Request = (
     | SharedSteps
     | ListTasks
     | GetTask
+    | Snapshot
+    | Restore
+    | Fork
+    | ExportSnapshot
+    | DropSnapshot
     | Ping
 )
 """Every client -> server frame."""
@@ -320,6 +387,11 @@ REQUEST_OPS: frozenset[str] = frozenset(
         SharedSteps,
         ListTasks,
         GetTask,
+        Snapshot,
+        Restore,
+        Fork,
+        ExportSnapshot,
+        DropSnapshot,
         Ping,
     )
 )
@@ -388,7 +460,8 @@ class Welcome(Frame, tag="welcome"):
     features: list[str] = []
     """What this server does beyond version 1's frames: `step_many.reset` (a `step_many`
     item may be a reset, see `StepItem`), `step_columns` (it takes `step_columns`, `step_many`
-    by columns, see `StepColumns`)."""
+    by columns, see `StepColumns`), `snapshots` (it takes `snapshot`, `restore`, `fork`,
+    `export_snapshot` and `drop_snapshot`)."""
 
 
 class Described(Frame, tag="described"):
@@ -538,6 +611,60 @@ class TaskAnswer(Frame, tag="task"):
     task: msgspec.Raw
 
 
+class Snapshotted(Frame, tag="snapshotted"):
+    """Answer to `snapshot`: the snapshot's id, its size in bytes, and the episode it holds."""
+
+    session: str
+    snapshot: str
+    size: int
+    episode_id: str | None = None
+    step_count: int = 0
+
+
+class Restored(Frame, tag="restored"):
+    """Answer to `restore`: the episode the session now runs, where it stands.
+
+    `observation` is the last one the episode gave (as its `step` or `reset` answered it);
+    `done` when that ended the episode (steps are then `episode_done` until a reset).
+    """
+
+    session: str
+    episode_id: str | None = None
+    step_count: int = 0
+    observation: msgspec.Raw = msgspec.Raw(b"null")
+    task: TaskRef | None = None
+    forked_from: str | None = None
+
+
+class Forked(Frame, tag="forked"):
+    """Answer to `fork`: the new sessions, and each one's new episode id.
+
+    They all stand where the session stood: `observation` is its last one.
+    """
+
+    session: str
+    sessions: list[str]
+    episode_ids: list[str]
+    forked_from: str | None = None
+    """The episode they came from."""
+    step_count: int = 0
+    observation: msgspec.Raw = msgspec.Raw(b"null")
+    task: TaskRef | None = None
+
+
+class SnapshotExport(Frame, tag="snapshot_export"):
+    """Answer to `export_snapshot`: the sealed bytes (base64 in JSON)."""
+
+    snapshot: str
+    blob: bytes
+
+
+class SnapshotDropped(Frame, tag="snapshot_dropped"):
+    """Answer to `drop_snapshot`."""
+
+    snapshot: str
+
+
 class Pong(Frame, tag="pong"):
     """Answer to `ping`."""
 
@@ -558,6 +685,11 @@ Response = (
     | SharedStepsResult
     | TaskPage
     | TaskAnswer
+    | Snapshotted
+    | Restored
+    | Forked
+    | SnapshotExport
+    | SnapshotDropped
     | Pong
     | Error
 )

@@ -23,6 +23,7 @@ from typing import Any, Generic, TypeVar, Unpack
 
 from ecotone.client._async import io
 from ecotone.client._async.exchange import AsyncExchange
+from ecotone.client._async.snapshots import SessionSnapshots
 from ecotone.client._core import (
     ConnectOptions,
     EnvTypes,
@@ -266,7 +267,7 @@ class AsyncConnection(AsyncExchange):
         return out
 
 
-class AsyncEnvClient(Generic[ObsT, StateT]):
+class AsyncEnvClient(SessionSnapshots, Generic[ObsT, StateT]):
     """One session on a server: its own env instance, to reset, step, inspect and close.
 
     `ecotone.aconnect` makes one on a connection of its own, `AsyncConnection.open` on a

@@ -23,6 +23,7 @@ from typing import Any, Generic, TypeVar, Unpack
 
 from ecotone.client._sync import io
 from ecotone.client._sync.exchange import Exchange
+from ecotone.client._sync.snapshots import SessionSnapshots
 from ecotone.client._core import (
     ConnectOptions,
     EnvTypes,
@@ -266,7 +267,7 @@ class Connection(Exchange):
         return out
 
 
-class EnvClient(Generic[ObsT, StateT]):
+class EnvClient(SessionSnapshots, Generic[ObsT, StateT]):
     """One session on a server: its own env instance, to reset, step, inspect and close.
 
     `ecotone.connect` makes one on a connection of its own, `Connection.open` on a

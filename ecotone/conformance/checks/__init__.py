@@ -7,6 +7,7 @@ registered here in the order they run and are reported in.
     closing       closing a session, twice, and its id after
     tasks         tasks listed, found and started
     columns       step_columns against step_many
+    snapshots     restores and forks replay as the original did
 """
 
 from ecotone.conformance.checks.closing import check_close_idempotent, check_close_releases_session
@@ -28,6 +29,7 @@ from ecotone.conformance.checks.episodes import (
     check_step_after_done,
     check_step_count,
 )
+from ecotone.conformance.checks.snapshots import check_snapshots
 from ecotone.conformance.checks.tasks import check_tasks
 from ecotone.conformance.registry import CHECKS, register
 
@@ -48,6 +50,7 @@ ENV_CHECKS = (
     check_tasks,
     check_step_columns,
     check_step_columns_malformed,
+    check_snapshots,
 )
 """The env's checks in the order they run (`ecotone validate` prints them in it)."""
 

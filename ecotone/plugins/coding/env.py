@@ -6,6 +6,7 @@ import ast
 import functools
 import json
 import os
+import pickle
 import random
 import secrets
 import tempfile
@@ -506,6 +507,25 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
 
     def state(self) -> CodingState:
         return self._state
+
+    def snapshot(self) -> bytes:
+        """The episode: its task (hidden tests included), limits, attempts and best score,
+        pickled (the server keeps it, and seals what leaves it). Files a program left in the
+        session's scratch directory are not kept: every run starts from the submitted code."""
+        if self._task is None:
+            raise RuntimeError("nothing to save before the first reset")
+        return pickle.dumps((self._task, self._limits, msgspec.msgpack.encode(self._state)))
+
+    def restore(self, data: bytes, *, episode_id: str | None) -> None:
+        """Put back a `snapshot()`, as episode `episode_id`, on this server's sandbox."""
+        task, limits, encoded = pickle.loads(data)  # the server's own bytes, or a sealed blob
+        state = msgspec.msgpack.decode(encoded, type=CodingState)
+        sandbox = sandbox_for(self._mode())
+        if self._root is None:
+            self._root = Path(tempfile.mkdtemp(prefix="ecotone-coding-"))
+            self._cleanup = weakref.finalize(self, remove_tree, self._root)
+        self._sandbox, self._task, self._limits = sandbox, task, limits
+        self._state = msgspec.structs.replace(state, episode_id=episode_id, sandbox=sandbox.kind)
 
     @classmethod
     def status(cls) -> str:

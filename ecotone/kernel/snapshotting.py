@@ -1,0 +1,341 @@
+"""Snapshots, restores and forks of live episodes: the engine's part for them.
+
+What each request does (`snapshots.py` has what a snapshot holds and how an env is saved):
+
+* `snapshot` saves the session's episode (an env call, run as the env's methods run) into the
+  bounded store, owned by the requester's token, or its connection on a server without
+  tokens. FRESH sessions refuse it (`reset_required`: there is no episode), as do sessions
+  whose env was set aside; an env that cannot be saved answers `unsupported` with the reason.
+* `restore` puts a saved episode (by id from the store, or a sealed blob) into the session:
+  the blob is opened with the server's `Seal` and checked against the session's env before
+  anything reaches it (`snapshot_mismatch`, the session untouched). The session then runs the
+  saved episode (RESUMED, or RESUMED_ENDED for one that had ended), its task and last
+  observation included. A restore the env fails leaves the episode unknown: the session goes
+  back to FRESH (a reset is needed) and the client hears the env's error.
+* `fork` claims `n` slots first (all or none: `capacity`), then, in one env call, saves the
+  episode and makes `n` envs holding it, each a new session of the requester with a new
+  episode id that names its origin (`forked_from`). A fork that fails makes no session.
+* `export_snapshot` seals a stored snapshot for another server; `drop_snapshot` frees one.
+
+Only a session's owner may snapshot, restore or fork it (a guest gets `forbidden`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ecotone.kernel import answers
+from ecotone.kernel.calls import Call, DisposeCall, ForkCall, RestoreCall, SnapshotCall
+from ecotone.kernel.core import EngineCore
+from ecotone.kernel.sealing import Seal, SealError
+from ecotone.kernel.sessions import CapacityError, Session
+from ecotone.kernel.snapshots import (
+    Saved,
+    SnapshotMismatch,
+    SnapshotStore,
+    StoreFull,
+    check,
+    decode,
+    encode,
+    new_episode_id,
+)
+from ecotone.kernel.states import Event, Phase, advance
+from ecotone.specs import (
+    DropSnapshot,
+    Error,
+    ErrorCode,
+    ExportSnapshot,
+    Fork,
+    Forked,
+    Response,
+    Restore,
+    Restored,
+    Snapshot,
+    SnapshotDropped,
+    SnapshotExport,
+    Snapshotted,
+)
+from ecotone.specs.frames import RequestId
+
+if TYPE_CHECKING:
+    from ecotone.kernel.peers import Peer
+
+
+class Snapshotting(EngineCore):
+    """Snapshot, restore, fork, export and drop."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        limits = self.limits
+        self.snapshots = SnapshotStore(
+            limits.max_snapshots, limits.max_snapshot_bytes, limits.max_snapshot_store_bytes
+        )
+        """The snapshots kept on the server."""
+        self.seal = Seal.random()
+        """What seals exported snapshots and opens blobs to restore (the server sets the key
+        replicas share, `--snapshot-key-file`; else its own, random)."""
+        self._finishers.update(
+            {
+                SnapshotCall: self._snapshotted,
+                RestoreCall: self._restored,
+                ForkCall: self._forked,
+            }
+        )
+        self._begin.update(
+            {
+                Snapshot: self._begin_snapshot,
+                Restore: self._begin_restore,
+                Fork: self._begin_fork,
+            }
+        )
+
+    @staticmethod
+    def snapshot_owner(peer: Peer) -> object:
+        """Who owns what `peer` snapshots: its token, or its owner (a connection)."""
+        principal = peer.owner.principal
+        return peer.owner if principal is None else ("token", principal)
+
+    def _unsaveable(self, session: Session, rid: RequestId) -> Error | None:
+        spec = session.spec
+        if spec.snapshots is None:
+            return answers.error(ErrorCode.UNSUPPORTED, spec.snapshot_reason, rid, session.id)
+        return None
+
+    # --- snapshot -----------------------------------------------------------------------------
+
+    def _begin_snapshot(self, session: Session, peer: Peer, req: Snapshot, jobs: list[Call]) -> Any:
+        error = self._unsaveable(session, req.id)
+        if error is not None:
+            return error
+        call = SnapshotCall(session.spec.mode, session, peer, req)
+        return self._make(call, jobs, self._limit(session.spec, req.call_timeout))
+
+    def _episode(self, session: Session, saved: Saved, peer: Peer) -> Saved:
+        """`saved` with what the kernel knows of the session's episode."""
+        try:
+            observation = msgspec.msgpack.encode(session.observation)
+        except (TypeError, msgspec.EncodeError):
+            observation = b""
+        return msgspec.structs.replace(
+            saved,
+            ended=session.phase is Phase.ENDED,
+            task=session.task,
+            forked_from=session.forked_from,
+            observation=observation,
+        )
+
+    def _snapshotted(self, call: SnapshotCall, jobs: list[Call]) -> Response:
+        session, req = call.session, call.request
+        if call.error is not None:
+            return answers.env_error(call.error, req.id, session.id, "snapshot")
+        saved = self._episode(session, call.value, call.peer)
+        try:
+            sid = self.snapshots.put(self.snapshot_owner(call.peer), saved)
+        except StoreFull as exc:
+            return answers.error(
+                ErrorCode.CAPACITY, str(exc), req.id, session.id, scope=exc.scope, limit=exc.limit
+            )
+        return Snapshotted(
+            id=req.id,
+            session=session.id,
+            snapshot=sid,
+            size=saved.size,
+            episode_id=saved.episode_id,
+            step_count=saved.step_count,
+        )
+
+    # --- restore ------------------------------------------------------------------------------
+
+    def _saved_for(self, session: Session, peer: Peer, req: Restore) -> Saved | Error:
+        """The saved episode a restore names, checked against the session's env."""
+        rid = req.id
+        if (req.snapshot is None) == (req.blob is None):
+            return answers.error(
+                ErrorCode.INVALID_ARGUMENT,
+                "restore takes one of `snapshot` (an id) and `blob` (an exported snapshot)",
+                rid,
+                session.id,
+            )
+        if req.snapshot is not None:
+            saved = self.snapshots.get(self.snapshot_owner(peer), req.snapshot)
+            if saved is None:
+                return unknown_snapshot(req.snapshot, rid, session.id)
+        else:
+            try:
+                saved = decode(self.seal.open(req.blob or b""))
+            except SealError as exc:
+                return mismatch(str(exc), "seal", rid, session.id)
+            except SnapshotMismatch as exc:
+                return mismatch(str(exc), exc.what, rid, session.id)
+        try:
+            check(saved, session.spec)
+        except SnapshotMismatch as exc:
+            return mismatch(str(exc), exc.what, rid, session.id)
+        return saved
+
+    def _begin_restore(self, session: Session, peer: Peer, req: Restore, jobs: list[Call]) -> Any:
+        error = self._unsaveable(session, req.id)
+        if error is not None:
+            return error
+        saved = self._saved_for(session, peer, req)
+        if type(saved) is Error:
+            return saved
+        call = RestoreCall(session.spec.mode, session, peer, req, saved)  # type: ignore[arg-type]
+        return self._make(call, jobs, self._limit(session.spec, req.call_timeout))
+
+    def _restored(self, call: RestoreCall, jobs: list[Call]) -> Response:
+        session, req, saved = call.session, call.request, call.saved
+        if call.error is not None:
+            if session.phase is not Phase.FRESH:
+                advance(session, Event.RESET)  # the env's state is unknown: a reset is needed
+            session.observation = None
+            return answers.env_error(call.error, req.id, session.id, "restore")
+        spec = session.spec
+        try:
+            observation = (
+                msgspec.msgpack.decode(saved.observation, type=spec.observation_type)
+                if saved.observation
+                else None
+            )
+            raw = call.peer.codec.raw(observation)
+        except (TypeError, msgspec.DecodeError, msgspec.EncodeError) as exc:
+            if session.phase is not Phase.FRESH:
+                advance(session, Event.RESET)
+            session.observation = None
+            return answers.env_error(exc, req.id, session.id, "restore")
+        advance(session, Event.RESUMED_ENDED if saved.ended else Event.RESUMED)
+        session.task = saved.task
+        session.observation = observation
+        session.forked_from = saved.forked_from
+        return Restored(
+            id=req.id,
+            session=session.id,
+            episode_id=saved.episode_id,
+            step_count=saved.step_count,
+            observation=raw,
+            task=saved.task,
+            forked_from=saved.forked_from,
+        )
+
+    # --- fork ---------------------------------------------------------------------------------
+
+    def _begin_fork(self, session: Session, peer: Peer, req: Fork, jobs: list[Call]) -> Any:
+        error = self._unsaveable(session, req.id)
+        if error is not None:
+            return error
+        n = req.n
+        if n < 1 or n > self.limits.max_sessions:
+            return answers.error(
+                ErrorCode.INVALID_ARGUMENT,
+                f"fork makes 1 to {self.limits.max_sessions} sessions (max_sessions), not {n}",
+                req.id,
+                session.id,
+            )
+        owner = peer.owner
+        claimed = 0
+        try:
+            for _ in range(n):
+                self.sessions.reserve(
+                    owner,
+                    self.limits.max_sessions_per_connection,
+                    self.limits.max_sessions_per_token,
+                )
+                claimed += 1
+        except CapacityError as exc:
+            for _ in range(claimed):
+                self.sessions.release(owner)
+            return answers.error(
+                ErrorCode.CAPACITY,
+                f"no room for {n} forked sessions: {exc}",
+                req.id,
+                session.id,
+                active=exc.active,
+                limit=exc.limit,
+                asked=n,
+            )
+        episode_ids = [new_episode_id() for _ in range(n)]
+        call = ForkCall(session.spec.mode, session, peer, req, episode_ids)
+        return self._make(call, jobs, self._limit(session.spec, req.call_timeout))
+
+    def release_fork(self, call: ForkCall) -> None:
+        """Give back the slots a fork claimed and will not fill."""
+        for _ in call.episode_ids:
+            self.sessions.release(call.peer.owner)
+
+    def _forked(self, call: ForkCall, jobs: list[Call]) -> Response:
+        source, req, peer = call.session, call.request, call.peer
+        if call.error is not None:
+            self.release_fork(call)
+            return answers.env_error(call.error, req.id, source.id, "fork")
+        saved, made = call.value
+        try:
+            raw = peer.codec.raw(source.observation)
+        except (TypeError, msgspec.EncodeError) as exc:
+            raw, failed = None, exc
+        if raw is None:
+            self.release_fork(call)
+            for env in made:
+                self._dispose(env, jobs, source)
+            return answers.env_error(failed, req.id, source.id, "fork")
+        event = Event.RESUMED_ENDED if source.phase is Phase.ENDED else Event.RESUMED
+        now = self.clock()
+        ids: list[str] = []
+        for env in made:
+            copy = self.sessions.add(source.spec, env, peer.owner, now)
+            advance(copy, event)
+            copy.task = source.task
+            copy.observation = source.observation
+            copy.forked_from = saved.episode_id
+            ids.append(copy.id)
+            self.opened_total += 1
+            if self._on_opened is not None:
+                self._on_opened(session_id=copy.id, env=source.spec.name)
+            if peer.owner.closed:  # the peer left while the copies were made
+                self._retire(copy, "disconnect", jobs, quiet=True)
+        return Forked(
+            id=req.id,
+            session=source.id,
+            sessions=ids,
+            episode_ids=call.episode_ids,
+            forked_from=saved.episode_id,
+            step_count=saved.step_count,
+            observation=raw,
+            task=source.task,
+        )
+
+    def _dispose(self, env: Any, jobs: list[Call], like: Session) -> None:
+        """Close an env no session will hold, as its session's calls run."""
+        dispose = DisposeCall(env, like.spec.mode)
+        outcome = self._make(dispose, jobs, self._limit(like.spec))
+        if isinstance(outcome, Call):
+            jobs.append(outcome)
+
+    # --- requests of no session ---------------------------------------------------------------
+
+    def _export_snapshot(self, peer: Peer, req: ExportSnapshot) -> Response:
+        saved = self.snapshots.get(self.snapshot_owner(peer), req.snapshot)
+        if saved is None:
+            return unknown_snapshot(req.snapshot, req.id, None)
+        return SnapshotExport(id=req.id, snapshot=req.snapshot, blob=self.seal.seal(encode(saved)))
+
+    def _drop_snapshot(self, peer: Peer, req: DropSnapshot) -> Response:
+        if not self.snapshots.drop(self.snapshot_owner(peer), req.snapshot):
+            return unknown_snapshot(req.snapshot, req.id, None)
+        return SnapshotDropped(id=req.id, snapshot=req.snapshot)
+
+
+def unknown_snapshot(sid: str, rid: RequestId, session: str | None) -> Error:
+    return answers.error(
+        ErrorCode.UNKNOWN_SNAPSHOT,
+        f"no snapshot {sid!r} is held here for this token or connection (never made, dropped, "
+        "or another's)",
+        rid,
+        session,
+        snapshot=sid,
+    )
+
+
+def mismatch(message: str, what: str, rid: RequestId, session: str | None) -> Error:
+    return answers.error(ErrorCode.SNAPSHOT_MISMATCH, message, rid, session, differs=what)
