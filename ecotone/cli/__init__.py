@@ -1,7 +1,7 @@
 """The `ecotone` command: `main` parses the command line and runs one command, each in a module
 of this package (serve.py: serve, mcp; listing.py: list; play.py; collect.py; authoring.py:
-validate, init; launch.py: launch, gc, build; export.py). The top layer: nothing in ecotone
-imports it."""
+validate, init; launch.py: launch, gc, build; export.py; keygen.py). The top layer: nothing
+in ecotone imports it."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import ecotone
 from ecotone.cli.authoring import init_arguments, run_init, run_validate, validate_arguments
 from ecotone.cli.collect import collect_arguments, run_collect
 from ecotone.cli.export import export_arguments, run_export
+from ecotone.cli.keygen import keygen_arguments, run_keygen
 from ecotone.cli.launch import (
     build_arguments,
     gc_arguments,
@@ -49,6 +50,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "gc": run_gc,
     "build": run_build,
     "export": run_export,
+    "keygen": run_keygen,
 }
 
 
@@ -107,6 +109,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     init_arguments(
         sub.add_parser("init", help="scaffold a pip-installable env plugin distribution")
+    )
+    keygen_arguments(
+        sub.add_parser("keygen", help="write a new snapshot key (servers that resume each other)")
     )
     return parser
 

@@ -95,6 +95,19 @@ def serve_arguments(p: argparse.ArgumentParser) -> None:
         metavar="MODULE:NAME",
         help="score every step with this rubric (ecotone.rubrics) instead of the env's reward",
     )
+    p.add_argument(
+        "--checkpoint-dir",
+        metavar="DIR",
+        help="keep sessions' checkpoints in DIR (on request, and for every session left at "
+        "shutdown); a server started later on DIR resumes them ([snapshots] checkpoint_dir)",
+    )
+    p.add_argument(
+        "--snapshot-key-file",
+        metavar="FILE",
+        help="seal exported snapshots and checkpoints with the key in FILE (`ecotone keygen`); "
+        "servers that restore each other's share it (default: one of its own, kept in "
+        "--checkpoint-dir when given)",
+    )
     p.add_argument("--record", metavar="DIR", help="record every episode's trajectory under DIR")
     p.add_argument("--record-format", choices=["jsonl", "msgpack"], help="recording format (jsonl)")
     p.add_argument(
@@ -162,6 +175,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "recording": {"dir": args.record, "format": args.record_format},
         "auth": {"token_file": args.token_file, "required": False if args.no_auth else None},
         "tls": {"cert": args.tls_cert, "key": args.tls_key},
+        "snapshots": {"key_file": args.snapshot_key_file, "checkpoint_dir": args.checkpoint_dir},
         "log": {
             "format": args.log_format,
             "level": "info" if args.verbose else None,

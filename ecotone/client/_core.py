@@ -66,6 +66,13 @@ class ConnectOptions(TypedDict, total=False):
     """Seconds to connect and shake hands (10)."""
     token: str | None
     """For a server that requires one (else `?token=` in the URL, else `$ECOTONE_TOKEN`)."""
+    resume: bool
+    """`connect` only: resume the session on a server restarted on the same checkpoint
+    directory when the connection breaks (docs/snapshots.md)."""
+    checkpoint_every: int | None
+    """With `resume`: ask for a checkpoint every this many steps (None: only at shutdown)."""
+    resume_timeout: float
+    """With `resume`: seconds to keep trying to reconnect (60)."""
 
 
 SESSION_OPTIONS: Final = frozenset({"observation_type", "state_type"})

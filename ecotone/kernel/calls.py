@@ -74,6 +74,8 @@ class Call:
     """What it is, as a `timeout` error says (`the env's WHAT did not end...`)."""
     cleanup: ClassVar[bool] = False
     """An env's `close()`: the driver makes it even when it is stopping (shielded)."""
+    essential: ClassVar[bool] = False
+    """Made even when the driver is stopping (a checkpoint the shutdown writes)."""
 
     def __init__(
         self,
@@ -300,10 +302,12 @@ class _OnEnv(SessionCall):
 
 @final
 class SnapshotCall(_OnEnv):
-    """A snapshot of the session's episode (`snapshots.capture`; `value`: a `Saved`)."""
+    """A snapshot of the session's episode (`snapshots.capture`; `value`: a `Saved`). A
+    durable one the shutdown asks for (`request.id` None) is made even while stopping."""
 
     op = "snapshot"
     what = "snapshot"
+    essential = True
 
     def __init__(self, mode: Mode, session: Session, peer: Any, request: Snapshot) -> None:
         fn = acapture if mode is Mode.AWAIT else capture
@@ -355,6 +359,39 @@ class ForkCall(_OnEnv):
     def stranded(self) -> list[Any]:
         made = [] if self.value is None else list(self.value[1])
         return [self.target, *made]
+
+
+@final
+class CheckpointCall(SessionCall):
+    """A session's checkpoint file written, read or removed by the server's checkpoint store
+    (`purpose`: `write`, `read`, `delete`), in a worker thread: no env is called."""
+
+    __slots__ = ("key", "purpose", "request")
+    op = "checkpoint"
+    what = "checkpoint"
+    essential = True
+
+    def __init__(
+        self,
+        session: Session,
+        peer: Any,
+        request: Any,
+        key: str,
+        call: tuple[str, Any, tuple[Any, ...]],
+    ) -> None:
+        purpose, fn, args = call
+        super().__init__(Mode.THREAD, fn, session, peer, args)
+        self.request = request
+        self.key = key
+        self.purpose = purpose
+        self.rid = None if request is None else request.id
+
+    @property
+    def env(self) -> Any:
+        return None
+
+    def stranded(self) -> list[Any]:
+        return []
 
 
 @final

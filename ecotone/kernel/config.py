@@ -41,6 +41,10 @@ command-line flags. Structured with cattrs, so a wrong key or type is an error n
     format = "json"        # or "text"; one JSON object per line
     level = "info"         # session events are info
 
+    [snapshots]            # snapshots and checkpoints (docs/snapshots.md)
+    key_file = "/run/secrets/ecotone-snapshot-key"   # shared by replicas that resume each other
+    checkpoint_dir = "/var/lib/ecotone/checkpoints"  # sessions resumable after a restart
+
     [recording]            # trajectory recording, off unless dir is set
     dir = "runs/traj"
     format = "jsonl"       # or "msgpack"
@@ -62,7 +66,8 @@ Environment variables: `ECOTONE_ENV`, `ECOTONE_TRANSPORT`, `ECOTONE_HOST`, `ECOT
 `ECOTONE_RECORDING_DIR`, `ECOTONE_RECORDING_FORMAT`, `ECOTONE_AUTH_TOKEN`,
 `ECOTONE_AUTH_TOKEN_FILE`, `ECOTONE_AUTH_REQUIRED`, `ECOTONE_MCP_<NAME>`,
 `ECOTONE_METRICS_STEP_LATENCY`, `ECOTONE_LOG_FORMAT`, `ECOTONE_LOG_LEVEL`,
-`ECOTONE_TLS_CERT`, `ECOTONE_TLS_KEY` and `ECOTONE_OPENENV_INVALID_ACTION`. The value `none`
+`ECOTONE_TLS_CERT`, `ECOTONE_TLS_KEY`, `ECOTONE_OPENENV_INVALID_ACTION` and
+`ECOTONE_SNAPSHOTS_<NAME>` (`ECOTONE_SNAPSHOTS_KEY_FILE`, `..._CHECKPOINT_DIR`). The value `none`
 clears an optional limit. An unknown `ECOTONE_LIMITS_*` variable, or one a letter or two away
 from a known name (`ECOTONE_PROT`), is an error; other `ECOTONE_*` names are left to plugins
 (e.g. `ECOTONE_CODING_SANDBOX`).
@@ -210,6 +215,23 @@ class LogConfig:
 
 
 @attrs.frozen(slots=True, kw_only=True)
+class SnapshotConfig:
+    """Snapshots and durable checkpoints (`[snapshots]`; docs/snapshots.md)."""
+
+    key_file: str | None = None
+    """The key that seals exported snapshots and checkpoints: 32 bytes (64 hex digits) in a
+    file only its owner may read (`ecotone keygen FILE` makes one). Servers that restore
+    each other's snapshots share it. None: one made at start (or, with `checkpoint_dir`,
+    kept there), so exports restore on this server only."""
+    checkpoint_dir: str | None = None
+    """Where sessions' checkpoints are written (sealed, atomically), one file per session
+    under its resume key: on request (`snapshot` with `durable`: a client connected with
+    `resume=True` asks every `checkpoint_every` steps) and for every session left when the
+    server stops. A server started on the same directory resumes them
+    (`ecotone.connect(..., resume=True)`). None: no checkpoints."""
+
+
+@attrs.frozen(slots=True, kw_only=True)
 class ServerConfig:
     """Everything `ecotone serve` needs."""
 
@@ -226,6 +248,7 @@ class ServerConfig:
     tls: TlsConfig = attrs.field(factory=TlsConfig)
     openenv: OpenEnvConfig = attrs.field(factory=OpenEnvConfig)
     log: LogConfig = attrs.field(factory=LogConfig)
+    snapshots: SnapshotConfig = attrs.field(factory=SnapshotConfig)
     rubric: str | None = None
     """`MODULE:NAME` of a rubric (`ecotone.rubrics`) to score every step with, in place of
     the env's own."""
@@ -310,7 +333,17 @@ def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _TOP_KEYS = ("env", "transport", "host", "port", "web", "rubric", "config")
-_TABLES = ("limits", "recording", "auth", "mcp", "metrics", "log", "tls", "openenv")
+_TABLES = (
+    "limits",
+    "recording",
+    "auth",
+    "mcp",
+    "metrics",
+    "log",
+    "tls",
+    "openenv",
+    "snapshots",
+)
 """The tables set by `ECOTONE_<TABLE>_<NAME>` variables and by flags (`[access]` takes
 lists: the config file only)."""
 

@@ -191,3 +191,12 @@ class EngineCore:
     def _drain(self, jobs: list[Call]) -> None:
         """Start what waits on the sessions that became free (engine.py)."""
         raise NotImplementedError
+
+    def resume_key(self, session: Session) -> str | None:
+        """A new resume key for `session`, on a server that keeps checkpoints
+        (snapshotting.py)."""
+        raise NotImplementedError
+
+    def forget_checkpoint(self, session: Session, jobs: list[Call]) -> None:
+        """Remove a closed session's checkpoint (snapshotting.py)."""
+        raise NotImplementedError

@@ -232,7 +232,7 @@ class Operations(EngineCore):
         self.opened_total += 1
         if self._on_opened is not None:
             self._on_opened(session_id=session.id, env=spec.name)
-        return Opened(id=req.id, session=session.id, env=spec.name)
+        return Opened(id=req.id, session=session.id, env=spec.name, resume=self.resume_key(session))
 
     # --- reset --------------------------------------------------------------------------------
 
@@ -485,6 +485,7 @@ class Operations(EngineCore):
                 self._told_closed(session, call.reason)
             return None
         self._leave(session, "client")
+        self.forget_checkpoint(session, jobs)
         return Closed(id=call.request.id, session=session.id)
 
     def _disposed(self, call: DisposeCall, jobs: list[Call]) -> None:

@@ -111,17 +111,18 @@ class Seal:
             self._aead = AESGCM(self.key)
         return self._aead
 
-    def seal(self, data: bytes) -> bytes:
-        """`data`, encrypted and authenticated."""
+    def seal(self, data: bytes, context: bytes = b"") -> bytes:
+        """`data`, encrypted and authenticated, bound to `context` (authenticated, not
+        stored: `open` must be given the same, so a blob cannot stand in for another's)."""
         nonce = secrets.token_bytes(NONCE_BYTES)
-        sealed = self._cipher().encrypt(nonce, data, MAGIC)  # type: ignore[attr-defined]
+        sealed = self._cipher().encrypt(nonce, data, MAGIC + context)  # type: ignore[attr-defined]
         return MAGIC + nonce + sealed
 
-    def open(self, blob: bytes) -> bytes:
-        """The bytes `seal` was given.
+    def open(self, blob: bytes, context: bytes = b"") -> bytes:
+        """The bytes `seal` was given (with the same `context`).
 
         Raises:
-            SealError: `blob` is not what this key sealed.
+            SealError: `blob` is not what this key sealed for `context`.
         """
         if len(blob) < len(MAGIC) + NONCE_BYTES + TAG_BYTES or blob[: len(MAGIC)] != MAGIC:
             raise SealError("not a sealed ecotone snapshot (wrong magic, or cut short)")
@@ -130,9 +131,9 @@ class Seal:
         start = len(MAGIC)
         nonce, sealed = blob[start : start + NONCE_BYTES], blob[start + NONCE_BYTES :]
         try:
-            return self._cipher().decrypt(nonce, sealed, MAGIC)  # type: ignore[attr-defined]
+            return self._cipher().decrypt(nonce, sealed, MAGIC + context)  # type: ignore[attr-defined]
         except InvalidTag:
             raise SealError(
                 "the snapshot's seal does not check: it was sealed with another key (a server "
-                "with another --snapshot-key-file), or altered"
+                "with another --snapshot-key-file) or for another session, or altered"
             ) from None

@@ -96,6 +96,8 @@ class Session:
     snapshot saves for the client that resumes it."""
     forked_from: str | None = None
     """The episode this session's was forked from, if it was."""
+    resume_key: str | None = None
+    """The key its checkpoints are kept under, on a server that keeps them."""
 
     def record_guest_step(self, codec: Any, encoded: bytes) -> None:
         kept = self.guest_steps

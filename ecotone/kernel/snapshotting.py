@@ -17,18 +17,35 @@ What each request does (`snapshots.py` has what a snapshot holds and how an env 
   episode id that names its origin (`forked_from`). A fork that fails makes no session.
 * `export_snapshot` seals a stored snapshot for another server; `drop_snapshot` frees one.
 
+Durable checkpoints, on a server given a checkpoint store (`checkpoints`: a directory, see
+`ecotone.server.checkpoints`): every session gets a resume key at `open` (and each fork's
+copy its own); a `snapshot` with `durable` writes the session's episode, sealed and bound to
+that key, under it (the session held until the file is in place, so writes never cross); a
+`restore` with `checkpoint` reads one back and, once it is restored, the session checkpoints
+under that key from then on; `checkpoint_all` (the shutdown) writes every idle session with an
+episode; a client's `close` removes the session's file. The store's calls run in worker
+threads (`CheckpointCall`): the engine does no I/O.
+
 Only a session's owner may snapshot, restore or fork it (a guest gets `forbidden`).
 """
 
 from __future__ import annotations
 
+import secrets
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ecotone.kernel import answers
-from ecotone.kernel.calls import Call, DisposeCall, ForkCall, RestoreCall, SnapshotCall
-from ecotone.kernel.core import EngineCore
+from ecotone.kernel.calls import (
+    Call,
+    CheckpointCall,
+    DisposeCall,
+    ForkCall,
+    RestoreCall,
+    SnapshotCall,
+)
+from ecotone.kernel.core import EngineCore, log
 from ecotone.kernel.sealing import Seal, SealError
 from ecotone.kernel.sessions import CapacityError, Session
 from ecotone.kernel.snapshots import (
@@ -76,11 +93,15 @@ class Snapshotting(EngineCore):
         self.seal = Seal.random()
         """What seals exported snapshots and opens blobs to restore (the server sets the key
         replicas share, `--snapshot-key-file`; else its own, random)."""
+        self.checkpoints: Any = None
+        """Where durable checkpoints go (`write(key, blob)`, `read(key) -> bytes`,
+        `delete(key)`, called in worker threads), or None: the server keeps none."""
         self._finishers.update(
             {
                 SnapshotCall: self._snapshotted,
                 RestoreCall: self._restored,
                 ForkCall: self._forked,
+                CheckpointCall: self._checkpointed,
             }
         )
         self._begin.update(
@@ -109,8 +130,31 @@ class Snapshotting(EngineCore):
         error = self._unsaveable(session, req.id)
         if error is not None:
             return error
+        if req.durable and (self.checkpoints is None or session.resume_key is None):
+            return answers.error(
+                ErrorCode.UNSUPPORTED,
+                "this server keeps no checkpoints: start it with --checkpoint-dir DIR",
+                req.id,
+                session.id,
+            )
         call = SnapshotCall(session.spec.mode, session, peer, req)
         return self._make(call, jobs, self._limit(session.spec, req.call_timeout))
+
+    def _chain(self, session: Session, call: Call, jobs: list[Call]) -> None:
+        """Hand `call` to the driver as the next part of the request that holds `session`:
+        that call answers the request."""
+        session.active = call
+        jobs.append(call)
+
+    def _sealed(self, saved: Saved, key: str) -> bytes:
+        return self.seal.seal(encode(saved), context=key.encode())
+
+    def resume_key(self, session: Session) -> str | None:
+        """A new resume key for `session` when the server keeps checkpoints, else None."""
+        if self.checkpoints is None:
+            return None
+        session.resume_key = secrets.token_urlsafe(24)
+        return session.resume_key
 
     def _episode(self, session: Session, saved: Saved, peer: Peer) -> Saved:
         """`saved` with what the kernel knows of the session's episode."""
@@ -126,11 +170,28 @@ class Snapshotting(EngineCore):
             observation=observation,
         )
 
-    def _snapshotted(self, call: SnapshotCall, jobs: list[Call]) -> Response:
+    def _snapshotted(self, call: SnapshotCall, jobs: list[Call]) -> Response | None:
         session, req = call.session, call.request
         if call.error is not None:
+            if call.peer is None:  # the shutdown's: nobody to tell
+                log.error("checkpoint of session %s failed", session.id, exc_info=call.error)
+                return None
             return answers.env_error(call.error, req.id, session.id, "snapshot")
         saved = self._episode(session, call.value, call.peer)
+        if req.durable:
+            write = CheckpointCall(
+                session,
+                call.peer,
+                req,
+                session.resume_key or "",
+                (
+                    "write",
+                    self.checkpoints.write,
+                    (session.resume_key, self._sealed(saved, session.resume_key or "")),
+                ),
+            )
+            self._chain(session, write, jobs)
+            return None
         try:
             sid = self.snapshots.put(self.snapshot_owner(call.peer), saved)
         except StoreFull as exc:
@@ -151,10 +212,11 @@ class Snapshotting(EngineCore):
     def _saved_for(self, session: Session, peer: Peer, req: Restore) -> Saved | Error:
         """The saved episode a restore names, checked against the session's env."""
         rid = req.id
-        if (req.snapshot is None) == (req.blob is None):
+        if sum(x is not None for x in (req.snapshot, req.blob, req.checkpoint)) != 1:
             return answers.error(
                 ErrorCode.INVALID_ARGUMENT,
-                "restore takes one of `snapshot` (an id) and `blob` (an exported snapshot)",
+                "restore takes one of `snapshot` (an id), `blob` (an exported snapshot) and "
+                "`checkpoint` (a resume key)",
                 rid,
                 session.id,
             )
@@ -179,6 +241,17 @@ class Snapshotting(EngineCore):
         error = self._unsaveable(session, req.id)
         if error is not None:
             return error
+        if req.checkpoint is not None and req.snapshot is None and req.blob is None:
+            if self.checkpoints is None:
+                return answers.error(
+                    ErrorCode.UNSUPPORTED,
+                    "this server keeps no checkpoints: start it with --checkpoint-dir DIR",
+                    req.id,
+                    session.id,
+                )
+            key = req.checkpoint
+            read = ("read", self.checkpoints.read, (key,))
+            return CheckpointCall(session, peer, req, key, read)
         saved = self._saved_for(session, peer, req)
         if type(saved) is Error:
             return saved
@@ -206,6 +279,8 @@ class Snapshotting(EngineCore):
             session.observation = None
             return answers.env_error(exc, req.id, session.id, "restore")
         advance(session, Event.RESUMED_ENDED if saved.ended else Event.RESUMED)
+        if req.checkpoint is not None:  # the session goes on under the key it resumed
+            session.resume_key = req.checkpoint
         session.task = saved.task
         session.observation = observation
         session.forked_from = saved.forked_from
@@ -288,6 +363,7 @@ class Snapshotting(EngineCore):
             copy.task = source.task
             copy.observation = source.observation
             copy.forked_from = saved.episode_id
+            self.resume_key(copy)
             ids.append(copy.id)
             self.opened_total += 1
             if self._on_opened is not None:
@@ -303,6 +379,13 @@ class Snapshotting(EngineCore):
             step_count=saved.step_count,
             observation=raw,
             task=source.task,
+            resume_keys=[
+                s.resume_key or ""
+                for s in (self.sessions.get(i, peer.owner) for i in ids)
+                if s is not None
+            ]
+            if self.checkpoints is not None
+            else [],
         )
 
     def _dispose(self, env: Any, jobs: list[Call], like: Session) -> None:
@@ -311,6 +394,93 @@ class Snapshotting(EngineCore):
         outcome = self._make(dispose, jobs, self._limit(like.spec))
         if isinstance(outcome, Call):
             jobs.append(outcome)
+
+    # --- durable checkpoints ------------------------------------------------------------------
+
+    def _checkpointed(self, call: CheckpointCall, jobs: list[Call]) -> Response | None:
+        """A checkpoint file written (the durable snapshot is answered), read (now restored
+        into the session), or removed (nobody waits)."""
+        session, req = call.session, call.request
+        if call.purpose == "delete":
+            if call.error is not None and not isinstance(call.error, FileNotFoundError):
+                log.error("could not remove the checkpoint of %s", session.id, exc_info=call.error)
+            return None
+        if call.purpose == "write":
+            if call.error is not None:
+                log.error("could not write the checkpoint of %s", session.id, exc_info=call.error)
+                if call.peer is None:
+                    return None
+                return answers.error(
+                    ErrorCode.INTERNAL,
+                    f"the checkpoint could not be written: {type(call.error).__name__}: "
+                    f"{call.error}",
+                    req.id,
+                    session.id,
+                )
+            if call.peer is None:
+                return None
+            return Snapshotted(id=req.id, session=session.id, durable=True, size=len(call.args[1]))
+        if isinstance(call.error, FileNotFoundError):
+            return answers.error(
+                ErrorCode.UNKNOWN_SNAPSHOT,
+                "no checkpoint is kept under this resume key (never written, removed when its "
+                "session was closed, or in another checkpoint directory)",
+                req.id,
+                session.id,
+            )
+        if call.error is not None:
+            return answers.error(
+                ErrorCode.INTERNAL,
+                f"the checkpoint could not be read: {type(call.error).__name__}: {call.error}",
+                req.id,
+                session.id,
+            )
+        try:
+            saved = decode(self.seal.open(call.value, context=call.key.encode()))
+            check(saved, session.spec)
+        except SealError as exc:
+            return mismatch(
+                f"the checkpoint file is torn or foreign: {exc}", "seal", req.id, session.id
+            )
+        except SnapshotMismatch as exc:
+            return mismatch(str(exc), exc.what, req.id, session.id)
+        restore = RestoreCall(session.spec.mode, session, call.peer, req, saved)
+        outcome = self._make(restore, jobs, self._limit(session.spec, req.call_timeout))
+        if isinstance(outcome, Call):
+            self._chain(session, outcome, jobs)
+            return None
+        return outcome
+
+    def checkpoint_all(self) -> list[Call]:
+        """Checkpoint every idle session that has an episode and a resume key (the server is
+        stopping); the calls for the driver."""
+        jobs: list[Call] = []
+        if self.checkpoints is None:
+            return jobs
+        for session in list(self.sessions):
+            if (
+                session.resume_key is None
+                or session.busy
+                or session.spec.snapshots is None
+                or session.phase not in (Phase.RUNNING, Phase.ENDED)
+            ):
+                continue
+            req = Snapshot(id=0, session=session.id, durable=True)
+            call = SnapshotCall(session.spec.mode, session, None, req)
+            outcome = self._make(call, jobs, self._limit(session.spec))
+            if isinstance(outcome, Call):
+                session.active = outcome
+                jobs.append(outcome)
+        return jobs
+
+    def forget_checkpoint(self, session: Session, jobs: list[Call]) -> None:
+        """Remove a session's checkpoint file (its client closed it: nothing to resume)."""
+        if self.checkpoints is None or session.resume_key is None:
+            return
+        key = session.resume_key
+        jobs.append(
+            CheckpointCall(session, None, None, key, ("delete", self.checkpoints.delete, (key,)))
+        )
 
     # --- requests of no session ---------------------------------------------------------------
 

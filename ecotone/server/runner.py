@@ -175,10 +175,12 @@ class Runner:
             self.reap()
 
     async def shutdown(self) -> None:
-        """Close every session and wait for the closes, `limits.shutdown_timeout` at most (call
+        """Checkpoint the sessions a server with a checkpoint directory can resume, then close
+        every session and wait for the closes, `limits.shutdown_timeout` at most for all (call
         shielded, after the nursery's tasks are done)."""
         self._stopping = True
         with trio.move_on_after(self.engine.limits.shutdown_timeout):
+            await self._finish_now(self.engine.checkpoint_all())
             await self._finish_now(self.engine.shutdown())
 
     # --- running calls ------------------------------------------------------------------------
@@ -280,11 +282,12 @@ class Runner:
     async def _finish_now(self, calls: Sequence[Call]) -> None:
         """What follows a call while the server stops, run in this task (the caller shields
         it, with the shutdown deadline): env closes are made, anything else is abandoned at
-        once, so stopping never waits for queued env work."""
+        once, so stopping never waits for queued env work (checkpoints the shutdown writes are
+        made too: `Call.essential`)."""
         pending = list(calls)
         while pending:
             call = pending.pop()
-            if not call.cleanup:
+            if not (call.cleanup or call.essential):
                 pending.extend(self.engine.abandon(call, STOPPING))
                 continue
             made = await self._make(call)

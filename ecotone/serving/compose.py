@@ -16,7 +16,9 @@ from ecotone.kernel import Engine, Registry
 from ecotone.kernel.config import ServerConfig, with_token
 from ecotone.kernel.exposure import mark_served
 from ecotone.kernel.rubrics import load_rubric
+from ecotone.kernel.sealing import Seal
 from ecotone.server.admission import admission_for, is_loopback, resolve_tokens, tls_context
+from ecotone.server.checkpoints import CheckpointDir
 from ecotone.server.logs import SessionLog
 from ecotone.server.metrics import Metrics
 from ecotone.server.runner import Runner
@@ -35,7 +37,17 @@ def build_engine(config: ServerConfig, registry: Registry, tokens: tuple[str, ..
         spec = spec.with_task_files(config.tasks)
     if config.rubric:
         spec = spec.with_rubric(load_rubric(config.rubric))
-    return Engine(spec, limits=config.limits, hooks=registry.pm.hook, tokens=tokens)
+    engine = Engine(spec, limits=config.limits, hooks=registry.pm.hook, tokens=tokens)
+    snapshots = config.snapshots
+    key_file = snapshots.key_file
+    if key_file is None and snapshots.checkpoint_dir is not None:
+        # A server started later on the same directory must open what this one sealed.
+        key_file = str(Seal.write_key(CheckpointDir(snapshots.checkpoint_dir).path / "key"))
+    if key_file is not None:
+        engine.seal = Seal.from_file(key_file)
+    if snapshots.checkpoint_dir is not None:
+        engine.checkpoints = CheckpointDir(snapshots.checkpoint_dir)
+    return engine
 
 
 def transport_for(config: ServerConfig, registry: Registry) -> Any:

@@ -289,14 +289,18 @@ class Snapshot(EnvCallFrame, tag="snapshot"):
     """
 
     session: str
+    durable: bool = False
+    """Write it to the server's checkpoint directory under the session's resume key instead
+    of keeping it in the store (a server without `--checkpoint-dir` answers `unsupported`)."""
     session_bound: ClassVar[bool] = True
 
 
 class Restore(EnvCallFrame, tag="restore"):
     """Put a saved episode back into a session.
 
-    The episode is a snapshot of this server by id, or an exported one (`blob`, from this
-    server or another with the same snapshot key). Answered by `restored` with the episode's
+    The episode is a snapshot of this server by id, an exported one (`blob`, from this
+    server or another with the same snapshot key), or the last checkpoint of a resume key
+    (`checkpoint`); exactly one of the three. Answered by `restored` with the episode's
     id, step count, task and observation. A blob of another env, of another version of it,
     of a state of another shape or not sealed by this server's key is refused with
     `snapshot_mismatch` naming what differs, and the session is left as it was.
@@ -305,6 +309,9 @@ class Restore(EnvCallFrame, tag="restore"):
     session: str
     snapshot: str | None = None
     blob: bytes | None = None
+    checkpoint: str | None = None
+    """A resume key (`opened`'s `resume`): the last checkpoint written under it. The session
+    then keeps checkpointing under that key."""
     session_bound: ClassVar[bool] = True
 
 
@@ -471,10 +478,17 @@ class Described(Frame, tag="described"):
 
 
 class Opened(Frame, tag="opened"):
-    """Answer to `open`: the new session's id (chosen by the server)."""
+    """Answer to `open`: the new session's id (chosen by the server).
+
+    On a server that keeps checkpoints (`serve --checkpoint-dir`), `resume` is the session's
+    resume key: a `restore` with it as `checkpoint`, on this server or one started later on
+    the same directory, resumes the session's last checkpoint. Keep it secret: it is the
+    capability to resume the episode.
+    """
 
     session: str
     env: str
+    resume: str | None = None
 
 
 class ObservationFrame(Frame, tag="observation"):
@@ -612,11 +626,15 @@ class TaskAnswer(Frame, tag="task"):
 
 
 class Snapshotted(Frame, tag="snapshotted"):
-    """Answer to `snapshot`: the snapshot's id, its size in bytes, and the episode it holds."""
+    """Answer to `snapshot`: the snapshot's id, its size in bytes, and the episode it holds.
+
+    A durable one was written to the checkpoint directory (`durable`, no id).
+    """
 
     session: str
-    snapshot: str
-    size: int
+    snapshot: str = ""
+    size: int = 0
+    durable: bool = False
     episode_id: str | None = None
     step_count: int = 0
 
@@ -650,6 +668,8 @@ class Forked(Frame, tag="forked"):
     step_count: int = 0
     observation: msgspec.Raw = msgspec.Raw(b"null")
     task: TaskRef | None = None
+    resume_keys: list[str] = []
+    """Each new session's resume key, on a server that keeps checkpoints."""
 
 
 class SnapshotExport(Frame, tag="snapshot_export"):

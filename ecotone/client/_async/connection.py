@@ -23,6 +23,7 @@ from typing import Any, Generic, TypeVar, Unpack
 
 from ecotone.client._async import io
 from ecotone.client._async.exchange import AsyncExchange
+from ecotone.client._async.resuming import RESUME_TIMEOUT, Resumer
 from ecotone.client._async.snapshots import SessionSnapshots
 from ecotone.client._core import (
     ConnectOptions,
@@ -149,7 +150,9 @@ class AsyncConnection(AsyncExchange):
         )
         assert isinstance(response, Opened)
         types = EnvTypes(observation_type, state_type)
-        return AsyncEnvClient(self, response.session, response.env, types)
+        client = AsyncEnvClient[Any, Any](self, response.session, response.env, types)
+        client.resume_key = response.resume
+        return client
 
     async def describe(self, env: str | None = None) -> EnvInfo:
         """Describe an env: its name, version, description and JSON Schemas.
@@ -309,6 +312,9 @@ class AsyncEnvClient(SessionSnapshots, Generic[ObsT, StateT]):
         self.types = types
         self._owns = owns_connection
         self._closed = False
+        self.resume_key: str | None = None
+        """The session's resume key, on a server that keeps checkpoints (else None)."""
+        self._resumer: Resumer | None = None
 
     async def reset(
         self,
@@ -344,15 +350,15 @@ class AsyncEnvClient(SessionSnapshots, Generic[ObsT, StateT]):
             TimeoutError: No answer within the timeout (its late answer will be dropped).
             msgspec.ValidationError: The observation does not fit `observation_type`.
         """
+        args: dict[str, Any] = {"seed": seed, "episode_id": episode_id, "options": options}
+        args["call_timeout"] = call_timeout
+        if self._resumer is not None:
+            return await self._resumer.reset(self, args, timeout)
+        return await self._reset_once(args, timeout)
+
+    async def _reset_once(self, args: dict[str, Any], timeout: float | None) -> StepResult[ObsT]:
         core = self.connection.core
-        frame = Reset(
-            id=core.next_id(),
-            session=self.session_id,
-            seed=seed,
-            episode_id=episode_id,
-            options=options,
-            call_timeout=call_timeout,
-        )
+        frame = Reset(id=core.next_id(), session=self.session_id, **args)
         return core.step_result(await self.connection.request(frame, timeout), self.types)
 
     async def step(
@@ -379,6 +385,13 @@ class AsyncEnvClient(SessionSnapshots, Generic[ObsT, StateT]):
             TimeoutError: No answer within the timeout (its late answer will be dropped).
             msgspec.ValidationError: The observation does not fit `observation_type`.
         """
+        if self._resumer is not None:
+            return await self._resumer.step(self, action, timeout, call_timeout)
+        return await self._step_once(action, timeout, call_timeout)
+
+    async def _step_once(
+        self, action: Any, timeout: float | None, call_timeout: float | None
+    ) -> StepResult[ObsT]:
         core = self.connection.core
         frame = Step(
             id=core.next_id(),
@@ -651,10 +664,22 @@ async def connect(
         (2, 2.0, False)
         >>> await env.aclose()
     """
+    resume = options.pop("resume", False)
+    every = options.pop("checkpoint_every", None)
+    patience = options.pop("resume_timeout", RESUME_TIMEOUT)
     connecting, opening = split_options(options)
     connection = await AsyncConnection.open_url(url, **connecting)
     try:
         client = await connection.open(env, **opening)
+        if resume:
+            if client.resume_key is None:
+                raise ValueError(
+                    f"resume=True: the server at {connection.url} keeps no checkpoints (start "
+                    "it with --checkpoint-dir DIR)"
+                )
+            opener = AsyncConnection.open_url
+            client._resumer = Resumer(url, opener, connecting, every, patience)
+            client._resumer.key = client.resume_key
     except BaseException:
         with io.shielded():
             await connection.aclose()

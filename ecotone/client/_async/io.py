@@ -52,6 +52,11 @@ def bounded(deadline: float | None) -> Iterator[None]:
         yield
 
 
+async def sleep(seconds: float) -> None:
+    """Wait `seconds` (a resuming client between its tries)."""
+    await anyio.sleep(seconds)
+
+
 def shielded() -> anyio.CancelScope:
     """A block that cancellation does not interrupt (a close, a frame half-sent)."""
     return anyio.CancelScope(shield=True)

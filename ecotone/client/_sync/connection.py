@@ -23,6 +23,7 @@ from typing import Any, Generic, TypeVar, Unpack
 
 from ecotone.client._sync import io
 from ecotone.client._sync.exchange import Exchange
+from ecotone.client._sync.resuming import RESUME_TIMEOUT, Resumer
 from ecotone.client._sync.snapshots import SessionSnapshots
 from ecotone.client._core import (
     ConnectOptions,
@@ -149,7 +150,9 @@ class Connection(Exchange):
         )
         assert isinstance(response, Opened)
         types = EnvTypes(observation_type, state_type)
-        return EnvClient(self, response.session, response.env, types)
+        client = EnvClient[Any, Any](self, response.session, response.env, types)
+        client.resume_key = response.resume
+        return client
 
     def describe(self, env: str | None = None) -> EnvInfo:
         """Describe an env: its name, version, description and JSON Schemas.
@@ -309,6 +312,9 @@ class EnvClient(SessionSnapshots, Generic[ObsT, StateT]):
         self.types = types
         self._owns = owns_connection
         self._closed = False
+        self.resume_key: str | None = None
+        """The session's resume key, on a server that keeps checkpoints (else None)."""
+        self._resumer: Resumer | None = None
 
     def reset(
         self,
@@ -344,15 +350,15 @@ class EnvClient(SessionSnapshots, Generic[ObsT, StateT]):
             TimeoutError: No answer within the timeout (its late answer will be dropped).
             msgspec.ValidationError: The observation does not fit `observation_type`.
         """
+        args: dict[str, Any] = {"seed": seed, "episode_id": episode_id, "options": options}
+        args["call_timeout"] = call_timeout
+        if self._resumer is not None:
+            return self._resumer.reset(self, args, timeout)
+        return self._reset_once(args, timeout)
+
+    def _reset_once(self, args: dict[str, Any], timeout: float | None) -> StepResult[ObsT]:
         core = self.connection.core
-        frame = Reset(
-            id=core.next_id(),
-            session=self.session_id,
-            seed=seed,
-            episode_id=episode_id,
-            options=options,
-            call_timeout=call_timeout,
-        )
+        frame = Reset(id=core.next_id(), session=self.session_id, **args)
         return core.step_result(self.connection.request(frame, timeout), self.types)
 
     def step(
@@ -379,6 +385,13 @@ class EnvClient(SessionSnapshots, Generic[ObsT, StateT]):
             TimeoutError: No answer within the timeout (its late answer will be dropped).
             msgspec.ValidationError: The observation does not fit `observation_type`.
         """
+        if self._resumer is not None:
+            return self._resumer.step(self, action, timeout, call_timeout)
+        return self._step_once(action, timeout, call_timeout)
+
+    def _step_once(
+        self, action: Any, timeout: float | None, call_timeout: float | None
+    ) -> StepResult[ObsT]:
         core = self.connection.core
         frame = Step(
             id=core.next_id(),
@@ -651,10 +664,22 @@ def connect(
         (2, 2.0, False)
         >>> env.close()
     """
+    resume = options.pop("resume", False)
+    every = options.pop("checkpoint_every", None)
+    patience = options.pop("resume_timeout", RESUME_TIMEOUT)
     connecting, opening = split_options(options)
     connection = Connection.open_url(url, **connecting)
     try:
         client = connection.open(env, **opening)
+        if resume:
+            if client.resume_key is None:
+                raise ValueError(
+                    f"resume=True: the server at {connection.url} keeps no checkpoints (start "
+                    "it with --checkpoint-dir DIR)"
+                )
+            opener = Connection.open_url
+            client._resumer = Resumer(url, opener, connecting, every, patience)
+            client._resumer.key = client.resume_key
     except BaseException:
         with io.shielded():
             connection.close()

@@ -53,6 +53,11 @@ class Lock:
         return None
 
 
+def sleep(seconds: float) -> None:
+    """Wait `seconds` (a resuming client between its tries)."""
+    time.sleep(seconds)
+
+
 def bounded(deadline: float | None) -> contextlib.nullcontext[None]:
     """Nothing to arm: every blocking receive is given the deadline itself."""
     return contextlib.nullcontext()

@@ -1,0 +1,211 @@
+# unasync: the source of ecotone/client/_sync/resuming.py
+"""A session that outlives its server: what a client connected with `resume=True` keeps, and
+how it resumes, written once.
+
+The source is ecotone/client/_async/resuming.py; scripts/unasync.py generates the blocking
+face. The server keeps checkpoints (`serve --checkpoint-dir DIR`): on request, and for every
+session left when it stops. The client keeps its session's resume key, the episode's reset,
+and the actions taken since the last checkpoint it knows of (each with its step number). When
+the connection breaks under a call:
+
+1. it reconnects to the same URL (a server restarted on the same directory, or another one
+   sharing the directory and the snapshot key), retrying until `resume_timeout` passes;
+2. opens a session and restores the last checkpoint of its key; with none (the server died
+   before writing one), it resets as the episode was reset, to replay it from its start;
+3. replays the logged actions the checkpoint does not hold, then makes the call again. A step
+   the checkpoint already holds (its answer was lost with the server) is not made twice: the
+   restored episode's last observation is its answer.
+
+For an env whose episodes are deterministic (the conformance suite's `seeded_determinism` and
+`snapshots` checks), the rest of the episode is then step for step what it would have been.
+`checkpoint_every=K` asks for a checkpoint every K steps, which bounds the replay (and the log).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ecotone.client._async import io
+from ecotone.client.errors import ConnectionLost, ServerError
+from ecotone.client.results import Resumed, StepResult
+from ecotone.specs import Restore, Restored, Snapshot, Snapshotted
+
+RESUME_TIMEOUT = 60.0
+"""Seconds a resuming client keeps trying to reach a server again."""
+RETRY_SECONDS = (0.05, 0.1, 0.2, 0.5, 1.0)
+"""The pauses between its tries (the last one repeats)."""
+
+
+class Resumer:
+    """What a session connected with `resume=True` keeps to resume its episode elsewhere.
+
+    Args:
+        url: Where to reconnect.
+        opener: `AsyncConnection.open_url`.
+        connecting: Its options.
+        checkpoint_every: Ask the server for a checkpoint every this many steps (None: only
+            those the server writes when it stops).
+        resume_timeout: Seconds to keep trying to reconnect.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        opener: Callable[..., Any],
+        connecting: dict[str, Any],
+        checkpoint_every: int | None = None,
+        resume_timeout: float = RESUME_TIMEOUT,
+    ) -> None:
+        if checkpoint_every is not None and checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
+        self.url = url
+        self.opener = opener
+        self.connecting = connecting
+        self.every = checkpoint_every
+        self.resume_timeout = resume_timeout
+        self.key: str | None = None
+        """The session's resume key (the server's `opened` gave it)."""
+        self.reset_args: dict[str, Any] | None = None
+        """The episode's reset, to replay it from its start when no checkpoint was written."""
+        self.log: list[tuple[int, Any]] = []
+        """The actions since the last checkpoint known, each with its step number."""
+        self.steps = 0
+        """Steps of the episode so far."""
+        self.checkpointed = 0
+        """The step number of the last checkpoint known."""
+        self.resumes = 0
+        """How many times the session was resumed."""
+
+    # --- the calls, made so that a broken connection resumes ------------------------------------
+
+    async def reset(self, client: Any, args: dict[str, Any], timeout: float | None) -> Any:
+        """`client`'s reset; a broken connection is reconnected (a new session) and the reset
+        made again."""
+        for attempt in (0, 1):
+            try:
+                result = await client._reset_once(args, timeout)
+                break
+            except ConnectionLost:
+                if attempt:
+                    raise
+                await self._reconnect(client, restore=False)
+        self.reset_args = dict(args)
+        self.log.clear()
+        self.steps = self.checkpointed = 0
+        return result
+
+    async def step(
+        self, client: Any, action: Any, timeout: float | None, call_timeout: float | None
+    ) -> StepResult[Any]:
+        """`client`'s step; a broken connection is resumed and the step made again (or taken
+        from the checkpoint, when it holds it)."""
+        index = self.steps
+        self.log.append((index, action))
+        while True:
+            try:
+                result: StepResult[Any] = await client._step_once(action, timeout, call_timeout)
+                break
+            except ConnectionLost:
+                resumed = await self._resume(client, index)
+                if resumed is not None:  # the checkpoint holds this step: its answer
+                    result = resumed
+                    break
+        self.steps = index + 1
+        if self.every is not None and self.steps - self.checkpointed >= self.every:
+            await self.checkpoint(client, timeout)
+        return result
+
+    async def checkpoint(self, client: Any, timeout: float | None) -> None:
+        """Ask the server for a checkpoint of the session (the log is then trimmed)."""
+        core = client.connection.core
+        frame = Snapshot(id=core.next_id(), session=client.session_id, durable=True)
+        try:
+            answer = core.check(await client.connection.request(frame, timeout))
+        except ConnectionLost:
+            return  # the next call resumes from the checkpoint before
+        assert isinstance(answer, Snapshotted), answer
+        self.checkpointed = self.steps
+        self.log = [(i, a) for i, a in self.log if i >= self.steps]
+
+    # --- resuming -------------------------------------------------------------------------------
+
+    async def _resume(self, client: Any, inflight: int) -> StepResult[Any] | None:
+        """Reconnect, restore, replay up to step `inflight`; that step's answer when the
+        restored episode holds it already, else None (make it again)."""
+        resumed = await self._reconnect(client, restore=True)
+        at = resumed.step_count
+        if at > inflight:  # written after the step ran (the shutdown's): its answer is lost
+            if at == inflight + 1:
+                return resumed.result
+            raise ServerError(
+                "internal",
+                f"the checkpoint holds step {at}, past this client's step {inflight + 1}: "
+                "another client resumed the same session",
+            )
+        for index, action in self.log:
+            if at <= index < inflight:
+                await client._step_once(action, None, None)
+        return None
+
+    async def _reconnect(self, client: Any, *, restore: bool) -> Resumed[Any]:
+        """A new connection and session for `client`, holding the episode as the last
+        checkpoint has it (or reset as it was, when there is none). The old connection is
+        closed."""
+        connection = await self._connect()
+        old = client.connection
+        try:
+            session = await connection.open(client.env, observation_type=client.types.observation)
+            client.connection, client.session_id = connection, session.session_id
+            resumed = await self._restored(client, session, restore)
+        except BaseException:
+            with io.shielded():
+                await connection.aclose()
+            raise
+        self.resumes += 1
+        with io.shielded():
+            try:
+                await old.aclose()
+            except ConnectionLost:
+                pass
+        return resumed
+
+    async def _restored(self, client: Any, session: Any, restore: bool) -> Resumed[Any]:
+        if restore and self.key is not None:
+            core = client.connection.core
+            frame = Restore(id=core.next_id(), session=session.session_id, checkpoint=self.key)
+            try:
+                answer = core.check(await client.connection.request(frame, None))
+            except ServerError as exc:
+                if exc.code != "unknown_snapshot":
+                    raise
+            else:
+                assert isinstance(answer, Restored), answer
+                self.checkpointed = answer.step_count
+                return Resumed(
+                    result=core.observation(answer.observation, client.types, answer.task),
+                    episode_id=answer.episode_id,
+                    step_count=answer.step_count,
+                )
+        self.key = session.resume_key
+        if not restore or self.reset_args is None:
+            return Resumed(result=StepResult(observation=None))
+        first = await client._reset_once(self.reset_args, None)
+        self.checkpointed = 0
+        return Resumed(result=first, step_count=0)
+
+    async def _connect(self) -> Any:
+        deadline = time.monotonic() + self.resume_timeout
+        tries = 0
+        while True:
+            try:
+                return await self.opener(self.url, **self.connecting)
+            except (ConnectionLost, OSError) as exc:
+                if time.monotonic() >= deadline:
+                    raise ConnectionLost(
+                        f"could not resume: nothing answered at {self.url} for "
+                        f"{self.resume_timeout:g}s ({exc})"
+                    ) from exc
+            await io.sleep(RETRY_SECONDS[min(tries, len(RETRY_SECONDS) - 1)])
+            tries += 1
