@@ -25,6 +25,7 @@ from ecotone.kernel.config import (
     McpConfig,
     OpenEnvConfig,
     ServerConfig,
+    SnapshotConfig,
     TlsConfig,
 )
 from ecotone.serving import BackgroundServer
@@ -147,6 +148,7 @@ class ServerOptions(TypedDict, total=False):
     tls: TlsConfig
     openenv: OpenEnvConfig
     tasks: dict[str, str]
+    snapshots: SnapshotConfig
 
 
 @contextlib.contextmanager

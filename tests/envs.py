@@ -105,6 +105,10 @@ class AsyncCounterEnv(ecotone.AsyncEnvironment[CounterAction, CounterObservation
         await anyio.lowlevel.checkpoint()
         return self._state
 
+    async def load_state(self, state: CounterState) -> None:
+        await anyio.lowlevel.checkpoint()
+        self._state = state
+
     async def close(self) -> None:
         await anyio.lowlevel.checkpoint()
         AsyncCounterEnv.closes.append(self._state.episode_id or "")
@@ -258,6 +262,9 @@ class DataclassEnv(ecotone.Environment[MoveAction, PositionObservation, Position
     def state(self) -> PositionState:
         return self._state
 
+    def load_state(self, state: PositionState) -> None:
+        self._state = state
+
 
 @attrs.define
 class TurnAction:
@@ -304,6 +311,19 @@ class AttrsEnv(ecotone.Environment[TurnAction, HeadingObservation, HeadingState]
     def state(self) -> HeadingState:
         return self._state
 
+    def load_state(self, state: HeadingState) -> None:
+        self._state = state
+
+
+class RestoreFailsEnv(AttrsEnv):
+    """A compass whose restore fails half way: the heading is loaded, then it raises."""
+
+    name = "restore_fails"
+
+    def load_state(self, state: HeadingState) -> None:
+        self._state.heading = state.heading
+        raise OSError("the saved heading is corrupt")
+
 
 TEST_ENVS: dict[str, type] = {
     "slow": SlowEnv,
@@ -314,6 +334,7 @@ TEST_ENVS: dict[str, type] = {
     "closing": ClosingEnv,
     "dataclass_grid": DataclassEnv,
     "attrs_compass": AttrsEnv,
+    "restore_fails": RestoreFailsEnv,
 }
 
 

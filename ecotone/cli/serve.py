@@ -21,7 +21,7 @@ from ecotone.kernel import Registry
 from ecotone.kernel.config import ServerConfig, load
 from ecotone.server.admission import is_loopback, resolve_token, tls_context
 from ecotone.server.logs import configure as configure_logs
-from ecotone.serving import build_engine, serve, transport_for, web_url
+from ecotone.serving import Stopping, build_engine, serve, transport_for, web_url
 
 # Past a lifeline's end, or a signal's shutdown_timeout, the process exits within this many
 # seconds even if an env call that cannot be cancelled holds the shutdown up.
@@ -248,10 +248,11 @@ async def _serve_until_stopped(
 ) -> None:
     """Serve `config`, say where on stderr, and stop at the first SIGINT or SIGTERM, when the
     lifeline ends, or when the transport is done."""
+    stopping = Stopping()
     async with trio.open_nursery() as nursery:
 
         async def run(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-            await serve(config, registry=registry, task_status=task_status)
+            await serve(config, registry=registry, stopping=stopping, task_status=task_status)
             nursery.cancel_scope.cancel()  # the transport is done (stdio: stdin closed)
 
         if lifeline is not None:
@@ -280,6 +281,7 @@ async def _serve_until_stopped(
                 )
                 # Sessions get limits.shutdown_timeout to close; past that and the grace the
                 # process exits anyway, whatever env code still holds on.
-                _exit_hard_after(config.limits.shutdown_timeout + HARD_EXIT_GRACE)
+                _exit_hard_after(2 * config.limits.shutdown_timeout + HARD_EXIT_GRACE)
+                await stopping.checkpoint()  # with --checkpoint-dir: every session, resumable
                 nursery.cancel_scope.cancel()
                 break

@@ -174,6 +174,14 @@ class Runner:
             await trio.sleep(period)
             self.reap()
 
+    async def checkpoint_all(self) -> None:
+        """Checkpoint every idle session a server with a checkpoint directory can resume, now,
+        while the connections are still open (the server is about to stop): within
+        `limits.shutdown_timeout`."""
+        with trio.move_on_after(self.engine.limits.shutdown_timeout):
+            await self._finish_now(self.engine.checkpoint_all())
+            await self.flush()
+
     async def shutdown(self) -> None:
         """Checkpoint the sessions a server with a checkpoint directory can resume, then close
         every session and wait for the closes, `limits.shutdown_timeout` at most for all (call

@@ -4,6 +4,20 @@
 its own). This sits above the transports it chooses from, and nothing below imports it.
 """
 
-from ecotone.serving.compose import BackgroundServer, build_engine, serve, transport_for, web_url
+from ecotone.serving.compose import (
+    BackgroundServer,
+    Stopping,
+    build_engine,
+    serve,
+    transport_for,
+    web_url,
+)
 
-__all__ = ["BackgroundServer", "build_engine", "serve", "transport_for", "web_url"]
+__all__ = [
+    "BackgroundServer",
+    "Stopping",
+    "build_engine",
+    "serve",
+    "transport_for",
+    "web_url",
+]

@@ -68,13 +68,30 @@ def web_url(url: str) -> str:
     return base.rstrip("/") + "/web" + sep + query
 
 
+class Stopping:
+    """What the code that stops a server may do first, while its connections are open: hand
+    one to `serve` and `await checkpoint()` before cancelling it (`ecotone serve` does, on
+    SIGTERM and SIGINT)."""
+
+    def __init__(self) -> None:
+        self.runner: Runner | None = None
+
+    async def checkpoint(self) -> None:
+        """Checkpoint every session the server can resume later (nothing without
+        `--checkpoint-dir`)."""
+        if self.runner is not None:
+            await self.runner.checkpoint_all()
+
+
 async def serve(
     config: ServerConfig,
     *,
     registry: Registry | None = None,
+    stopping: Stopping | None = None,
     task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve `config.env` over `config.transport` until cancelled; close every session then."""
+    """Serve `config.env` over `config.transport` until cancelled; close every session then
+    (`stopping`: what its stopper may do first)."""
     registry = registry or Registry.discover()
     transport = transport_for(config, registry)
     recorder = None
@@ -112,6 +129,8 @@ async def serve(
         # (its sessions close when they end) and end, at the latest, with the server.
         async with trio.open_nursery() as calls:
             runner = Runner(engine, calls)
+            if stopping is not None:
+                stopping.runner = runner
             runner.admission = admission
             runner.mcp = config.mcp
             runner.metrics = metrics
