@@ -271,3 +271,93 @@ def test_a_key_file_others_may_read_is_refused(tmp_path: Path) -> None:
     os.chmod(key, 0o644)
     with pytest.raises(ValueError, match="chmod 600"):
         Seal.from_file(key)
+
+
+def test_the_http_routes_snapshot_restore_fork_export_and_drop() -> None:
+    with run_server("counter", transport="http") as server:
+        base = server.url.rstrip("/") + "/v1"
+        sid = _http("POST", f"{base}/sessions")[1]["session"]
+        _http("POST", f"{base}/sessions/{sid}/reset", {})
+        _http("POST", f"{base}/sessions/{sid}/step", {"action": {"delta": 5}})
+        status, snap = _http("POST", f"{base}/sessions/{sid}/snapshot")
+        assert status == 200 and snap["op"] == "snapshotted", snap
+        _http("POST", f"{base}/sessions/{sid}/step", {"action": {"delta": 5}})
+        status, back = _http(
+            "POST", f"{base}/sessions/{sid}/restore", {"snapshot": snap["snapshot"]}
+        )
+        assert status == 200 and back["observation"]["count"] == 5
+        status, forked = _http("POST", f"{base}/sessions/{sid}/fork", {"n": 2})
+        assert status == 200 and len(forked["sessions"]) == 2
+        status, exported = _http("GET", f"{base}/snapshots/{snap['snapshot']}")
+        assert status == 200 and exported["op"] == "snapshot_export"
+        status, back = _http("POST", f"{base}/sessions/{sid}/restore", {"blob": exported["blob"]})
+        assert status == 200 and back["step_count"] == 1
+        assert _http("DELETE", f"{base}/snapshots/{snap['snapshot']}")[0] == 200
+        status, gone = _http("GET", f"{base}/snapshots/{snap['snapshot']}")
+        assert status == 404 and gone["code"] == "unknown_snapshot"
+        status, bad = _http("POST", f"{base}/sessions/{sid}/restore", {"blob": "AAAA"})
+        assert status == 409 and bad["code"] == "snapshot_mismatch"
+        status, bad = _http("POST", f"{base}/sessions/{sid}/fork", {"n": "two"})
+        assert status == 400 and bad["code"] == "invalid_frame"
+
+
+def _http(method: str, url: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+    import json
+    import urllib.error
+    import urllib.request
+
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("content-type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as failed:
+        return failed.code, json.loads(failed.read())
+
+
+def test_a_vector_env_forks_one_sub_env_into_others_on_one_server_and_across(
+    tmp_path: Path,
+) -> None:
+    shared = SnapshotConfig(key_file=str(Seal.write_key(tmp_path / "key")))
+    with (
+        run_server("counter", snapshots=shared) as one,
+        run_server("counter", snapshots=shared) as two,
+    ):
+        with ecotone.VectorEnv([one.url, two.url], 4) as venv:
+            venv.reset(seed=0)
+            venv.step([{"delta": d} for d in (1, 2, 3, 4)])
+            homes = venv.env_urls
+            source = 2
+            copies = [i for i in range(4) if i != source]
+            assert {homes[i] for i in copies} == {one.url, two.url}  # one server, and the other
+            observations = venv.fork(source, copies)
+            assert [o["count"] for o in observations] == [3, 3, 3]
+            counts = [o["count"] for o in venv.step([{"delta": 10}] * 4)[0]]
+            assert counts == [13, 13, 13, 13]
+            with pytest.raises(ValueError, match="into itself"):
+                venv.fork(0, [0, 1])
+
+
+def test_a_gymnasium_env_gets_and_sets_its_state_cartpole_with_its_time_limit() -> None:
+    import ecotone.gym
+
+    with run_server("gymnasium:CartPole-v1?max_episode_steps=12") as server:
+        env = ecotone.gym.make(server.url)
+        try:
+            env.reset(seed=5)
+            for _ in range(4):
+                env.step(0)
+            state_obs = env.step(0)[0].tolist()
+            state = env.get_state()
+            assert isinstance(state, ecotone.gym.RemoteEnvState) and state.blob
+            first = [env.step(1) for _ in range(7)]
+            assert first[-1][3] is True  # TimeLimit: truncated at step 12
+            obs, _ = env.set_state(state)
+            assert obs.tolist() == state_obs
+            again = [env.step(1) for _ in range(7)]
+            assert [(o.tolist(), r, te, tr) for o, r, te, tr, _ in again] == [
+                (o.tolist(), r, te, tr) for o, r, te, tr, _ in first
+            ]
+        finally:
+            env.close()

@@ -34,12 +34,13 @@ from ecotone.gym.spaces import (
 
 if TYPE_CHECKING:
     from ecotone.gym.batched import BatchedRemoteVectorEnv
-    from ecotone.gym.env import RemoteEnv, make
+    from ecotone.gym.env import RemoteEnv, RemoteEnvState, make
     from ecotone.gym.vector import RemoteVectorEnv, make_vec
 
 _LAZY = {
     "BatchedRemoteVectorEnv": "ecotone.gym.batched",
     "RemoteEnv": "ecotone.gym.env",
+    "RemoteEnvState": "ecotone.gym.env",
     "make": "ecotone.gym.env",
     "RemoteVectorEnv": "ecotone.gym.vector",
     "make_vec": "ecotone.gym.vector",
@@ -64,6 +65,7 @@ __all__ = [
     "BatchedRemoteVectorEnv",
     "FreeText",
     "RemoteEnv",
+    "RemoteEnvState",
     "RemoteVectorEnv",
     "SpaceError",
     "describe_space",

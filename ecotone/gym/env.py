@@ -20,6 +20,7 @@ seed goes on reproducibly from it (for a native env, the seed it sends is drawn 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Mapping
@@ -38,6 +39,15 @@ from ecotone.specs import EnvInfo
 
 def _spec_id(name: str) -> str:
     return "ecotone/" + (re.sub(r"[^\w:.-]", "_", name) or "env")
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteEnvState:
+    """What `RemoteEnv.get_state` returns: the server's sealed snapshot of the episode
+    (`blob`, opaque) and the wrapper's random generator's state."""
+
+    blob: bytes
+    np_random: dict[str, Any]
 
 
 class RemoteEnv(gymnasium.Env[Any, Any]):
@@ -126,6 +136,38 @@ class RemoteEnv(gymnasium.Env[Any, Any]):
             bool(result.truncated),
             self._info(data),
         )
+
+    def get_state(self) -> RemoteEnvState:
+        """The episode where it stands, to `set_state` later on this env or another of the
+        same env (on a server with the same snapshot key): the server's sealed snapshot, with
+        this wrapper's own random generator (which seeds resets without a seed).
+
+        Raises:
+            ecotone.ServerError: `unsupported` (the env cannot be saved), `reset_required`.
+        """
+        taken = self.client.snapshot()
+        try:
+            blob = self.client.export_snapshot(taken)
+        finally:
+            self.client.drop_snapshot(taken)
+        return RemoteEnvState(blob=blob, np_random=dict(self.np_random.bit_generator.state))
+
+    def set_state(self, state: RemoteEnvState) -> tuple[Any, dict[str, Any]]:
+        """Put back what `get_state` returned, abandoning the current episode.
+
+        Returns:
+            The observation and info of the episode's last step (or reset), as Gymnasium
+            returns them.
+
+        Raises:
+            ecotone.ServerError: `snapshot_mismatch` (another env, or a server with another
+                snapshot key).
+        """
+        resumed = self.client.restore(state.blob)
+        self.np_random.bit_generator.state = dict(state.np_random)
+        data: Mapping[str, Any] = resumed.result.observation
+        self._last = data
+        return self._observation.from_wire(data), self._info(data)
 
     def close(self) -> None:
         """Close the session (and its connection). Idempotent."""

@@ -28,6 +28,15 @@ from ecotone.client._vector.results import take_ready, wanted
 from ecotone.client._vector.subenvs import Link, StepBatch, Tally
 from ecotone.client.errors import ConnectionLost, EcotoneError
 from ecotone.recording import ClientRecorder
+from ecotone.specs import (
+    DropSnapshot,
+    ExportSnapshot,
+    Restore,
+    Restored,
+    Snapshot,
+    SnapshotExport,
+    Snapshotted,
+)
 
 
 class AsyncVectorEnv:
@@ -383,6 +392,70 @@ class AsyncVectorEnv:
         await self._run(tally, self._deadline())
         self._started = True
         return core.check(tally.outcomes.values(), core.reset_result(tally, core.num_envs))
+
+    async def fork(self, source: int, into: Any) -> list[Any]:
+        """Copy sub-env `source`'s episode, where it stands, into the sub-envs `into`.
+
+        Each of them drops its own episode and goes on from `source`'s state with an episode
+        id of its own (a GRPO group from one prefix, a search from one state). One snapshot
+        on `source`'s server; sub-envs on another server get it exported, so every server
+        needs the same snapshot key (`--snapshot-key-file`).
+
+        Args:
+            source: The sub-env whose episode is copied.
+            into: The sub-envs that take it (an int, or a sequence or array of them).
+
+        Returns:
+            The observation each of `into` now holds (`source`'s last one), in `into`'s order.
+
+        Raises:
+            IndexError: An index out of range.
+            ValueError: `source` among `into`, an index named twice, `source` with no
+                episode running, or a sub-env with a request in flight.
+            ServerError: The server refused (`unsupported`: the env cannot be saved;
+                `snapshot_mismatch`: servers with different snapshot keys).
+        """
+        core = self._core
+        (origin,) = select_subs(core, [source])
+        targets = select_subs(core, into)
+        if origin in targets:
+            raise ValueError(f"sub-env {source} cannot be forked into itself")
+        core.check_idle([origin, *targets])
+        if origin.needs_reset or origin.conn is None or origin.session is None:
+            raise ValueError(f"sub-env {source} has no episode running: reset it first")
+        conn, timeout = origin.conn, core.step_timeout
+        taken = conn.core.check(
+            await conn.request(Snapshot(id=conn.core.next_id(), session=origin.session), timeout)
+        )
+        assert isinstance(taken, Snapshotted), taken
+        blob: bytes | None = None
+        observations: list[Any] = []
+        try:
+            for sub in targets:
+                there, session = sub.conn, sub.session or ""
+                if there is conn:
+                    sid = taken.snapshot
+                    frame = Restore(id=conn.core.next_id(), session=session, snapshot=sid)
+                else:
+                    if blob is None:
+                        ask = ExportSnapshot(id=conn.core.next_id(), snapshot=taken.snapshot)
+                        exported = conn.core.check(await conn.request(ask, timeout))
+                        assert isinstance(exported, SnapshotExport), exported
+                        blob = exported.blob
+                    frame = Restore(id=there.core.next_id(), session=session, blob=blob)
+                answer = there.core.check(await there.request(frame, timeout))
+                assert isinstance(answer, Restored), answer
+                result = core.result(answer.observation)
+                sub.obs, sub.needs_reset = result.observation, result.done or result.truncated
+                observations.append(result.observation)
+        finally:
+            with io.shielded():
+                drop = DropSnapshot(id=conn.core.next_id(), snapshot=taken.snapshot)
+                try:
+                    await conn.request(drop, timeout)
+                except (ConnectionLost, TimeoutError):
+                    pass
+        return observations
 
     # --- EnvPool-style asynchronous stepping ---------------------------------------------------
 

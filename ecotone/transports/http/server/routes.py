@@ -9,8 +9,11 @@ Served side by side:
   `POST /v1/sessions/{id}/step` (`{"action": ...}`), `GET /v1/sessions/{id}/state`,
   `DELETE /v1/sessions/{id}` (or `POST /v1/sessions/{id}/close`, which a browser can send
   with `navigator.sendBeacon` as a page unloads), `GET /v1/sessions/{id}/render` (the env's
-  custom view), `GET /v1/describe`. Sessions live across requests and connections (the id is
-  the handle) until closed or idle past `idle_timeout`.
+  custom view), `GET /v1/describe`; snapshots: `POST /v1/sessions/{id}/snapshot`,
+  `.../restore` (`{"snapshot": ID}`, `{"blob": BASE64}` or `{"checkpoint": KEY}`), `.../fork`
+  (`{"n": N}`), `GET /v1/snapshots/{id}` (exported, sealed), `DELETE /v1/snapshots/{id}`.
+  Sessions live across requests and connections (the id is the handle) until closed or idle
+  past `idle_timeout`.
 * The plain GETs the websocket transport serves too (`ecotone.transports.websocket.server.
   plain`): `/health`, `/metrics`, `/openapi.json`, `/v1/tasks`, `/v1/task`, OpenEnv's
   `/metadata`, `/schema` and Task API.
@@ -23,7 +26,8 @@ Served side by side:
   frames, `/ws` for OpenEnv's messages.
 
 Status codes for error frames: 400 invalid_frame / unknown_op / unsupported_version,
-404 unknown_session / unknown_env, 409 reset_required / episode_done, 413 too_large,
+404 unknown_session / unknown_env / unknown_snapshot, 409 reset_required / episode_done /
+snapshot_mismatch, 413 too_large,
 415 wrong content type, 422 invalid_action / invalid_argument, 501 unsupported,
 503 capacity, 500 env_error / internal. Slow clients get 408 after `REQUEST_TIMEOUT`.
 """
@@ -44,14 +48,19 @@ from ecotone.server.runner import Runner
 from ecotone.specs import (
     Close,
     Codec,
+    DropSnapshot,
     Error,
     ErrorCode,
+    ExportSnapshot,
+    Fork,
     GetState,
     JsonCodec,
     MsgpackCodec,
     Open,
     Render,
     Reset,
+    Restore,
+    Snapshot,
     Step,
 )
 from ecotone.specs.codec import TOO_DEEP
@@ -105,6 +114,10 @@ class HttpServer:
         router.add(r"/v1/sessions/(?P<sid>[^/]+)/state", GET=self.state)
         router.add(r"/v1/sessions/(?P<sid>[^/]+)/render", GET=self.render)
         router.add(r"/v1/sessions/(?P<sid>[^/]+)/close", POST=self.close)
+        router.add(r"/v1/sessions/(?P<sid>[^/]+)/snapshot", POST=self._on_session(Snapshot))
+        router.add(r"/v1/sessions/(?P<sid>[^/]+)/restore", POST=self._on_session(Restore))
+        router.add(r"/v1/sessions/(?P<sid>[^/]+)/fork", POST=self._on_session(Fork))
+        router.add(r"/v1/snapshots/(?P<snap>[^/]+)", GET=self.export, DELETE=self.drop)
         plain_routes(router, runner, self.openenv)
         router.add(r"/reset", POST=lambda r, _: self.openenv_for(r).reset(r))
         router.add(r"/step", POST=lambda r, _: self.openenv_for(r).step(r))
@@ -222,6 +235,32 @@ class HttpServer:
         return await self._dispatch(
             Step(id=next(self._ids), session=params["sid"], action=raw), request
         )
+
+    def _on_session(self, kind: type[Any]) -> Any:
+        """A route whose optional JSON body holds the fields of a `kind` frame but its
+        session's (snapshot, restore, fork)."""
+        op = kind.__struct_config__.tag
+
+        async def route(request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+            body = self._body(request, required=False)
+            if isinstance(body, HttpResponse):
+                return body
+            fields = {"op": op, "id": next(self._ids), **body, "session": params["sid"]}
+            try:
+                frame = msgspec.convert(fields, kind)
+            except msgspec.ValidationError as exc:
+                return error_response(ErrorCode.INVALID_FRAME, f"invalid {op} body: {exc}")
+            return await self._dispatch(frame, request)
+
+        return route
+
+    async def export(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        frame = ExportSnapshot(id=next(self._ids), snapshot=params["snap"])
+        return await self._dispatch(frame, request)
+
+    async def drop(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        frame = DropSnapshot(id=next(self._ids), snapshot=params["snap"])
+        return await self._dispatch(frame, request)
 
     async def state(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         return await self._dispatch(GetState(id=next(self._ids), session=params["sid"]), request)
