@@ -16,6 +16,7 @@ from typing import Any, Literal, get_type_hints
 import attrs
 import pytest
 
+import ecotone
 import ecotone.trl
 from ecotone.kernel.config import AuthConfig
 from ecotone.specs import MsgpackCodec
@@ -259,3 +260,26 @@ def test_awkward_names_stay_callable_and_tools_never_clash_with_the_action() -> 
     tools = [ToolInfo(name="guess"), ToolInfo(name="reset"), ToolInfo(name="hint")]
     names = [t["function"]["name"] for t in openai_tools(info, tools)]
     assert names == ["guess", "tool_guess", "tool_reset", "hint"]
+
+
+def test_a_group_of_rollouts_starts_from_one_exported_snapshot() -> None:
+    """A GRPO group whose rows share one snapshot: every rollout starts from its prefix."""
+    import base64
+
+    with run_server("counter") as server:
+        with ecotone.connect(server.url) as env:
+            env.reset()
+            env.step({"delta": 5})
+            blob = env.export_snapshot(env.snapshot())
+        factory = ecotone.trl.environment_factory(server.url)
+        rows = [
+            {"prompt": "go", "snapshot": blob},
+            {"prompt": "go", "snapshot": base64.b64encode(blob).decode()},
+        ]
+        for row in rows:
+            player = factory()
+            assert json.loads(player.reset(**row))["count"] == 5
+            assert json.loads(player.delta(delta=2))["count"] == 7
+            assert player.get_reward() == 2.0
+        with pytest.raises(ValueError, match="base64"):
+            factory().reset(snapshot="not base64!")

@@ -15,7 +15,10 @@ often"). Its instances:
 
 * `reset(**row)`: TRL passes the dataset row; the row's `seed`, `task`, `split`, `index` and
   `episode_id` (and any names in `reset_keys`) start the episode, the rest (`prompt`...) is
-  left out. It returns the first observation as text, which TRL appends to the prompt.
+  left out. A row with a `snapshot` (an exported one, `env.export_snapshot(...)`: bytes or
+  their base64) starts from that state instead: a GRPO group whose rows share one snapshot
+  plays its rollouts from one prefix (docs/snapshots.md). It returns the first observation as
+  text, which TRL appends to the prompt.
 * one public method for the action and one per env tool, named and typed from the env's
   schemas with Google-style docstrings (TRL exposes every public method to the model and
   builds the tool schemas from them; nothing else is public). The action's method is named
@@ -36,6 +39,7 @@ observation (a dict) instead.
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import weakref
@@ -247,7 +251,9 @@ def _client(self: Any) -> Any:
 
 
 def _reset(self: Any, **row: Any) -> str:
-    """Start an episode for one rollout: the row's seed/task/split/index go to the env."""
+    """Start an episode for one rollout: the row's seed/task/split/index go to the env; a
+    row with a `snapshot` (an exported one: bytes, or their base64) starts from it instead."""
+    saved = _snapshot_of(row.get("snapshot"))
     options = {k: v for k, v in row.items() if k in self._keys and v is not None}
     seed = options.pop("seed", None)
     episode_id = options.pop("episode_id", None)
@@ -257,7 +263,10 @@ def _reset(self: Any, **row: Any) -> str:
             try:
                 client = self._client()
                 self._shared.reap()
-                result = client.reset(seed=seed, episode_id=episode_id, **options)
+                if saved is not None:
+                    result = client.restore(saved).result
+                else:
+                    result = client.reset(seed=seed, episode_id=episode_id, **options)
                 break
             except ConnectionLost:
                 if attempt == 2:
@@ -269,6 +278,18 @@ def _reset(self: Any, **row: Any) -> str:
     if self._show is observation_text:
         return observation_text(result.observation, first=True)
     return str(self._show(result.observation))
+
+
+def _snapshot_of(value: Any) -> bytes | None:
+    """A row's `snapshot` as bytes (None: the row has none)."""
+    if value is None or isinstance(value, bytes | bytearray):
+        return None if value is None else bytes(value)
+    if isinstance(value, str):
+        try:
+            return base64.b64decode(value, validate=True)
+        except ValueError:
+            raise ValueError("a row's `snapshot` must be bytes or their base64") from None
+    raise ValueError(f"a row's `snapshot` must be bytes or their base64, not {type(value)}")
 
 
 def _step(self: Any, action: dict[str, Any]) -> str:
