@@ -750,8 +750,8 @@ def test_cli_validate_a_real_openenv_server(tmp_path: Path, openenv_server: str)
     report = json.loads(done.stdout)
     by_name = {c["name"]: c for c in report["checks"]}
     assert done.returncode == 0, json.dumps(report, indent=1)
-    # no ids, batches, tasks, columns (both step_columns checks)
-    assert report["summary"]["skipped"] == 8 + len(PROTOCOL)
+    # no ids, batches, tasks, columns (both step_columns checks), snapshots
+    assert report["summary"]["skipped"] == 9 + len(PROTOCOL)
     assert {n for n, c in by_name.items() if c["status"] == "PASS"} == {
         "describe",
         "observation_schema",

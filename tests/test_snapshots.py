@@ -361,3 +361,23 @@ def test_a_gymnasium_env_gets_and_sets_its_state_cartpole_with_its_time_limit() 
             ]
         finally:
             env.close()
+
+
+def test_every_operation_over_stdio() -> None:
+    with ecotone.connect("stdio:counter") as env:
+        _round_trip(env)
+
+
+def test_a_snapshot_taken_on_one_launched_server_is_restored_on_another(tmp_path: Path) -> None:
+    """Two servers started by the process provider, as an orchestrator would, sharing the
+    snapshot key through their environment."""
+    key = str(Seal.write_key(tmp_path / "key"))
+    environment = {"ECOTONE_SNAPSHOTS_KEY_FILE": key}
+    with ecotone.launch("chess", provider="process", environment=environment) as first:
+        first.reset(seed=7)
+        first.step({"move": "e2e4"})
+        blob = first.export_snapshot(first.snapshot())
+        ahead = [first.step({"move": m}).observation["fen"] for m in ("d2d4", "g1f3")]
+    with ecotone.launch("chess", provider="process", environment=environment) as second:
+        assert second.restore(blob).step_count == 1
+        assert [second.step({"move": m}).observation["fen"] for m in ("d2d4", "g1f3")] == ahead

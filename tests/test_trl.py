@@ -272,7 +272,7 @@ def test_a_group_of_rollouts_starts_from_one_exported_snapshot() -> None:
             env.step({"delta": 5})
             blob = env.export_snapshot(env.snapshot())
         factory = ecotone.trl.environment_factory(server.url)
-        rows = [
+        rows: list[dict[str, Any]] = [
             {"prompt": "go", "snapshot": blob},
             {"prompt": "go", "snapshot": base64.b64encode(blob).decode()},
         ]
