@@ -172,3 +172,78 @@ def test_a_durable_snapshot_writes_one_sealed_file_per_session(tmp_path: Path) -
             (written,) = (tmp_path / "ckpt").glob("*.ckpt")
             assert env.resume_key not in written.name and b"41" not in written.read_bytes()
             assert oct(os.stat(tmp_path / "ckpt").st_mode & 0o777) == "0o700"
+
+
+def test_a_refused_step_a_reset_and_a_restore_are_resumed_as_they_happened(
+    served: Served,
+) -> None:
+    """The resuming client replays only steps that happened, never an earlier episode's
+    checkpoint, and a restore is the episode it resumes from then on."""
+
+    def kill() -> None:
+        served.stop(signal.SIGKILL)
+        served.start()
+
+    with ecotone.connect(served.url) as plain:  # the moves, uninterrupted
+        check = plain.reset(seed=5)
+        expected = []
+        for i in range(4):
+            check = plain.step({"move": check.observation["legal_moves"][i]})
+            expected.append(check.observation["fen"])
+    env = ecotone.connect(served.url, resume=True, checkpoint_every=3)
+    try:
+        first = env.reset(seed=4)
+        for i in range(4):  # episode A, checkpointed at its step 3
+            first = env.step({"move": first.observation["legal_moves"][i % 2]})
+        result = env.reset(seed=5)  # episode B: checkpointed at its start
+        seen = []
+        for i in range(2):
+            result = env.step({"move": result.observation["legal_moves"][i]})
+            seen.append(result.observation["fen"])
+            with pytest.raises(ecotone.InvalidActionError):
+                env.step({"move": "a1a8"})  # refused: not a step, never replayed
+        kill()  # the next step resumes from B's start (not A's step 3), two moves replayed
+        result = env.step({"move": result.observation["legal_moves"][2]})
+        seen.append(result.observation["fen"])
+        snap = env.snapshot()
+        result = env.step({"move": result.observation["legal_moves"][3]})
+        seen.append(result.observation["fen"])
+        assert seen == expected
+        resumed = env.restore(snap)  # back one move: the episode a resume continues now
+        kill()
+        again = env.step({"move": resumed.result.observation["legal_moves"][3]})
+        assert again.observation["fen"] == expected[3]
+        assert env._resumer is not None and env._resumer.resumes == 2
+    finally:
+        env.close()
+
+
+async def test_a_checkpoint_call_past_its_deadline_frees_its_session() -> None:
+    """A checkpoint file store that hangs is given up (the server stopping, or a stuck
+    disk): its session goes on, nothing is set aside."""
+    from ecotone.kernel import Engine, EnvSpec
+    from ecotone.kernel.calls import CheckpointCall
+    from ecotone.plugins.counter import CounterEnv
+    from tests.engine_driver import Driver, decoded
+
+    class Stuck:
+        def write(self, key: str, blob: bytes) -> None:
+            raise AssertionError("never made in this test")
+
+        read = delete = write
+
+    engine = Engine(EnvSpec.from_class(CounterEnv))
+    engine.checkpoints = Stuck()
+    driver = Driver(engine)
+    peer = driver.peer()
+    session = (await driver.ask(peer, {"op": "open", "id": 1})).session
+    await driver.ask(peer, {"op": "reset", "id": 2, "session": session})
+    calls = peer.receive(
+        peer.codec.encode({"op": "snapshot", "id": 3, "session": session, "durable": True})
+    )
+    (write,) = [c for c in calls if isinstance(c, CheckpointCall)]
+    engine.timed_out(write, "the disk did not answer")
+    answers = [decoded(peer, frame) for frame in peer.take()]
+    assert answers[-1]["code"] == "internal" and "disk did not answer" in answers[-1]["message"]
+    step = {"op": "step", "id": 4, "session": session, "action": {"delta": 1}}
+    assert decoded(peer, await driver.ask(peer, step))["observation"]["count"] == 1

@@ -302,8 +302,9 @@ class _OnEnv(SessionCall):
 
 @final
 class SnapshotCall(_OnEnv):
-    """A snapshot of the session's episode (`snapshots.capture`; `value`: a `Saved`). A
-    durable one the shutdown asks for (`request.id` None) is made even while stopping."""
+    """A snapshot of the session's episode (`snapshots.capture`; `value`: a `Saved`). Made
+    even while the server stops (`essential`), within what is left of its deadline: the
+    checkpoints the shutdown writes are snapshots."""
 
     op = "snapshot"
     what = "snapshot"

@@ -48,7 +48,15 @@ from typing import Any, Final, final
 
 from ecotone.kernel import answers
 from ecotone.kernel.batches import Batches, Entry
-from ecotone.kernel.calls import Call, CloseCall, DisposeCall, ForkCall, Mode, OpenCall
+from ecotone.kernel.calls import (
+    Call,
+    CheckpointCall,
+    CloseCall,
+    DisposeCall,
+    ForkCall,
+    Mode,
+    OpenCall,
+)
 from ecotone.kernel.core import log
 from ecotone.kernel.envspec import EnvSpec
 from ecotone.kernel.limits import Limits
@@ -218,6 +226,8 @@ class Engine(Batches, Operations, Snapshotting):
         a fresh instance). A worker-thread call may still be running: the driver closes its
         env when it ends (`call.env`, or for a constructor `call.value`); a coroutine was
         cancelled, so its env is closed here. Returns the next calls to run."""
+        if type(call) is CheckpointCall:  # a file store's call, not an env's: nothing set aside
+            return self.abandon(call, why or f"the checkpoint did not end in {call.timeout}s")
         jobs: list[Call] = []
         session = call.session
         seconds = call.timeout

@@ -5,7 +5,7 @@ state of its random generators. So it leaves the server sealed, with authenticat
 (AES-256-GCM, from the `cryptography` package): a client can neither read it nor change a bit
 of it, and a server opens only what a key of its own sealed. Replicas that must restore each
 other's snapshots (a drained server's sessions resumed elsewhere) share the key: 32 random
-bytes in a file, as `serve --snapshot-key-file FILE` (or `$ECOTONE_SNAPSHOT_KEY_FILE`)
+bytes in a file, as `serve --snapshot-key-file FILE` (or `$ECOTONE_SNAPSHOTS_KEY_FILE`)
 reads it. A server given none makes one of its own at start: its exports then restore only on
 itself.
 
@@ -96,12 +96,23 @@ class Seal:
             The path.
         """
         path = Path(path)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
+        if path.exists():
             return path
-        with os.fdopen(fd, "w") as out:
-            out.write(secrets.token_bytes(KEY_BYTES).hex() + "\n")
+        # Written whole, then linked into place: a server starting at the same moment reads
+        # either no key or the whole of one, and two never both win.
+        temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "w") as out:
+                out.write(secrets.token_bytes(KEY_BYTES).hex() + "\n")
+                out.flush()
+                os.fsync(out.fileno())
+            try:
+                os.link(temporary, path)
+            except FileExistsError:
+                pass
+        finally:
+            os.unlink(temporary)
         return path
 
     def _cipher(self) -> object:

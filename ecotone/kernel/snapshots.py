@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, Final, Protocol
 
+import anyio
 import attrs
 import msgspec
 
@@ -415,10 +416,11 @@ async def afork(env: Any, spec: EnvSpec, episode_ids: list[str]) -> tuple[Saved,
             made.append(spec.make())
             await aapply(made[-1], spec, saved, episode_id)
     except BaseException:
-        for each in made:
-            try:
-                await _maybe(each.close())
-            except Exception:
-                pass
+        with anyio.CancelScope(shield=True):  # cancelled at its deadline: close them still
+            for each in made:
+                try:
+                    await _maybe(each.close())
+                except Exception:
+                    pass
         raise
     return saved, made

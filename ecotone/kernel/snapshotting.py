@@ -250,8 +250,18 @@ class Snapshotting(EngineCore):
                     session.id,
                 )
             key = req.checkpoint
-            read = ("read", self.checkpoints.read, (key,))
-            return CheckpointCall(session, peer, req, key, read)
+            holder = next((s for s in self.sessions if s.resume_key == key), None)
+            left = holder is None or getattr(holder.owner, "closed", False)
+            if not left and holder is not session:
+                return answers.error(
+                    ErrorCode.INVALID_ARGUMENT,
+                    "a live session holds this resume key: close it first (two sessions "
+                    "would write over each other's checkpoints)",
+                    req.id,
+                    session.id,
+                )
+            read = CheckpointCall(session, peer, req, key, ("read", self.checkpoints.read, (key,)))
+            return self._make(read, jobs, self._limit(session.spec, req.call_timeout))
         saved = self._saved_for(session, peer, req)
         if type(saved) is Error:
             return saved
@@ -284,6 +294,7 @@ class Snapshotting(EngineCore):
         session.task = saved.task
         session.observation = observation
         session.forked_from = saved.forked_from
+        self._resumed(session, saved.episode_id)
         return Restored(
             id=req.id,
             session=session.id,
@@ -293,6 +304,18 @@ class Snapshotting(EngineCore):
             task=saved.task,
             forked_from=saved.forked_from,
         )
+
+    def _resumed(self, session: Session, episode_id: str | None) -> None:
+        """Tell `ecotone_episode_started` that `session` runs a saved episode from now on
+        (a recorder starts a trajectory of its own for it; `seed` None)."""
+        if self._on_episode is not None:
+            self._on_episode(
+                session_id=session.id,
+                env=session.spec.name,
+                episode_id=episode_id,
+                seed=None,
+                observation=session.observation,
+            )
 
     # --- fork ---------------------------------------------------------------------------------
 
@@ -357,13 +380,14 @@ class Snapshotting(EngineCore):
         event = Event.RESUMED_ENDED if source.phase is Phase.ENDED else Event.RESUMED
         now = self.clock()
         ids: list[str] = []
-        for env in made:
+        for env, episode_id in zip(made, call.episode_ids, strict=True):
             copy = self.sessions.add(source.spec, env, peer.owner, now)
             advance(copy, event)
             copy.task = source.task
             copy.observation = source.observation
             copy.forked_from = saved.episode_id
             self.resume_key(copy)
+            self._resumed(copy, episode_id)
             ids.append(copy.id)
             self.opened_total += 1
             if self._on_opened is not None:

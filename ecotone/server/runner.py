@@ -176,19 +176,22 @@ class Runner:
 
     async def checkpoint_all(self) -> None:
         """Checkpoint every idle session a server with a checkpoint directory can resume, now,
-        while the connections are still open (the server is about to stop): within
-        `limits.shutdown_timeout`."""
-        with trio.move_on_after(self.engine.limits.shutdown_timeout):
-            await self._finish_now(self.engine.checkpoint_all())
-            await self.flush()
+        while the connections are still open (the server is about to stop), within
+        `limits.shutdown_timeout`: what is not written by then is given up (its session goes
+        on), and the requests that waited behind a checkpoint run as usual."""
+        deadline = trio.current_time() + self.engine.limits.shutdown_timeout
+        await self._finish_now(self.engine.checkpoint_all(), deadline, serving=True)
+        await self.flush()
 
     async def shutdown(self) -> None:
-        """Checkpoint the sessions a server with a checkpoint directory can resume, then close
-        every session and wait for the closes, `limits.shutdown_timeout` at most for all (call
-        shielded, after the nursery's tasks are done)."""
+        """Checkpoint the sessions a server with a checkpoint directory can resume, within
+        `limits.shutdown_timeout`, then close every session and wait for the closes, within
+        `limits.shutdown_timeout` again (call shielded, after the nursery's tasks are
+        done)."""
         self._stopping = True
-        with trio.move_on_after(self.engine.limits.shutdown_timeout):
-            await self._finish_now(self.engine.checkpoint_all())
+        timeout = self.engine.limits.shutdown_timeout
+        await self._finish_now(self.engine.checkpoint_all(), trio.current_time() + timeout)
+        with trio.move_on_after(timeout):
             await self._finish_now(self.engine.shutdown())
 
     # --- running calls ------------------------------------------------------------------------
@@ -287,16 +290,29 @@ class Runner:
             self._settled(call)
         return self.engine.timed_out(call, why)
 
-    async def _finish_now(self, calls: Sequence[Call]) -> None:
+    async def _finish_now(
+        self, calls: Sequence[Call], deadline: float = math.inf, *, serving: bool = False
+    ) -> None:
         """What follows a call while the server stops, run in this task (the caller shields
-        it, with the shutdown deadline): env closes are made, anything else is abandoned at
-        once, so stopping never waits for queued env work (checkpoints the shutdown writes are
-        made too: `Call.essential`)."""
+        it, with the shutdown deadline): env closes are made, and so are checkpoints
+        (`Call.essential`) until `deadline`, past which they are given up; anything else is
+        abandoned at once, so stopping never waits for queued env work. `serving`: the server
+        still serves (the checkpoints SIGTERM asks for first), so anything else runs as usual
+        instead."""
         pending = list(calls)
         while pending:
             call = pending.pop()
-            if not (call.cleanup or call.essential):
-                pending.extend(self.engine.abandon(call, STOPPING))
+            if call.essential and not call.cleanup:
+                left = deadline - trio.current_time()
+                if left <= 0:
+                    pending.extend(self.engine.abandon(call, "no time was left to checkpoint"))
+                    continue
+                call.timeout = left if call.timeout is None else min(call.timeout, left)
+            elif not call.cleanup:
+                if serving:
+                    self.start([call])
+                else:
+                    pending.extend(self.engine.abandon(call, STOPPING))
                 continue
             made = await self._make(call)
             pending.extend(self.engine.complete(call) if made else self._given_up(call, None))

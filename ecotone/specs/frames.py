@@ -643,7 +643,7 @@ class Restored(Frame, tag="restored"):
     """Answer to `restore`: the episode the session now runs, where it stands.
 
     `observation` is the last one the episode gave (as its `step` or `reset` answered it);
-    `done` when that ended the episode (steps are then `episode_done` until a reset).
+    when its flags ended the episode, steps are `episode_done` until a reset.
     """
 
     session: str

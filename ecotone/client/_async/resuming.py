@@ -23,6 +23,7 @@ For an env whose episodes are deterministic (the conformance suite's `seeded_det
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +32,8 @@ from ecotone.client._async import io
 from ecotone.client.errors import ConnectionLost, ServerError
 from ecotone.client.results import Resumed, StepResult
 from ecotone.specs import Restore, Restored, Snapshot, Snapshotted
+
+log = logging.getLogger("ecotone.client")
 
 RESUME_TIMEOUT = 60.0
 """Seconds a resuming client keeps trying to reach a server again."""
@@ -77,6 +80,10 @@ class Resumer:
         """The step number of the last checkpoint known."""
         self.resumes = 0
         """How many times the session was resumed."""
+        self.episode_id: str | None = None
+        """The episode the last checkpoint known holds (a checkpoint of another is stale)."""
+        self.savable = True
+        """The env can be checkpointed (else a resume replays the episode from its reset)."""
 
     # --- the calls, made so that a broken connection resumes ------------------------------------
 
@@ -94,6 +101,8 @@ class Resumer:
         self.reset_args = dict(args)
         self.log.clear()
         self.steps = self.checkpointed = 0
+        self.episode_id = None
+        await self.checkpoint(client, timeout)  # a resume never finds the last episode's
         return result
 
     async def step(
@@ -102,7 +111,6 @@ class Resumer:
         """`client`'s step; a broken connection is resumed and the step made again (or taken
         from the checkpoint, when it holds it)."""
         index = self.steps
-        self.log.append((index, action))
         while True:
             try:
                 result: StepResult[Any] = await client._step_once(action, timeout, call_timeout)
@@ -112,22 +120,42 @@ class Resumer:
                 if resumed is not None:  # the checkpoint holds this step: its answer
                     result = resumed
                     break
+        self.log.append((index, action))  # a step that failed is not replayed
         self.steps = index + 1
         if self.every is not None and self.steps - self.checkpointed >= self.every:
             await self.checkpoint(client, timeout)
         return result
 
     async def checkpoint(self, client: Any, timeout: float | None) -> None:
-        """Ask the server for a checkpoint of the session (the log is then trimmed)."""
+        """Ask the server for a checkpoint of the session (the log is then trimmed). One it
+        cannot write (an env that cannot be saved, a full disk) is logged, and the episode
+        goes on: a resume then replays more."""
+        if not self.savable:
+            return
         core = client.connection.core
         frame = Snapshot(id=core.next_id(), session=client.session_id, durable=True)
         try:
             answer = core.check(await client.connection.request(frame, timeout))
         except ConnectionLost:
             return  # the next call resumes from the checkpoint before
+        except ServerError as exc:
+            if exc.code == "unsupported":  # the env cannot be saved: resumes replay
+                self.savable = False
+            log.warning("no checkpoint of session %s: %s", client.session_id, exc)
+            return
         assert isinstance(answer, Snapshotted), answer
         self.checkpointed = self.steps
+        self.episode_id = answer.episode_id
         self.log = [(i, a) for i, a in self.log if i >= self.steps]
+
+    async def moved(self, client: Any, resumed: Resumed[Any], timeout: float | None) -> None:
+        """The session was restored to another state (`restore`): that is the episode to
+        resume from now on, checkpointed at once (the log of the one it left is dropped)."""
+        self.log.clear()
+        self.reset_args = None  # it cannot be replayed from a reset
+        self.steps = self.checkpointed = resumed.step_count
+        self.episode_id = resumed.episode_id
+        await self.checkpoint(client, timeout)
 
     # --- resuming -------------------------------------------------------------------------------
 
@@ -182,12 +210,16 @@ class Resumer:
                     raise
             else:
                 assert isinstance(answer, Restored), answer
-                self.checkpointed = answer.step_count
-                return Resumed(
-                    result=core.observation(answer.observation, client.types, answer.task),
-                    episode_id=answer.episode_id,
-                    step_count=answer.step_count,
-                )
+                stale = self.episode_id is not None and answer.episode_id != self.episode_id
+                if stale:  # a checkpoint of an earlier episode: replay this one from its reset
+                    log.warning("the checkpoint of %s holds another episode", self.key)
+                else:
+                    self.checkpointed = answer.step_count
+                    return Resumed(
+                        result=core.observation(answer.observation, client.types, answer.task),
+                        episode_id=answer.episode_id,
+                        step_count=answer.step_count,
+                    )
         self.key = session.resume_key
         if not restore or self.reset_args is None:
             return Resumed(result=StepResult(observation=None))

@@ -114,12 +114,16 @@ class SessionSnapshots:
             )
         answer = core.check(self.connection.request(frame, timeout))
         assert isinstance(answer, Restored), answer
-        return Resumed(
+        resumed = Resumed(
             result=core.observation(answer.observation, self.types, answer.task),
             episode_id=answer.episode_id,
             step_count=answer.step_count,
             forked_from=answer.forked_from,
         )
+        resumer = getattr(self, "_resumer", None)
+        if resumer is not None:  # connected with resume=True: this is the episode to resume
+            resumer.moved(self, resumed, timeout)
+        return resumed
 
     def fork(
         self, n: int = 1, *, timeout: float | None = None, call_timeout: float | None = None

@@ -414,6 +414,8 @@ class VectorEnv:
                 episode running, or a sub-env with a request in flight.
             ServerError: The server refused (`unsupported`: the env cannot be saved;
                 `snapshot_mismatch`: servers with different snapshot keys).
+            EcotoneError: A connection broke; the sub-envs not yet restored keep their own
+                episodes, the one that failed needs a reset.
         """
         core = self._core
         (origin,) = select_subs(core, [source])
@@ -443,7 +445,11 @@ class VectorEnv:
                         assert isinstance(exported, SnapshotExport), exported
                         blob = exported.blob
                     frame = Restore(id=there.core.next_id(), session=session, blob=blob)
-                answer = there.core.check(there.request(frame, timeout))
+                try:
+                    answer = there.core.check(there.request(frame, timeout))
+                except EcotoneError:
+                    sub.needs_reset = True  # its episode is unknown now: reset it
+                    raise
                 assert isinstance(answer, Restored), answer
                 result = core.result(answer.observation)
                 sub.obs, sub.needs_reset = result.observation, result.done or result.truncated
