@@ -78,6 +78,62 @@ def test_a_choice_that_cannot_be_met_says_why(options: dict[str, Any], complaint
         puzzles().choose(options, 0)
 
 
+class Lock(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    code: str
+    hints: list[str] = []
+
+
+def locks() -> ecotone.TaskSet[Lock]:
+    """Tasks whose answer is hidden, named by opaque ids, with words read as inline tasks."""
+    records = [Lock(name="front", code="amber", hints=["a gem"]), Lock(name="back", code="cedar")]
+
+    def read(text: str) -> Lock:
+        if not text.isalpha():
+            raise ValueError("a lock is given as its code, in letters")
+        return Lock(name="given", code=text)
+
+    return ecotone.TaskSet(
+        records,
+        id=lambda lock: f"lock-{lock.name}",
+        type=Lock,
+        hidden=("code", "hints"),
+        from_text=read,
+    )
+
+
+def test_hidden_fields_are_withheld_marked_in_the_schema_and_text_reads_as_an_inline_task(
+    tmp_path: Path,
+) -> None:
+    tasks = locks()
+    ref, record = tasks.find("lock-front")
+    assert tasks.public(record) == {"name": "front"}
+    assert tasks.withheld(record) == {"code": "amber", "hints": ["a gem"]}
+    assert puzzles().withheld(puzzles().splits["test"][0]) == {}  # hides nothing
+    schema = tasks.schema()
+    assert schema["required"] == ["name"]  # a listed record comes without its hidden fields
+    assert schema["properties"]["code"] == {"type": "string", "writeOnly": True}
+    assert schema["properties"]["name"] == {"type": "string"}
+    # text that is an id is that task; other text is read as an inline record
+    assert tasks.choose({"task": "lock-front"}, None) == (ref, record)
+    given_ref, given = tasks.choose({"task": "zebra"}, None)
+    assert (given_ref, given) == (
+        ecotone.TaskRef(id="lock-given"),
+        Lock(name="given", code="zebra"),
+    )
+    with pytest.raises(ecotone.TaskError, match="no task '12': a lock is given as its code"):
+        tasks.choose({"task": "12"}, None)
+    # an inline record equal to a listed task is named as that task; a different one is not
+    assert tasks.choose({"task": msgspec.to_builtins(record)}, None) == (ref, record)
+    other = tasks.choose({"task": {"name": "front", "code": "ember"}}, None)[0]
+    assert other == ecotone.TaskRef(id="lock-front")  # no split: not the listed one
+    path = tmp_path / "locks.jsonl"
+    path.write_text('{"name": "side", "code": "delta"}\n')
+    read = tasks.reading(path)  # a task file keeps the set's id, hidden fields and reader
+    assert read.public(read.splits["locks"][0]) == {"name": "side"}
+    assert read.choose({"task": "zebra"}, None)[0] == ecotone.TaskRef(id="lock-given")
+
+
 def test_ids_are_unique_across_splits() -> None:
     with pytest.raises(ecotone.TaskError, match="task id 'a' appears twice: train\\[0\\] and test"):
         ecotone.TaskSet({"train": [{"id": "a"}], "test": [{"id": "a"}]})
@@ -115,6 +171,7 @@ def test_wordle_publishes_its_words_and_a_reset_plays_the_chosen_one() -> None:
         assert page.splits == info.tasks and (page.split, page.offset) == ("test", 2)
         assert page.total == len(listed) // 5
         assert page.tasks == [{"secret": listed[i]} for i in (14, 19, 24)]  # every fifth word
+        assert page.ids == [listed[i] for i in (14, 19, 24)]  # its id, as each record's
         first = env.list_tasks()
         assert first.split == "train" and len(first.tasks) == 100
 
