@@ -24,7 +24,8 @@ Hidden fields (`hidden=`) stay on the server: the env gets them, and nothing cli
 shown carries them (`list_tasks` and `get_task` give `public(record)`, the task schema marks
 them `writeOnly`). An id is shown to everyone, in every reset's answer: when a task's record
 is its answer (a secret word), the id must not be made of it (`id=` a function giving an
-opaque one).
+opaque one); the conformance suite's `hidden_task_fields` check fails an env whose ids or
+answers carry a hidden field's value.
 """
 
 from __future__ import annotations
