@@ -125,6 +125,12 @@ def test_hidden_fields_are_withheld_marked_in_the_schema_and_text_reads_as_an_in
     )
     with pytest.raises(ecotone.TaskError, match="no task '12': a lock is given as its code"):
         tasks.choose({"task": "12"}, None)
+    unknown: dict[str, Lock] = {}
+    broken: ecotone.TaskSet[Lock] = ecotone.TaskSet(
+        [Lock(name="a", code="b")], id="name", from_text=unknown.__getitem__
+    )
+    with pytest.raises(ecotone.TaskError, match="no task 'zz': from_text raised KeyError: 'zz'"):
+        broken.choose({"task": "zz"}, None)  # an env's bug, answered, not raised in the server
     # an inline record equal to a listed task is named as that task; a different one is not
     assert tasks.choose({"task": msgspec.to_builtins(record)}, None) == (ref, record)
     other = tasks.choose({"task": {"name": "front", "code": "ember"}}, None)[0]

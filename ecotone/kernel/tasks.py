@@ -486,6 +486,16 @@ class TaskSet(Generic[T]):
         return self.get(name, rng.randrange(len(records)))
 
     def _read_text(self, text: str) -> Any:
+        """Read text that is no task's id with `from_text`.
+
+        Returns:
+            The record data `from_text` made of the text.
+
+        Raises:
+            TaskError: `from_text` raised: a ValueError (or TypeError) says why the text is
+                no task; anything else (a bug of the env's) is named, rather than escaping
+                into the server.
+        """
         assert self.from_text is not None
         try:
             return self.from_text(text)
@@ -493,6 +503,10 @@ class TaskSet(Generic[T]):
             raise
         except (ValueError, TypeError) as exc:
             raise TaskError(f"no task {text!r}: {exc}") from None
+        except Exception as exc:
+            raise TaskError(
+                f"no task {text!r}: from_text raised {type(exc).__name__}: {exc}"
+            ) from None
 
     def _inline(self, data: Any) -> tuple[TaskRef, T]:
         """Take a record given inline.
