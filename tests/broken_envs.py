@@ -1,5 +1,6 @@
-"""Envs for the conformance suite's own tests: one that keeps the contract, and deliberately
-broken variants of it, each breaking one rule (the suite must fail the check for that rule).
+"""Envs for the conformance suite's own tests: two that keep the contract (one with tasks whose
+fields are hidden), and deliberately broken variants of them, each breaking one rule (the suite
+must fail the check for that rule).
 
 Contributed to a Registry as the plugin module `tests.broken_envs` (`ecotone_environments`).
 """
@@ -14,6 +15,7 @@ from typing import Annotated, Any, ClassVar
 import msgspec
 
 import ecotone
+from ecotone.plugins.wordle import WordleEnv, WordleTask, words
 
 
 class Guess(ecotone.Action, kw_only=True, forbid_unknown_fields=True):
@@ -249,6 +251,141 @@ class ForkKeepsEpisodeIdEnv(DiceEnv):
         self._state.episode_id = kept or "the-same-id"
 
 
+# --- tasks with hidden fields: a vault per task, opened by its code word --------------------
+
+VAULTS: dict[str, str] = {
+    "guess": "riddle",  # the word every observation's note says: shown, but not as a leak
+    "amber": "resin",
+    "basil": "herb",
+    "cedar": "timber",
+    "delta": "river",
+    "ember": "glow",
+    "fable": "tale",
+    "gamma": "greek",
+}
+"""Each vault's code word, and the clue that goes with it."""
+
+
+class Vault(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A vault: its name (public), its code word and clues (hidden)."""
+
+    name: str
+    word: str
+    clues: list[dict[str, str]] = []
+
+
+def _vaults(id: Any = "name") -> ecotone.TaskSet[Vault]:
+    records = [
+        Vault(name=f"vault-{i}", word=word, clues=[{"clue": clue, "kind": "meaning"}])
+        for i, (word, clue) in enumerate(VAULTS.items())
+    ]
+    return ecotone.TaskSet(
+        {"train": records[:6], "test": records[6:]}, id=id, type=Vault, hidden=("word", "clues")
+    )
+
+
+class Attempt(ecotone.Action, kw_only=True, forbid_unknown_fields=True):
+    word: str
+
+
+class Door(ecotone.Observation, kw_only=True):
+    opened: bool = False
+    tries_left: int = 0
+    note: str = ""
+
+
+class VaultState(ecotone.State, kw_only=True):
+    tries: int = 0
+    max_tries: int = 3
+    clue: str = ""
+
+
+class VaultEnv(ecotone.Environment[Attempt, Door, VaultState]):
+    """Keeps the contract and its tasks' hidden fields: each task's code word and clues stay
+    on the server, its id is the vault's name, and every note says the same rule (which holds
+    the code word of one vault: a word the env shows whatever the task, not a leak)."""
+
+    name = "vault"
+    readme = "A vault per task: open it with its code word."
+    inline = True
+    tasks: ClassVar[Any] = staticmethod(_vaults)
+
+    def __init__(self) -> None:
+        self._state = VaultState()
+        self._vault = Vault(name="", word="")
+
+    def reset(
+        self,
+        *,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        task: Vault | None = None,
+    ) -> Door:
+        assert task is not None  # a server always picks one
+        self._vault = task
+        self._state = VaultState(episode_id=episode_id or uuid.uuid4().hex)
+        return Door(tries_left=3, note=self.note())
+
+    def note(self) -> str:
+        return "guess the code word that opens this vault"
+
+    def step(self, action: Attempt) -> Door:
+        st = self._state
+        st.step_count += 1
+        st.tries += 1
+        opened = action.word == self._vault.word
+        return Door(
+            opened=opened,
+            tries_left=st.max_tries - st.tries,
+            note=self.note(),
+            reward=1.0 if opened else 0.0,
+            done=opened,
+            truncated=not opened and st.tries >= st.max_tries,
+        )
+
+    def state(self) -> VaultState:
+        return self._state
+
+
+class VaultIdIsTheWordEnv(VaultEnv):
+    """Names each task by its code word: every task's id, listing and reset shows it."""
+
+    tasks: ClassVar[Any] = staticmethod(lambda: _vaults(id="word"))
+
+
+class VaultTellsTheWordEnv(VaultEnv):
+    """Its note gives the code word away."""
+
+    def note(self) -> str:
+        return f"psst: the code word is {self._vault.word.upper()}"
+
+
+class VaultStateShowsAClueEnv(VaultEnv):
+    """Its state shows the task's first clue: a leaf of the structured hidden field `clues`."""
+
+    def state(self) -> VaultState:
+        return msgspec.structs.replace(self._state, clue=self._vault.clues[0]["clue"])
+
+
+class VaultDescribedWithAWordEnv(VaultEnv):
+    """Its description names one vault's code word (the test split's first)."""
+
+    description = "Open the vault: the first test vault's word is fable."
+
+
+class WordleByWordEnv(WordleEnv):
+    """Wordle as it was: its tasks named by their words (the word hidden, yet in every id)."""
+
+    tasks: ClassVar[Any] = staticmethod(
+        lambda: ecotone.TaskSet(
+            {"train": [WordleTask(secret=w) for w in words()[:40]]},
+            id="secret",
+            type=WordleTask,
+            hidden=("secret",),
+        )
+    )
+
+
 BROKEN: dict[str, tuple[type, set[str]]] = {
     "unseeded": (UnseededEnv, {"seeded_determinism"}),
     "unseeded_step": (UnseededStepEnv, {"seeded_determinism"}),
@@ -264,10 +401,16 @@ BROKEN: dict[str, tuple[type, set[str]]] = {
     "no_state_fields": (NoStateFieldsEnv, {"describe", "step_count", "episode_id"}),
     "rng_not_saved": (RngNotSavedEnv, {"snapshots"}),
     "fork_keeps_episode_id": (ForkKeepsEpisodeIdEnv, {"snapshots"}),
+    "vault_id_is_the_word": (VaultIdIsTheWordEnv, {"hidden_task_fields"}),
+    "vault_tells_the_word": (VaultTellsTheWordEnv, {"hidden_task_fields"}),
+    "vault_state_shows_a_clue": (VaultStateShowsAClueEnv, {"hidden_task_fields"}),
+    "vault_described_with_a_word": (VaultDescribedWithAWordEnv, {"hidden_task_fields"}),
+    "wordle_by_word": (WordleByWordEnv, {"hidden_task_fields"}),
 }
 """Each broken env, by name, with the checks the suite must fail for it (and only those)."""
 
 
 @ecotone.hookimpl
 def ecotone_environments() -> Mapping[str, Any]:
-    return {"dice": DiceEnv, "picky": PickyEnv} | {name: cls for name, (cls, _) in BROKEN.items()}
+    sound = {"dice": DiceEnv, "picky": PickyEnv, "vault": VaultEnv}
+    return sound | {name: cls for name, (cls, _) in BROKEN.items()}

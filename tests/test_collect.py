@@ -25,10 +25,11 @@ from ecotone.collect import CallablePolicy, ChatPolicy, Outcome, Progress, colle
 from ecotone.collect.policies import ChatOptions, ChatSettings
 from ecotone.collect.runner import CollectOptions, CollectSettings
 from ecotone.kernel.config import AuthConfig
-from ecotone.plugins.wordle import words
+from ecotone.plugins.wordle import WordleTask, task_id, words
 from tests.conftest import run_server
 
 TEST_WORDS = [w for i, w in enumerate(words()) if i % 5 == 4]
+TEST_IDS = [task_id(WordleTask(secret=w)) for w in TEST_WORDS]
 
 
 def test_the_cli_plays_a_python_policy_over_a_split_and_records_every_episode(
@@ -37,8 +38,11 @@ def test_the_cli_plays_a_python_policy_over_a_split_and_records_every_episode(
     (tmp_path / "wordle_policy.py").write_text(
         textwrap.dedent(
             """
-            def play(observation, task, step):
-                return {"guess": "slate" if step == 0 else task["secret"]}
+            from ecotone.plugins.wordle import task_set
+
+            def play(observation, task_id, step):  # the task's word is hidden from clients:
+                secret = task_set().find(task_id)[1].secret  # an orchestrator may know it
+                return {"guess": "slate" if step == 0 else secret}
             """
         )
     )
@@ -55,7 +59,7 @@ def test_the_cli_plays_a_python_policy_over_a_split_and_records_every_episode(
     assert lines[0].split() == ["task", "episodes", "mean", "return", "success", "mean", "steps",
                                 "errors"]  # fmt: skip
     rows = {line.split()[0]: line.split()[1:] for line in lines[2:6]}
-    assert set(rows) == {*TEST_WORDS[:3], "all"}
+    assert set(rows) == {*TEST_IDS[:3], "all"}
     assert rows["all"][:1] == ["6"] and rows["all"][2] == "100%"
     assert "6/6 episodes" in done.stderr  # the progress line
     episodes = ecotone.recording.read_episodes(out)
@@ -142,7 +146,7 @@ def test_collects_options_each_do_what_they_say_and_an_unknown_one_is_a_type_err
             )
         )  # fmt: skip
     assert planned.total == 4 and len(seen) == 4 and summary.episodes == 4
-    assert {o.task for o in seen} == set(TEST_WORDS[1:3])
+    assert {o.task for o in seen} == set(TEST_IDS[1:3])
     assert {o.reason for o in seen} == {"max_steps"}
     episodes = ecotone.recording.read_episodes(tmp_path / "runs")
     assert {e.seed for e in episodes} == {5, 6} and all(len(e.actions) == 1 for e in episodes)

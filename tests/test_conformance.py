@@ -391,6 +391,7 @@ def test_an_openenv_url_skips_the_rules_openenv_lacks_with_the_reason() -> None:
         "close_idempotent",
         "close_releases_session",
         "tasks",
+        "hidden_task_fields",
         "step_columns",
         "step_columns_malformed",
         "snapshots",
@@ -750,8 +751,9 @@ def test_cli_validate_a_real_openenv_server(tmp_path: Path, openenv_server: str)
     report = json.loads(done.stdout)
     by_name = {c["name"]: c for c in report["checks"]}
     assert done.returncode == 0, json.dumps(report, indent=1)
-    # no ids, batches, tasks, columns (both step_columns checks), snapshots
-    assert report["summary"]["skipped"] == 9 + len(PROTOCOL)
+    # no ids, batches, tasks (listed, and their hidden fields), columns (both step_columns
+    # checks), snapshots
+    assert report["summary"]["skipped"] == 10 + len(PROTOCOL)
     assert {n for n, c in by_name.items() if c["status"] == "PASS"} == {
         "describe",
         "observation_schema",

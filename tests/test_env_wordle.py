@@ -16,6 +16,7 @@ from ecotone.plugins.wordle import (
     WordleObservation,
     WordleState,
     feedback,
+    task_set,
     words,
 )
 from tests.conftest import run_server
@@ -170,7 +171,8 @@ def test_a_game_through_the_client_decodes_into_the_env_types() -> None:
     ):
         task = env.reset(seed=7).task
         assert task is not None and env.state().secret == ""  # the state tells no one early
-        secret = task.id  # whoever reset knows the episode's task
+        secret = task_set().find(task.id)[1].secret  # the server's tasks know it; the id not
+        assert secret not in task.id
         first = env.step({"guess": "slate"})
         assert isinstance(first.observation, WordleObservation)
         assert first.observation.feedback == feedback("slate", secret)

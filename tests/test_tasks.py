@@ -5,7 +5,9 @@ named at serve time in place of the env's own."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import subprocess
 import textwrap
 import urllib.error
@@ -20,7 +22,7 @@ import pytest
 import ecotone
 from ecotone.kernel.envspec import EnvDefinitionError, EnvSpec
 from ecotone.plugins.coding.env import task_set as coding_tasks
-from ecotone.plugins.wordle import WordleTask, words
+from ecotone.plugins.wordle import WordleTask, task_id, words
 from ecotone.plugins.wordle import task_set as wordle_tasks
 from tests.conftest import ecotone_serving, run_server
 
@@ -78,6 +80,68 @@ def test_a_choice_that_cannot_be_met_says_why(options: dict[str, Any], complaint
         puzzles().choose(options, 0)
 
 
+class Lock(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    code: str
+    hints: list[str] = []
+
+
+def locks() -> ecotone.TaskSet[Lock]:
+    """Tasks whose answer is hidden, named by opaque ids, with words read as inline tasks."""
+    records = [Lock(name="front", code="amber", hints=["a gem"]), Lock(name="back", code="cedar")]
+
+    def read(text: str) -> Lock:
+        if not text.isalpha():
+            raise ValueError("a lock is given as its code, in letters")
+        return Lock(name="given", code=text)
+
+    return ecotone.TaskSet(
+        records,
+        id=lambda lock: f"lock-{lock.name}",
+        type=Lock,
+        hidden=("code", "hints"),
+        from_text=read,
+    )
+
+
+def test_hidden_fields_are_withheld_marked_in_the_schema_and_text_reads_as_an_inline_task(
+    tmp_path: Path,
+) -> None:
+    tasks = locks()
+    ref, record = tasks.find("lock-front")
+    assert tasks.public(record) == {"name": "front"}
+    assert tasks.withheld(record) == {"code": "amber", "hints": ["a gem"]}
+    assert puzzles().withheld(puzzles().splits["test"][0]) == {}  # hides nothing
+    schema = tasks.schema()
+    assert schema["required"] == ["name"]  # a listed record comes without its hidden fields
+    assert schema["properties"]["code"] == {"type": "string", "writeOnly": True}
+    assert schema["properties"]["name"] == {"type": "string"}
+    # text that is an id is that task; other text is read as an inline record
+    assert tasks.choose({"task": "lock-front"}, None) == (ref, record)
+    given_ref, given = tasks.choose({"task": "zebra"}, None)
+    assert (given_ref, given) == (
+        ecotone.TaskRef(id="lock-given"),
+        Lock(name="given", code="zebra"),
+    )
+    with pytest.raises(ecotone.TaskError, match="no task '12': a lock is given as its code"):
+        tasks.choose({"task": "12"}, None)
+    unknown: dict[str, Lock] = {}
+    broken: ecotone.TaskSet[Lock] = ecotone.TaskSet(
+        [Lock(name="a", code="b")], id="name", from_text=unknown.__getitem__
+    )
+    with pytest.raises(ecotone.TaskError, match="no task 'zz': from_text raised KeyError: 'zz'"):
+        broken.choose({"task": "zz"}, None)  # an env's bug, answered, not raised in the server
+    # an inline record equal to a listed task is named as that task; a different one is not
+    assert tasks.choose({"task": msgspec.to_builtins(record)}, None) == (ref, record)
+    other = tasks.choose({"task": {"name": "front", "code": "ember"}}, None)[0]
+    assert other == ecotone.TaskRef(id="lock-front")  # no split: not the listed one
+    path = tmp_path / "locks.jsonl"
+    path.write_text('{"name": "side", "code": "delta"}\n')
+    read = tasks.reading(path)  # a task file keeps the set's id, hidden fields and reader
+    assert read.public(read.splits["locks"][0]) == {"name": "side"}
+    assert read.choose({"task": "zebra"}, None)[0] == ecotone.TaskRef(id="lock-given")
+
+
 def test_ids_are_unique_across_splits() -> None:
     with pytest.raises(ecotone.TaskError, match="task id 'a' appears twice: train\\[0\\] and test"):
         ecotone.TaskSet({"train": [{"id": "a"}], "test": [{"id": "a"}]})
@@ -107,43 +171,57 @@ def test_an_env_with_tasks_must_take_a_task_in_reset() -> None:
 
 def test_wordle_publishes_its_words_and_a_reset_plays_the_chosen_one() -> None:
     listed = words()
+    ids = {task_id(WordleTask(secret=w)): w for w in listed}
     with run_server("wordle") as server, ecotone.connect(server.url) as env:
         info = env.describe()
         assert info.tasks == {"train": len(listed) - len(listed) // 5, "test": len(listed) // 5}
-        assert info.task_schema["properties"] == {"secret": {"type": "string"}}
+        # the word is a hidden field: marked so, and not required of a listed record
+        assert info.task_schema["properties"] == {"secret": {"type": "string", "writeOnly": True}}
+        assert "required" not in info.task_schema
         page = env.list_tasks("test", offset=2, limit=3)
         assert page.splits == info.tasks and (page.split, page.offset) == ("test", 2)
         assert page.total == len(listed) // 5
-        assert page.tasks == [{"secret": listed[i]} for i in (14, 19, 24)]  # every fifth word
+        assert page.tasks == [{}, {}, {}]  # no public field
+        assert [ids[i] for i in page.ids] == [listed[i] for i in (14, 19, 24)]  # every fifth
+        assert all(re.fullmatch(r"w-[0-9a-f]{12}", i) for i in page.ids)
         first = env.list_tasks()
-        assert first.split == "train" and len(first.tasks) == 100
+        assert first.split == "train" and len(first.tasks) == len(first.ids) == 100
 
         one = env.get_task(split="test", index=3)
-        assert one.ref == ecotone.TaskRef(id=listed[19], split="test", index=3)
-        assert one.task == {"secret": listed[19]}
-        assert env.get_task("crane").ref.split in ("train", "test")
+        assert one.ref == ecotone.TaskRef(id=page.ids[1], split="test", index=3)
+        assert one.task == {}
+        assert env.get_task(one.id).ref == one.ref
 
         result = env.reset(split="test", index=3)
         assert result.task == one.ref
         assert env.step({"guess": listed[19]}).done  # the secret is that task's word
 
-        result = env.reset(task="crane")
-        assert result.task is not None and result.task.id == "crane"
+        result = env.reset(task="crane")  # a word given: the listed task it is, by its id
+        assert result.task is not None and ids[result.task.id] == "crane"
+        assert result.task.split in ("train", "test") and result.task.index is not None
         assert env.step({"guess": "crane"}).done
+        assert env.reset(task=" CRANE ").task == result.task
 
         seeded = [env.reset(seed=s).task for s in (1, 2, 3)]
         assert seeded == [env.reset(seed=s).task for s in (1, 2, 3)]
         assert all(ref is not None and ref.split == "train" for ref in seeded)
 
         inline = env.reset(task={"secret": "zzzzz"}, allow_any_word=True)
-        assert inline.task == ecotone.TaskRef(id="zzzzz")
+        assert inline.task == ecotone.TaskRef(id=task_id(WordleTask(secret="zzzzz")))
+        assert "zzzzz" not in inline.task.id
         assert env.step({"guess": "zzzzz"}).done
+        word = env.reset(task="qzxjv", allow_any_word=True)  # not in the list: inline too
+        assert word.task is not None and word.task.split is None and "qzxjv" not in word.task.id
+        assert env.step({"guess": "qzxjv"}).done
 
 
 def test_bad_task_requests_are_invalid_argument_and_the_session_goes_on() -> None:
     with run_server("wordle") as server, ecotone.connect(server.url) as env:
-        with pytest.raises(ecotone.ServerError, match="no task 'qqqqq'") as caught:
-            env.reset(task="qqqqq")
+        with pytest.raises(ecotone.ServerError, match="no task 'qqqq': a wordle task is") as caught:
+            env.reset(task="qqqq")  # neither an id nor a five-letter word
+        assert caught.value.code == "invalid_argument"
+        with pytest.raises(ecotone.ServerError, match="no task 'crane'") as caught:
+            env.get_task("crane")  # get_task takes ids only
         assert caught.value.code == "invalid_argument"
         with pytest.raises(ecotone.ServerError, match="out of range") as caught:
             env.reset(split="test", index=10_000)
@@ -200,9 +278,11 @@ def test_task_routes_answer_on_every_http_face(transport: str) -> None:
         base = "http://" + server.url.split("://", 1)[1]
         status, page = http(f"{base}/v1/tasks?split=test&limit=2")
         assert status == 200 and page["op"] == "tasks"
-        assert page["tasks"] == [{"secret": listed[4]}, {"secret": listed[9]}]
-        status, one = http(f"{base}/v1/task?id=crane")
-        assert status == 200 and one["ref"]["id"] == "crane"
+        assert page["tasks"] == [{}, {}]  # the words are hidden; the ids are opaque
+        assert page["ids"] == [task_id(WordleTask(secret=listed[i])) for i in (4, 9)]
+        status, one = http(f"{base}/v1/task?id={page['ids'][1]}")
+        assert status == 200 and one["ref"] == {"id": page["ids"][1], "split": "test", "index": 1}
+        assert one["task"] == {}
         status, bad = http(f"{base}/v1/task?split=test&index=x")
         assert status == 422 and bad["code"] == "invalid_argument"
 
@@ -216,18 +296,12 @@ def test_task_routes_answer_on_every_http_face(transport: str) -> None:
             200,
             {"num_tasks": len(listed) // 5},
         )
-        assert http(f"{base}/wordle/task", {"split": "test", "index": 0}) == (
-            200,
-            {"task": {"secret": listed[4]}},
-        )
+        assert http(f"{base}/wordle/task", {"split": "test", "index": 0}) == (200, {"task": {}})
         status, ranged = http(f"{base}/wordle/task_range", {"split": "test", "start": -2})
-        assert (
-            status == 200
-            and [t["secret"] for t in ranged["tasks"]]
-            == [listed[i] for i in range(len(listed)) if i % 5 == 4][-2:]
-        )
+        assert status == 200 and ranged["tasks"] == [{}, {}]
         status, everything = http(f"{base}/wordle/tasks", {"split": "test"})
         assert status == 200 and len(everything["tasks"]) == len(listed) // 5
+        assert not {json.dumps(t) for t in everything["tasks"]} - {"{}"}  # no word among them
         assert everything["env_name"] == "wordle"
         assert http(f"{base}/wordle/task", {"split": "test", "index": 10**6})[0] == 400
         assert http(f"{base}/wordle/task", {"index": 0})[0] == 422
@@ -339,12 +413,18 @@ def test_a_task_file_replaces_the_envs_own_tasks(tmp_path: Path) -> None:
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     with run_server("wordle", tasks={"": str(path)}) as server, ecotone.connect(server.url) as env:
         assert env.describe().tasks == {"easy": 2, "hard": 1}
-        assert env.list_tasks("hard").tasks == [{"secret": "fjord"}]
+        hard = env.list_tasks("hard")  # the env's hidden fields and ids hold for a file's
+        assert hard.tasks == [{}] and hard.ids == [task_id(WordleTask(secret="fjord"))]
         assert env.reset(seed=5).task in (
-            ecotone.TaskRef(id="crane", split="easy", index=0),
-            ecotone.TaskRef(id="slate", split="easy", index=1),
+            ecotone.TaskRef(id=task_id(WordleTask(secret="crane")), split="easy", index=0),
+            ecotone.TaskRef(id=task_id(WordleTask(secret="slate")), split="easy", index=1),
         )
-        assert env.reset(split="hard").task == ecotone.TaskRef(id="fjord", split="hard", index=0)
+        assert env.reset(split="hard").task == ecotone.TaskRef(
+            id=hard.ids[0], split="hard", index=0
+        )
+        assert env.reset(task="fjord").task == ecotone.TaskRef(
+            id=hard.ids[0], split="hard", index=0
+        )
     named = tmp_path / "plain.json"
     named.write_text(json.dumps([{"secret": "crane"}]))
     with (
@@ -379,6 +459,10 @@ def test_a_bad_task_file_stops_serve_with_the_line_at_fault(tmp_path: Path) -> N
 
 def test_the_shipped_task_sets_are_stable() -> None:
     assert wordle_tasks().splits["test"][0] == WordleTask(secret=words()[4])
+    assert (
+        wordle_tasks().get("test", 0)[0].id
+        == "w-" + hashlib.sha256(b"wordle:" + words()[4].encode()).hexdigest()[:12]
+    )  # ids stay what they were: recorded runs name tasks by them
     assert [t.id for t in coding_tasks().splits["test"]] == [
         "to_roman",
         "balanced_brackets",

@@ -516,24 +516,87 @@ def test_the_server_panel_shows_what_metrics_says_live(ui: UI) -> None:
 
 
 def test_the_task_picker_starts_the_chosen_task(ui: UI) -> None:
-    from ecotone.plugins.wordle import words
+    from ecotone.plugins.wordle import task_set
 
-    test_words = [w for i, w in enumerate(words()) if i % 5 == 4]
+    tasks = task_set()
     with run_server("wordle", web=True) as server:
         page = ui.open(server)
         expect(page.locator("#task-picker")).to_be_visible()
         page.select_option("#reset-split", "test")
-        expect(page.locator("#reset-task option").nth(4)).to_contain_text(test_words[3])
+        ref, record = tasks.get("test", 3)  # the server's own tasks: the word is known here
+        expect(page.locator("#reset-task option").nth(4)).to_have_text(f"3: {ref.id}")
         page.select_option("#reset-task", "3")
         page.get_by_role("button", name="Reset").click()
-        expect(page.locator("#status")).to_have_text(f"reset (task {test_words[3]}, test[3])")
-        browser.step_with(page, {"guess": test_words[3]})
+        expect(page.locator("#status")).to_have_text(f"reset (task {ref.id}, test[3])")
+        browser.step_with(page, {"guess": record.secret})
         expect(shown(page, "solved")).to_have_text("true")
         page.select_option("#reset-task", "")  # drawn with the seed, from the split
         page.fill("#reset-seed", "2")
         page.get_by_role("button", name="Reset").click()
-        expect(page.locator("#status")).to_contain_text("reset with seed 2 (task ")
+        expect(page.locator("#status")).to_contain_text("reset with seed 2 (task w-")
         expect(page.locator("#status")).to_contain_text(", test[")
+    with run_server("coding", web=True) as server:  # public fields are listed beside the id
+        page = ui.open(server)
+        page.select_option("#reset-split", "test")
+        first = page.locator("#reset-task option").nth(1)
+        expect(first).to_contain_text('0: to_roman {"prompt":"')
+        expect(first).not_to_contain_text('"id"')
     with run_server("counter", web=True) as server:
         page = ui.open(server)
         expect(page.locator("#task-picker")).to_be_hidden()
+
+
+# The page's text and every attribute and form value, as a player could read them (hidden
+# elements and collapsed panels included).
+PAGE_TEXT = """() => {
+  const parts = [document.title, document.documentElement.textContent];
+  for (const node of document.querySelectorAll("*")) {
+    for (const attribute of node.attributes) parts.push(attribute.value);
+    if ("value" in node && typeof node.value === "string") parts.push(node.value);
+  }
+  return parts.join(" ");
+}"""
+
+
+def _says(text: str, word: str) -> bool:
+    return re.search(rf"(?<![a-z]){word}(?![a-z])", text, re.IGNORECASE) is not None
+
+
+def test_a_wordle_reset_shows_its_secret_nowhere_on_the_page(ui: UI) -> None:
+    """Whichever way the episode is chosen (the page's first reset, drawn at random; a seed; a
+    task from the picker), the page shows its task's id and never its word, until the episode
+    is over. The word is read on the server's side: the task the server chose, in its own
+    tasks; a guess of it solving the game proves it was the episode's."""
+    from ecotone.plugins.wordle import task_set
+
+    tasks = task_set()
+
+    def episode_secret(page: Page) -> str:
+        status = page.locator("#status").text_content() or ""
+        found = re.search(r"\(task (\S+), (\w+)\[(\d+)\]\)", status)
+        assert found is not None, status
+        ref, record = tasks.get(found[2], int(found[3]))
+        assert ref.id == found[1]
+        return str(record.secret)
+
+    with run_server("wordle", web=True) as server:
+        page = ui.open(server)
+        picked = tasks.get("test", 5)[0].id
+        for seed, split, index in [("", "train", ""), ("7", "train", ""), ("", "test", "5")]:
+            page.fill("#reset-seed", seed)
+            page.select_option("#reset-split", split)
+            if index:  # the split's tasks listed, then one picked
+                expect(page.locator("#reset-task option").nth(6)).to_contain_text(f"5: {picked}")
+            page.select_option("#reset-task", index)
+            page.get_by_role("button", name="Reset").click()
+            expect(page.locator("#status")).to_contain_text(f", {split}[")
+            expect(page.locator("#state-fields [data-key='step_count']")).to_have_text("0")
+            secret = episode_secret(page)
+            browser.step_with(page, {"guess": "slate" if secret != "slate" else "crane"})
+            expect(page.locator("#step-count")).to_have_text("1")
+            text = page.evaluate(PAGE_TEXT)
+            assert "Wordle: find the secret" in text  # the page's text was read
+            assert not _says(text, secret), f"the page shows the secret {secret!r}"
+            browser.step_with(page, {"guess": secret})  # it was the episode's word
+            expect(shown(page, "solved")).to_have_text("true")
+            assert _says(page.evaluate(PAGE_TEXT), secret)  # told once the episode is over

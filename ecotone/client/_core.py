@@ -272,6 +272,7 @@ class ClientCore:
             offset=response.offset,
             total=response.total,
             tasks=[self.codec.decode_as(raw, Any) for raw in response.tasks],
+            ids=response.ids,
         )
 
     def task(self, response: Response) -> Task:

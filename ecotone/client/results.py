@@ -88,6 +88,8 @@ class Tasks(msgspec.Struct, frozen=True, kw_only=True):
         offset: The page's first task's position in the split.
         total: How many tasks the split holds.
         tasks: The page's task records, as plain data (without the fields the env hides).
+        ids: Each listed task's id, in the order of `tasks` (empty from a server that does
+            not send them).
     """
 
     splits: dict[str, int]
@@ -95,6 +97,7 @@ class Tasks(msgspec.Struct, frozen=True, kw_only=True):
     offset: int = 0
     total: int = 0
     tasks: list[Any] = []
+    ids: list[str] = []
 
 
 class Task(msgspec.Struct, frozen=True, kw_only=True):

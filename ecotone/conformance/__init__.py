@@ -28,8 +28,10 @@ are not what an env author is testing; point `--url` at a server to include them
 The checks, in the order they run. The env's contract (`CHECKS`, `checks/`): describe,
 reset_before_step, observation_flags, observation_schema, state_schema, step_count, episode_id,
 seeded_determinism, step_after_done, invalid_action, close_idempotent, close_releases_session,
-concurrent_sessions, tasks, step_columns (where the server lists it: a `step_columns` of two
-sessions answers what the `step_many` of the same items does), step_columns_malformed (and a
+concurrent_sessions, tasks, hidden_task_fields (no value of a field a task hides is in its id
+or in anything describe, list_tasks, get_task or a reset shows; in process, where the hidden
+values are known), step_columns (where the server lists it: a `step_columns` of two sessions
+answers what the `step_many` of the same items does), step_columns_malformed (and a
 malformed one is one clear error that steps nothing). The protocol's rules, which every
 transport must keep (`PROTOCOL_CHECKS`, `protocol.py`; run by default with `--url`, in process
 with `--protocol`): pipelined_in_order, batch_names_session_twice, no_overlapping_calls,

@@ -154,6 +154,7 @@ class Operations(EngineCore):
         try:
             split, page = tasks.page(req.split, req.offset, req.limit)
             raws = [peer.codec.raw(tasks.public(record)) for record in page]
+            ids = [tasks.id_of(record) for record in page]
         except TaskError as exc:
             return answers.error(ErrorCode.INVALID_ARGUMENT, str(exc), req.id, **exc.details)
         except (TypeError, OverflowError, msgspec.EncodeError) as exc:
@@ -166,6 +167,7 @@ class Operations(EngineCore):
             offset=max(0, req.offset),
             total=len(tasks.splits[split]),
             tasks=raws,
+            ids=ids,
         )
 
     def _get_task(self, peer: Peer, req: GetTask) -> Response:

@@ -11,12 +11,21 @@ fetch one task by split and index or by id, and start an episode on one:
     reset(split="test", seed=3)        # drawn from the split with the seed, reproducibly
     reset(seed=3)                      # drawn from the first split with the seed
     reset(task={...})                  # a record given inline (checked against the type)
+    reset(task="crane")                # text that is no id, read by the set's `from_text`
 
 The kernel resolves the choice and calls the env's `reset(..., task=<record>)`; the answer
-names the chosen task (`split`, `index`, `id`). A reset without a seed and without a choice
-draws at random. A server may replace an env's tasks with a file the user names
-(`TaskSet.from_file`: JSON Lines, a JSON list, or Parquet through the optional `datasets`
-package), checked against the env's task type.
+names the chosen task (`split`, `index`, `id`; an inline record equal to a listed task is
+named as that task). A reset without a seed and without a choice draws at random. A server
+may replace an env's tasks with a file the user names (`TaskSet.from_file`: JSON Lines, a
+JSON list, or Parquet through the optional `datasets` package), checked against the env's
+task type.
+
+Hidden fields (`hidden=`) stay on the server: the env gets them, and nothing clients are
+shown carries them (`list_tasks` and `get_task` give `public(record)`, the task schema marks
+them `writeOnly`). An id is shown to everyone, in every reset's answer: when a task's record
+is its answer (a secret word), the id must not be made of it (`id=` a function giving an
+opaque one); the conformance suite's `hidden_task_fields` check fails an env whose ids or
+answers carry a hidden field's value.
 """
 
 from __future__ import annotations
@@ -116,7 +125,12 @@ class TaskSet(Generic[T]):
             converted to it, and its JSON Schema is what clients see. None keeps records as
             they are (the schema is any object).
         hidden: Fields that stay on the server: the env gets them, `list_tasks` and
-            `get_task` leave them out (a task's hidden tests, its reference solution).
+            `get_task` leave them out, and the task schema marks them `writeOnly` (a task's
+            hidden tests, its reference solution, a game's secret word). Keep them out of the
+            id too.
+        from_text: Reads a `reset(task=TEXT)` whose text is no task's id as an inline record
+            (wordle: a word to play); it raises ValueError for text it cannot read. None: such
+            text is an unknown id.
 
     Raises:
         TaskError: No split, a split name that is not a non-empty str, a record that does not
@@ -139,8 +153,10 @@ class TaskSet(Generic[T]):
         id: str | Callable[[Any], str] = "id",
         type: Any = None,
         hidden: Iterable[str] = (),
+        from_text: Callable[[str], Any] | None = None,
     ) -> None:
         self.hidden = frozenset(hidden)
+        self.from_text = from_text
         named: Mapping[str, Sequence[Any]] = (
             splits if isinstance(splits, Mapping) else {"train": splits}
         )
@@ -175,6 +191,7 @@ class TaskSet(Generic[T]):
         id: str | Callable[[Any], str] = "id",
         type: Any = None,
         hidden: Iterable[str] = (),
+        from_text: Callable[[str], Any] | None = None,
     ) -> TaskSet[Any]:
         """Read tasks from files: JSON Lines, a JSON list, or Parquet (`datasets` needed).
 
@@ -185,6 +202,7 @@ class TaskSet(Generic[T]):
             id: As for the constructor.
             type: As for the constructor: every record is checked against it.
             hidden: As for the constructor.
+            from_text: As for the constructor.
 
         Returns:
             The tasks, as a new TaskSet.
@@ -210,10 +228,10 @@ class TaskSet(Generic[T]):
                     name = str(record["split"])
                     record = {k: v for k, v in record.items() if k != "split"}
                 splits.setdefault(name, []).append(checker.record(record, where))
-        return cls(splits, id=id, type=type, hidden=hidden)
+        return cls(splits, id=id, type=type, hidden=hidden, from_text=from_text)
 
     def reading(self, sources: str | Path | Mapping[str, str | Path]) -> TaskSet[Any]:
-        """Read tasks of this set's type, id and hidden fields from files (`from_file`).
+        """Read tasks of this set's type, id, hidden fields and text from files (`from_file`).
 
         A server's `--tasks` in place of the env's own.
 
@@ -226,7 +244,9 @@ class TaskSet(Generic[T]):
         Raises:
             TaskError: As for `from_file`.
         """
-        return TaskSet.from_file(sources, id=self._id, type=self.type, hidden=self.hidden)
+        return TaskSet.from_file(
+            sources, id=self._id, type=self.type, hidden=self.hidden, from_text=self.from_text
+        )
 
     def public(self, record: Any) -> Any:
         """Show a record as clients may see it.
@@ -243,6 +263,23 @@ class TaskSet(Generic[T]):
         if isinstance(data, dict):
             return {k: v for k, v in data.items() if k not in self.hidden}
         return data
+
+    def withheld(self, record: Any) -> dict[str, Any]:
+        """Show what `public` leaves out of a record: its hidden fields.
+
+        Args:
+            record: One of this set's records.
+
+        Returns:
+            Each hidden field the record has, mapped to its value as plain data (empty when
+            the set hides nothing, or the record is not an object).
+        """
+        if not self.hidden:
+            return {}
+        data = msgspec.to_builtins(record)
+        if not isinstance(data, dict):
+            return {}
+        return {k: v for k, v in data.items() if k in self.hidden}
 
     def record(self, data: Any, where: str = "task") -> T:
         """Convert data to a record of the set's type.
@@ -303,6 +340,10 @@ class TaskSet(Generic[T]):
     def schema(self) -> dict[str, Any]:
         """Describe the records' type, for clients.
 
+        Hidden fields are in it (a record given inline brings them), marked `writeOnly` (JSON
+        Schema's "sent, never returned") and not `required` (a listed record comes without
+        them).
+
         Returns:
             The type's JSON Schema (its other types under `$defs`), or any object's when the
             set has no type.
@@ -315,6 +356,22 @@ class TaskSet(Generic[T]):
         others = {k: v for k, v in components.items() if k != name}
         if others:
             schema["$defs"] = others
+        return self._mark_hidden(schema)
+
+    def _mark_hidden(self, schema: dict[str, Any]) -> dict[str, Any]:
+        properties = schema.get("properties")
+        if not self.hidden or not isinstance(properties, dict):
+            return schema
+        schema["properties"] = {
+            name: {**prop, "writeOnly": True} if name in self.hidden else prop
+            for name, prop in properties.items()
+        }
+        if "required" in schema:
+            required = [name for name in schema["required"] if name not in self.hidden]
+            if required:
+                schema["required"] = required
+            else:
+                del schema["required"]
         return schema
 
     def _split(self, split: str | None) -> tuple[str, list[T]]:
@@ -394,18 +451,20 @@ class TaskSet(Generic[T]):
         """Choose the task a reset with these options and this seed starts (see the module).
 
         Args:
-            options: The reset's options: `task` (an id, or an inline record), or `split`
-                and `index`; neither, or only `split`, draws a task.
+            options: The reset's options: `task` (an id, an inline record, or text the set's
+                `from_text` reads as one), or `split` and `index`; neither, or only `split`,
+                draws a task.
             seed: The reset's seed: a draw with a seed is reproducible; without one it is
                 random.
 
         Returns:
-            Where the task is (an inline record's ref has only its id) and its record.
+            Where the task is (an inline record's ref has only its id, unless the record is
+            a listed task's) and its record.
 
         Raises:
             TaskError: `task` given with `split` or `index`, a `split` that is not a str or
-                not a split, an unknown id or index, an inline record that does not fit, or an
-                empty split to draw from.
+                not a split, an unknown id or index (or text `from_text` cannot read), an
+                inline record that does not fit, or an empty split to draw from.
         """
         task, split, index = options.get("task"), options.get("split"), options.get("index")
         if split is not None and not isinstance(split, str):
@@ -414,9 +473,10 @@ class TaskSet(Generic[T]):
             if split is not None or index is not None:
                 raise TaskError("give `task` or `split`/`index`, not both")
             if isinstance(task, str):
-                return self.find(task)
-            record = self.record(task, "the inline task")
-            return TaskRef(id=self.id_of(record)), record
+                if task in self._where or self.from_text is None:
+                    return self.find(task)
+                return self._inline(self._read_text(task))
+            return self._inline(task)
         if index is not None:
             return self.get(split, index)
         name, records = self._split(split)
@@ -424,6 +484,45 @@ class TaskSet(Generic[T]):
             raise TaskError(f"task split {name!r} is empty", split=name)
         rng = random.Random(seed) if seed is not None else random.SystemRandom()
         return self.get(name, rng.randrange(len(records)))
+
+    def _read_text(self, text: str) -> Any:
+        """Read text that is no task's id with `from_text`.
+
+        Returns:
+            The record data `from_text` made of the text.
+
+        Raises:
+            TaskError: `from_text` raised: a ValueError (or TypeError) says why the text is
+                no task; anything else (a bug of the env's) is named, rather than escaping
+                into the server.
+        """
+        assert self.from_text is not None
+        try:
+            return self.from_text(text)
+        except TaskError:
+            raise
+        except (ValueError, TypeError) as exc:
+            raise TaskError(f"no task {text!r}: {exc}") from None
+        except Exception as exc:
+            raise TaskError(
+                f"no task {text!r}: from_text raised {type(exc).__name__}: {exc}"
+            ) from None
+
+    def _inline(self, data: Any) -> tuple[TaskRef, T]:
+        """Take a record given inline.
+
+        Returns:
+            Its ref (a listed task's own when the record is that task's) and the record.
+
+        Raises:
+            TaskError: The data does not fit the set's type, or has no id.
+        """
+        record = self.record(data, "the inline task")
+        key = self.id_of(record)
+        where = self._where.get(key)
+        if where is not None and self.splits[where[0]][where[1]] == record:
+            return self.get(*where)
+        return TaskRef(id=key), record
 
     def __len__(self) -> int:
         return sum(len(r) for r in self.splits.values())

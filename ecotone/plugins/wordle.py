@@ -5,15 +5,18 @@ list of marks, the guesses so far, the attempts left, and a text rendering to sh
 model. The words (secrets and accepted guesses) are the shipped list `data/wordle_words.txt`.
 Rules are in `WordleEnv`'s docstring.
 
-Tasks: every word of the list is a task (`WordleTask`, its id the secret word), in two splits:
-`test` holds every fifth word of the list, `train` the others. `reset(task="crane")` plays
-that word, `reset(split="test", index=3)` the fourth test word, `reset(seed=s)` a train word
-drawn with the seed.
+Tasks: every word of the list is a task (`WordleTask`), in two splits: `test` holds every fifth
+word of the list, `train` the others. The word is the task's hidden field `secret`: clients
+listing or fetching tasks see only the task's id, which is opaque (`task_id`: a hash of the
+word, so a player shown the reset's answer is not shown the word). `reset(split="test",
+index=3)` plays the fourth test word, `reset(seed=s)` a train word drawn with the seed, and
+`reset(task="crane")` the word given (an inline task, named by its opaque id too).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import random
 import re
 import uuid
@@ -50,9 +53,32 @@ def _word_set() -> frozenset[str]:
 
 
 class WordleTask(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One game: the secret word to find."""
+    """One game: the secret word to find (a hidden field: it stays on the server)."""
 
     secret: str
+
+
+def task_id(task: WordleTask) -> str:
+    """A task's id: `w-` and 12 hex digits of the SHA-256 of its word, stable and opaque.
+
+    Opaque to a reader, not a cipher: whoever holds the word list (it ships in the package)
+    can hash its words to find one. It keeps the word off the screens a player or an agent
+    sees (the reset's answer, the web UI's header and task picker).
+    """
+    digest = hashlib.sha256(b"wordle:" + task.secret.encode("utf-8")).hexdigest()
+    return "w-" + digest[:12]
+
+
+def word_task(text: str) -> WordleTask:
+    """The task `reset(task=TEXT)` plays when TEXT is no task's id: TEXT as the word.
+
+    Raises:
+        ValueError: TEXT is not five letters a-z (case and spaces around do not matter).
+    """
+    word = text.strip().lower()
+    if not _WORD.fullmatch(word):
+        raise ValueError("a wordle task is a task's id, or a five-letter word (a-z) to play")
+    return WordleTask(secret=word)
 
 
 @functools.cache
@@ -64,8 +90,10 @@ def task_set() -> ecotone.TaskSet[WordleTask]:
             "train": [WordleTask(secret=w) for i, w in enumerate(listed) if i % 5 != 4],
             "test": [WordleTask(secret=w) for i, w in enumerate(listed) if i % 5 == 4],
         },
-        id="secret",
+        id=task_id,
         type=WordleTask,
+        hidden=("secret",),
+        from_text=word_task,
     )
 
 
@@ -119,8 +147,8 @@ class WordleObservation(ecotone.Observation, kw_only=True):
 class WordleState(ecotone.State, kw_only=True):
     secret: str = ""
     """The word to find: empty until the episode ends, as in the observation (anyone shown
-    the state, a model or a web UI's player, does not learn it early; the reset's task names
-    it to whoever started the episode)."""
+    the state, a model or a web UI's player, does not learn it early; nor does the reset's
+    task, named by an opaque id)."""
     guesses: list[str] = []
     max_guesses: int = 6
     allow_any_word: bool = False
@@ -136,8 +164,9 @@ class WordleEnv(ecotone.Environment[WordleAction, WordleObservation, WordleState
     yellow (in the word, elsewhere) or gray (not in the word; a repeated letter is yellow only
     as often as the secret holds it). Reward per guess: +0.1 per green and +0.05 per yellow,
     plus 1 when the guess is the secret. The episode is done when the word is found or the
-    guesses run out. The secret is the episode's task (`reset(task="crane")`, or drawn with the
-    seed); a word outside the list can be given inline, `reset(task={"secret": "zzzzz"})`.
+    guesses run out. The secret is the episode's task (`reset(split="test", index=3)`, drawn
+    with the seed, or given: `reset(task="crane")`, `reset(task={"secret": "zzzzz"})` for a
+    word outside the list); the reset's answer names it by an opaque id (`task_id`).
     """
 
     name = "wordle"

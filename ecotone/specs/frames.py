@@ -606,7 +606,8 @@ class SharedStepsResult(Frame, tag="shared_steps_result"):
 class TaskPage(Frame, tag="tasks"):
     """Answer to `list_tasks`: every split's size, and a page of one split.
 
-    `tasks` of `split` from `offset` (`total` in the split).
+    `tasks` of `split` from `offset` (`total` in the split): each record without the fields
+    the env hides, its id at the same position in `ids`.
     """
 
     env: str
@@ -615,6 +616,7 @@ class TaskPage(Frame, tag="tasks"):
     offset: int = 0
     total: int = 0
     tasks: list[msgspec.Raw] = []
+    ids: list[str] = []
 
 
 class TaskAnswer(Frame, tag="task"):

@@ -6,6 +6,7 @@ registered here in the order they run and are reported in.
     determinism   seeds, alone and beside another session
     closing       closing a session, twice, and its id after
     tasks         tasks listed, found and started
+    hidden        what a task hides is in no id, listing or answer
     columns       step_columns against step_many
     snapshots     restores and forks replay as the original did
 """
@@ -29,6 +30,7 @@ from ecotone.conformance.checks.episodes import (
     check_step_after_done,
     check_step_count,
 )
+from ecotone.conformance.checks.hidden import check_hidden_task_fields
 from ecotone.conformance.checks.snapshots import check_snapshots
 from ecotone.conformance.checks.tasks import check_tasks
 from ecotone.conformance.registry import CHECKS, register
@@ -48,6 +50,7 @@ ENV_CHECKS = (
     check_close_releases_session,
     check_concurrent_sessions,
     check_tasks,
+    check_hidden_task_fields,
     check_step_columns,
     check_step_columns_malformed,
     check_snapshots,

@@ -539,14 +539,27 @@ function showInfo(info) {
 
 const TASKS_SHOWN = 200;
 
-// The picker's tasks: the first TASKS_SHOWN of the chosen split, each shown as compact JSON.
+// A listed task as the picker names it: its id, then its public fields as compact JSON
+// (the server lists no hidden field; an `id` field repeating the id is not shown twice).
+function taskLabel(task, id) {
+  let fields = task;
+  if (id !== undefined && task && typeof task === "object" && !Array.isArray(task)) {
+    fields = Object.fromEntries(Object.entries(task).filter(([key, value]) => !(key === "id" && value === id)));
+  }
+  let text = JSON.stringify(fields);
+  if (id !== undefined && text === "{}") text = "";
+  return id === undefined ? text : `${id}${text ? " " + text : ""}`;
+}
+
+// The picker's tasks: the first TASKS_SHOWN of the chosen split, each shown by `taskLabel`.
 async function loadTasks() {
   const split = $("reset-split").value;
   const choices = [el("option", { value: "", text: "drawn with the seed" })];
   try {
     const page = await api("GET", `/v1/tasks?split=${encodeURIComponent(split)}&limit=${TASKS_SHOWN}`);
+    const ids = page.ids || [];
     page.tasks.forEach((task, index) => {
-      let label = JSON.stringify(task);
+      let label = taskLabel(task, ids[index]);
       if (label.length > 80) label = label.slice(0, 77) + "…";
       choices.push(el("option", { value: String(index), text: `${index}: ${label}` }));
     });
