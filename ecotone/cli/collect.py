@@ -51,7 +51,12 @@ def collect_arguments(p: argparse.ArgumentParser) -> None:
         help="a reset option, VALUE read as JSON when it parses (repeatable)",
     )
     p.add_argument("--out", help="where the trajectories go (default runs/collect-ENV-TIME)")
-    p.add_argument("--format", choices=["jsonl", "msgpack"], default="jsonl")
+    p.add_argument(
+        "--format",
+        choices=["jsonl", "msgpack"],
+        default="jsonl",
+        help="the trajectories' recording format (jsonl)",
+    )
     p.add_argument("--token", help="the server's token, if it needs one")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
