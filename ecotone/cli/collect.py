@@ -22,7 +22,12 @@ def collect_arguments(p: argparse.ArgumentParser) -> None:
     tasks and how many episodes, and where the trajectories go."""
     p.add_argument("target", help="env name (played in this process) or a server URL")
     who = p.add_mutually_exclusive_group(required=True)
-    who.add_argument("--policy", metavar="MODULE:NAME", help="a Python callable: obs -> action")
+    who.add_argument(
+        "--policy",
+        metavar="MODULE:NAME",
+        help="a Python callable, observation -> action (MODULE from the installed packages or "
+        "the working directory)",
+    )
     who.add_argument(
         "--base-url", help="an OpenAI-compatible chat endpoint (http://HOST:PORT/v1) to act"
     )
