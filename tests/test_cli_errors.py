@@ -297,3 +297,15 @@ def test_the_readme_command_table_names_every_command_and_only_real_flags() -> N
         flags = {s for a in parser._actions for s in a.option_strings}
         for flag in re.findall(r"(--[a-z][a-z-]*)", rest):
             assert flag in flags, f"README: `ecotone {command}{sub}` has no {flag}"
+
+
+def test_inits_next_hints_have_their_comments_in_one_column(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ecotone", "init", "maze", "--dir", str(tmp_path / "a-long-name")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    hints = [line for line in done.stdout.splitlines() if line.startswith("  ")]
+    assert len(hints) == 4, done.stdout
+    assert len({line.index("  # ") for line in hints}) == 1, done.stdout

@@ -225,14 +225,20 @@ def test_an_unknown_method_is_32601(client: Http) -> None:
 
 
 def test_malformed_json_is_32700_and_an_empty_object_32600(client: Http) -> None:
-    for body in (b"{bad", b"[1, 2]"):
+    reply = client.request("POST", "/mcp", b"{bad", {"content-type": "application/json"})
+    assert reply.status == 200
+    assert reply.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32700, "message": "Parse error", "data": None},
+    }
+    # JSON that parses is never -32700 (JSON-RPC 2.0): a batch, empty or not, or any other
+    # JSON that is not an object is -32600 Invalid Request (docs/openenv.md said so; issue 40).
+    for body in (b'[{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]', b"[1, 2]", b"[]", b"1"):
         reply = client.request("POST", "/mcp", body, {"content-type": "application/json"})
         assert reply.status == 200
-        assert reply.json() == {
-            "jsonrpc": "2.0",
-            "id": None,
-            "error": {"code": -32700, "message": "Parse error", "data": None},
-        }
+        error = reply.json()["error"]
+        assert error["code"] == -32600 and error["message"].startswith("Invalid Request"), body
     empty = client.request("POST", "/mcp", {})
     assert empty.status == 200
     assert empty.json()["jsonrpc"] == "2.0"
