@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import doctest
+import io
 import json
 import os
 import re
@@ -286,11 +287,15 @@ class DocRun:
         os.environ["PATH"] = self.env["PATH"]
         if str(self.cwd) not in sys.path:
             sys.path.insert(0, str(self.cwd))
+        printed = io.StringIO()
         try:
-            exec(code, example.namespace)
+            with contextlib.redirect_stdout(printed):
+                exec(code, example.namespace)
         finally:
             os.chdir(saved_cwd)
             os.environ["PATH"] = saved_path
+            self.last_output = printed.getvalue()
+            sys.stdout.write(self.last_output)  # for pytest's report of a failure
 
     def _sh(self, example: Example, block: Block) -> None:
         source = self.localize(block.source)
@@ -349,7 +354,7 @@ class DocRun:
         log = self.folder / f"background-{len(self.background)}-{time.monotonic_ns()}.log"
         with open(log, "w") as out:
             process = subprocess.Popen(
-                ["bash", "-c", f"exec {line}"],
+                ["bash", "-c", line],
                 cwd=self.cwd,
                 env=self.env,
                 stdout=out,
