@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import doctest
+import importlib
 import io
 import json
 import os
@@ -42,9 +43,11 @@ import re
 import shlex
 import shutil
 import signal
+import site
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 import tomllib
 from collections.abc import Iterable, Iterator
@@ -229,12 +232,21 @@ class DocRun:
             _missing("RAY_PYTHON is not set: the python of a venv with ray (make test)")
         if os.geteuid() != 0 or shutil.which("ip") is None:
             _missing("a Ray cluster here needs root and iproute2 (network namespaces)")
-        from tests.ray.netns_cluster import HEAD_ADDR, NetnsCluster
+        from tests.ray.netns_cluster import NetnsCluster
 
-        cluster = NetnsCluster(str(Path(python).parent / "ray"), workers=0, cpus=2)
+        home = self.folder / "ray-home"  # its own ~/.ray/auth_token: see NetnsCluster
+        home.mkdir()
+        cluster = NetnsCluster(
+            str(Path(python).parent / "ray"),
+            workers=0,
+            cpus=2,
+            subnet=_unused_subnet(),
+            home=str(home),
+        )
         cluster.__enter__()
+        self.env["HOME"] = str(home)
         self.cleanups.append(cluster.close)
-        self.ray_head = HEAD_ADDR
+        self.ray_head = cluster.head_addr
         ray_bin = str(Path(python).parent)
         self.env["PATH"] = os.pathsep.join([ray_bin, self.env["PATH"]])
         self.env["PYTHONPATH"] = str(ROOT)  # this checkout's ecotone, in .venv-ray too
@@ -259,15 +271,15 @@ class DocRun:
         return "ran"
 
     def _python(self, example: Example, block: Block) -> None:
-        source = self.localize(block.source)
-        name = FILE.match(source)
+        name = FILE.match(block.source)
         if name is not None:
             target = self.cwd / name.group(1)
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(source)
+            target.write_text(self.localize(block.source))
             self.cleanups.append(lambda: target.unlink(missing_ok=True))
             return
-        self.require(source)
+        self.require(block.source)
+        source = self.localize(block.source)
         pad = "\n" * example.line  # tracebacks name the document's own lines
         if RAY.search(source):
             done = subprocess.run(
@@ -298,8 +310,8 @@ class DocRun:
             sys.stdout.write(self.last_output)  # for pytest's report of a failure
 
     def _sh(self, example: Example, block: Block) -> None:
+        self.require(block.source)
         source = self.localize(block.source)
-        self.require(source)
         for line in _logical_lines(source):
             if line.startswith("cd "):
                 self.cwd = (self.cwd / os.path.expanduser(shlex.split(line)[1])).resolve()
@@ -311,7 +323,7 @@ class DocRun:
                 continue
             done = subprocess.run(
                 ["bash", "-c", line],
-                cwd=self.cwd,
+                cwd=ROOT if line.startswith("make ") else self.cwd,  # the repository's targets
                 env=self.env,
                 capture_output=True,
                 text=True,
@@ -321,9 +333,22 @@ class DocRun:
             said = f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
             assert done.returncode == 0, f"{where} exited {done.returncode}:\n{said}"
             self.last_output = done.stdout
+            if re.match(r"pip install -e ", line):
+                self._uninstall_later(self.cwd)
+                # This process sees the new install as a fresh one would: its .pth files
+                # (an editable install's import hook) are read now.
+                importlib.invalidate_caches()
+                site.addsitedir(sysconfig.get_paths()["purelib"])
             built = re.match(r"(?:\S*/)?ecotone build \S+ --engine (\w+)", line)
             if built is not None:
                 self._remove_image_later(built.group(1), done.stdout.strip().splitlines()[-1])
+
+    def _uninstall_later(self, project: Path) -> None:
+        """A distribution the docs install into this venv (as tests/test_scaffold.py does)
+        is uninstalled when the document ends."""
+        name = tomllib.loads((project / "pyproject.toml").read_text())["project"]["name"]
+        pip = [sys.executable, "-m", "pip", "uninstall", "-y", "-q", name]
+        self.cleanups.append(lambda: subprocess.run(pip, capture_output=True, timeout=120))
 
     def _remove_image_later(self, engine: str, tag: str) -> None:
         def remove() -> None:
@@ -457,7 +482,8 @@ class DocRun:
             return
         from ecotone.kernel.config import load
 
-        path = self.folder / "ecotone.toml"
+        path = self.folder / f"config-{example.line}" / "ecotone.toml"  # not where commands run
+        path.parent.mkdir()
         path.write_text(block.source)
         config = load(str(path))
         if "launch" in data:
@@ -494,6 +520,15 @@ def _mcp_tools(command: str, args: list[str], env: dict[str, str]) -> list[str]:
             return [tool.name for tool in (await session.list_tools()).tools]
 
     return anyio.run(ask)
+
+
+def _unused_subnet() -> str:
+    """A link-local /24 no interface of this machine is on (tests/test_ray.py's cluster,
+    another run's, may be up meanwhile: theirs is 169.254.91)."""
+    shown = subprocess.run(["ip", "-4", "addr"], capture_output=True, text=True).stdout
+    taken = set(re.findall(r"inet 169\.254\.(\d+)\.", shown)) | {"91"}
+    free = [n for n in range(100, 200) if str(n) not in taken]
+    return f"169.254.{free[os.getpid() % len(free)]}"
 
 
 def _missing(reason: str) -> None:
