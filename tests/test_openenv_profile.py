@@ -336,6 +336,18 @@ def test_ws_done_is_done_or_truncated(counter_ws: RunningServer) -> None:
         assert after["data"]["code"] == "EXECUTION_ERROR"
 
 
+def test_ws_validation_errors_carry_the_envs_other_details_as_ctx() -> None:
+    """As docs/openenv.md says: `errors` is pydantic-style, and details beyond the field and
+    the reason (chess's legal moves) are the entry's `ctx`; none, no `ctx`."""
+    with run_server("chess") as server, OpenEnvSocket(server) as ws:
+        ws.call({"type": "reset", "data": {"seed": 0}})
+        illegal = ws.call({"type": "step", "data": {"move": "e5e4"}})
+        (entry,) = illegal["data"]["errors"]
+        assert entry["loc"] == ["move"] and "e2e4" in entry["ctx"]["legal_moves"], entry
+        typed = ws.call({"type": "step", "data": {"move": 5}})
+        assert "ctx" not in typed["data"]["errors"][0], typed
+
+
 def test_ws_errors_keep_the_session(counter_ws: RunningServer) -> None:
     with OpenEnvSocket(counter_ws) as ws:
         ws.call({"type": "reset"})
