@@ -48,6 +48,7 @@ import socket
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 import tomllib
 from collections.abc import Iterable, Iterator
@@ -189,12 +190,18 @@ class DocRun:
                 paths.append(str(Path(os.environ[variable]) / bin_dir))
         self.env["PATH"] = os.pathsep.join([*paths, os.environ.get("PATH", "")])
         self.env["ECOTONE_PORT"] = str(self.ports[8000])  # `ecotone serve` without --port
-        # pip as a user with everything installed already would run it: no index (nothing
-        # leaves this machine) and no build isolation (which would fetch hatchling).
-        self.env["PIP_NO_INDEX"] = "1"
+        # pip as a user with everything installed already would run it, with no build
+        # isolation (which would fetch hatchling for `pip install -e`); `ecotone build`
+        # installs an image's packages through this host's own pip configuration, as the
+        # container tests' builds do (tests/engines.py).
         self.env["PIP_NO_BUILD_ISOLATION"] = "0"
         self.env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
         self.env.pop("ECOTONE_CONFIG", None)
+        self._ray_start: threading.Thread | None = None
+        self._ray_cluster_made: Any = None
+        self._ray_error: BaseException | None = None
+        if RAY.search(doc.read_text()):
+            self.start_ray_cluster()
 
     # --- what a block needs ----------------------------------------------------------------
 
@@ -232,6 +239,27 @@ class DocRun:
             _missing("RAY_PYTHON is not set: the python of a venv with ray (make test)")
         if os.geteuid() != 0 or shutil.which("ip") is None:
             _missing("a Ray cluster here needs root and iproute2 (network namespaces)")
+        if self._ray_start is None:
+            self.start_ray_cluster()
+        assert self._ray_start is not None
+        self._ray_start.join()
+        cluster = self._ray_cluster_made
+        if cluster is None:
+            raise AssertionError(f"the Ray cluster did not start: {self._ray_error!r}")
+        self.env["HOME"] = cluster.home or self.env["HOME"]
+        self.ray_head = cluster.head_addr
+        self.env["PATH"] = os.pathsep.join([str(Path(python).parent), self.env["PATH"]])
+        self.env["PYTHONPATH"] = str(ROOT)  # this checkout's ecotone, in .venv-ray too
+
+    def start_ray_cluster(self) -> None:
+        """Start a one-node Ray cluster in the background (half a minute and more, spent
+        while the document's blocks before its Ray blocks run); `_ray_cluster` waits for it.
+        Nothing when Ray or network namespaces are not to be had here."""
+        python = os.environ.get("RAY_PYTHON", "")
+        if self._ray_start is not None or not python:
+            return
+        if os.geteuid() != 0 or shutil.which("ip") is None:
+            return
         from tests.ray.netns_cluster import NetnsCluster
 
         home = self.folder / "ray-home"  # its own ~/.ray/auth_token: see NetnsCluster
@@ -243,13 +271,17 @@ class DocRun:
             subnet=_unused_subnet(),
             home=str(home),
         )
-        cluster.__enter__()
-        self.env["HOME"] = str(home)
         self.cleanups.append(cluster.close)
-        self.ray_head = cluster.head_addr
-        ray_bin = str(Path(python).parent)
-        self.env["PATH"] = os.pathsep.join([ray_bin, self.env["PATH"]])
-        self.env["PYTHONPATH"] = str(ROOT)  # this checkout's ecotone, in .venv-ray too
+
+        def start() -> None:
+            try:
+                cluster.__enter__()
+                self._ray_cluster_made = cluster
+            except BaseException as exc:
+                self._ray_error = exc
+
+        self._ray_start = threading.Thread(target=start, name="ray-cluster", daemon=True)
+        self._ray_start.start()
 
     # --- running ----------------------------------------------------------------------------
 
@@ -498,6 +530,8 @@ class DocRun:
             assert tools, f"{example.path}:{example.line}: the MCP server {name!r} lists no tool"
 
     def close(self) -> None:
+        if self._ray_start is not None:
+            self._ray_start.join()  # then its cleanup stops it
         for running in reversed(self.background):
             self._stop(running)
         self.background.clear()
