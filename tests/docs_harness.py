@@ -93,10 +93,10 @@ class Block:
 
 class CodeBlocks:
     """A Sybil parser: a region for every code block markdown-it-py finds, fenced or
-    indented, parsed as a `Block` and evaluated by `evaluate` (set by the test module)."""
+    indented, parsed as a `Block`. `DocRun.run` runs it, with what the document's run holds
+    (its folder, servers, ports), which a Sybil evaluator is not given."""
 
-    def __init__(self, evaluate: Any) -> None:
-        self.evaluate = evaluate
+    def __init__(self) -> None:
         self.markdown = MarkdownIt("commonmark")
 
     def __call__(self, document: Document) -> Iterable[Region]:
@@ -114,20 +114,21 @@ class CodeBlocks:
                 source=token.content,
                 indented=not fenced,
             )
-            yield Region(starts[first], starts[min(last, len(starts) - 1)], block, self.evaluate)
+            end = starts[min(last, len(starts) - 1)]
+            yield Region(starts[first], end, block, _run_by_docrun)
 
 
 def examples() -> list[Example]:
     """Every code block of the docs, as Sybil examples in document order."""
     found: list[Example] = []
     for path in DOCS:
-        document = Document.parse(str(path), CodeBlocks(_evaluate_later))
+        document = Document.parse(str(path), CodeBlocks())
         found.extend(document.examples())
     return found
 
 
-def _evaluate_later(example: Example) -> None:
-    raise AssertionError("evaluated through DocRun.run")
+def _run_by_docrun(example: Example) -> None:
+    raise AssertionError("a docs block is run by DocRun.run")
 
 
 def example_id(example: Example) -> str:
@@ -164,6 +165,8 @@ def _logical_lines(source: str) -> list[str]:
 
 @attrs.define
 class Background:
+    """A serving command started in the background, and the port it serves on (if known)."""
+
     process: subprocess.Popen[str]
     command: str
     output: Path
