@@ -658,9 +658,8 @@ def render(
         f"- date: {started.strftime('%Y-%m-%d %H:%M UTC')} (run took {wall_s:.0f} s)",
         facts,
         "",
-        "Command:",
-        "",
-        f"    {command}",
+        # A record of what made these figures, not a block to paste: one line of prose.
+        f"Made by `{command}` (`make bench` runs it).",
         "",
         f'Counter environment (action `{{"delta": 1}}`), loopback only. Each rep starts each '
         f"server afresh; the servers' order rotates between reps. Medians over {reps} reps, "

@@ -34,6 +34,22 @@ from tests import envs
 pytest_plugins = ["tests.engines"]  # the container engines' fixtures
 
 
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """How many of the docs' code blocks ran, and how many say they cannot run here
+    (tests/test_docs.py), when that test ran."""
+    docs = sys.modules.get("tests.test_docs")
+    tally = getattr(docs, "TALLY", None)
+    if not tally:
+        return
+    ran = tally.get("ran", 0)
+    marks = {k.removeprefix("marked: "): v for k, v in tally.items() if k.startswith("marked")}
+    shown = ", ".join(f"{n} {why}" for why, n in sorted(marks.items())) or "none"
+    terminalreporter.write_line(
+        f"docs: {ran} code blocks run, {sum(marks.values())} marked not runnable here "
+        f"({shown}), {tally.get('skipped', 0)} skipped (what they need is not here)"
+    )
+
+
 class SessionRecorder:
     """A plugin that records the lifecycle hooks a server fires (called from its thread)."""
 

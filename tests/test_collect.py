@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+import trio.lowlevel
 
 import ecotone.recording
 from ecotone.collect import CallablePolicy, ChatPolicy, Outcome, Progress, collect, plan
@@ -348,3 +349,51 @@ def test_collects_own_reset_options_are_refused_and_names_stay_in_the_output(
             )
         )  # fmt: skip
     assert [_safe(n) for n in ("..", ".", "", "../up", "a b")] == ["_", "_", "_", "_up", "a_b"]
+
+
+def test_a_plain_callable_sync_or_async_is_a_policy_and_so_is_module_colon_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One protocol: `collect` takes a plain function (the docs' "a policy is a Python
+    callable"), an async one, a class (an instance per episode), `MODULE:NAME` from the
+    working directory, or a `Policy`; anything else is a TypeError saying what a policy is."""
+    from ecotone.collect import Episode, as_policy
+
+    def plus_one(observation: dict[str, Any]) -> Any:
+        return {"delta": 1}
+
+    async def plus_two(observation: dict[str, Any]) -> Any:
+        await trio.lowlevel.checkpoint()
+        return {"delta": 2}
+
+    class Alternating:
+        def __init__(self) -> None:
+            self.turn = 0
+
+        def __call__(self, observation: dict[str, Any]) -> Any:
+            self.turn += 1
+            return {"delta": 1 if self.turn % 2 else 3}
+
+    (tmp_path / "cwd_policy.py").write_text("def act(observation):\n    return {'delta': 4}\n")
+    monkeypatch.chdir(tmp_path)
+
+    async def totals(policy: Any) -> tuple[str, float]:
+        summary = await collect(
+            "inproc://counter", policy, out=tmp_path / "runs", episodes=2, max_steps=2
+        )
+        assert summary.overall.errors == 0, summary
+        return summary.policy, summary.overall.mean_return
+
+    name, mean = trio.run(totals, plus_one)
+    assert name.endswith("<locals>.plus_one") and mean == 2.0
+    assert trio.run(totals, plus_two)[1] == 4.0
+    assert trio.run(totals, Alternating)[1] == 4.0  # 1 then 3, in each episode afresh
+    assert trio.run(totals, "cwd_policy:act") == ("cwd_policy:act", 8.0)
+    policy = as_policy(plus_one, name="mine")
+    assert as_policy(policy) is policy and policy.name == "mine"
+    assert trio.run(totals, policy)[0] == "mine"
+    with pytest.raises(TypeError, match="a policy is a callable"):
+        as_policy(42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="cannot import 'no_such_module'"):
+        as_policy("no_such_module:act")
+    assert {f.name for f in attrs.fields(Episode)} == {"info", "task", "record", "tools"}

@@ -169,6 +169,43 @@ def test_the_reference_everything_server_over_stdio_with_a_reward_and_a_timeout(
         )
 
 
+REWARD_IN_CWD = """
+def utc_asked(action, observation):
+    # The env's own structs, not dicts: `action.tool`, `observation.text` (issue 40).
+    return 1.0 if action.arguments.get("timezone") == "UTC" and not observation.is_error else 0.0
+"""
+
+
+def test_a_reward_module_in_the_working_directory_is_found_and_gets_the_structs(
+    mcp_bin: Path, tmp_path: Path
+) -> None:
+    """`#reward=MODULE:FUNCTION` finds MODULE in the working directory, as `--policy` and
+    `--rubric` do, when `ecotone serve` runs there; the function is called with the action
+    and the observation as the env's structs."""
+    (tmp_path / "time_rewards.py").write_text(REWARD_IN_CWD)
+    name = f"mcp+stdio:{mcp_bin}/mcp-server-time#reward=time_rewards:utc_asked"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ecotone", "serve", name, "--port", "0"],
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert "serving" in line, line + proc.stderr.read()
+        url = line.rsplit(" at ", 1)[1].strip()
+        with ecotone.connect(url) as env:
+            env.reset()
+            ask = {"tool": "get_current_time", "arguments": {"timezone": "UTC"}}
+            assert env.step(ask).reward == 1.0
+            ask["arguments"] = {"timezone": "Asia/Tokyo"}
+            assert env.step(ask).reward == 0.0
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -225,14 +225,20 @@ def test_an_unknown_method_is_32601(client: Http) -> None:
 
 
 def test_malformed_json_is_32700_and_an_empty_object_32600(client: Http) -> None:
-    for body in (b"{bad", b"[1, 2]"):
+    reply = client.request("POST", "/mcp", b"{bad", {"content-type": "application/json"})
+    assert reply.status == 200
+    assert reply.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32700, "message": "Parse error", "data": None},
+    }
+    # JSON that parses is never -32700 (JSON-RPC 2.0): a batch, empty or not, or any other
+    # JSON that is not an object is -32600 Invalid Request (docs/openenv.md said so; issue 40).
+    for body in (b'[{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]', b"[1, 2]", b"[]", b"1"):
         reply = client.request("POST", "/mcp", body, {"content-type": "application/json"})
         assert reply.status == 200
-        assert reply.json() == {
-            "jsonrpc": "2.0",
-            "id": None,
-            "error": {"code": -32700, "message": "Parse error", "data": None},
-        }
+        error = reply.json()["error"]
+        assert error["code"] == -32600 and error["message"].startswith("Invalid Request"), body
     empty = client.request("POST", "/mcp", {})
     assert empty.status == 200
     assert empty.json()["jsonrpc"] == "2.0"
@@ -328,6 +334,18 @@ def test_ws_done_is_done_or_truncated(counter_ws: RunningServer) -> None:
         assert step["data"]["observation"]["truncated"] is True
         after = ws.call({"type": "step", "data": {"delta": 1}})
         assert after["data"]["code"] == "EXECUTION_ERROR"
+
+
+def test_ws_validation_errors_carry_the_envs_other_details_as_ctx() -> None:
+    """As docs/openenv.md says: `errors` is pydantic-style, and details beyond the field and
+    the reason (chess's legal moves) are the entry's `ctx`; none, no `ctx`."""
+    with run_server("chess") as server, OpenEnvSocket(server) as ws:
+        ws.call({"type": "reset", "data": {"seed": 0}})
+        illegal = ws.call({"type": "step", "data": {"move": "e5e4"}})
+        (entry,) = illegal["data"]["errors"]
+        assert entry["loc"] == ["move"] and "e2e4" in entry["ctx"]["legal_moves"], entry
+        typed = ws.call({"type": "step", "data": {"move": 5}})
+        assert "ctx" not in typed["data"]["errors"][0], typed
 
 
 def test_ws_errors_keep_the_session(counter_ws: RunningServer) -> None:

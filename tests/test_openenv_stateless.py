@@ -165,4 +165,6 @@ def test_with_invalid_action_observation_a_bad_guess_is_an_observation_the_model
         named = {"x-ecotone-session": session}
         over_http = http.request("POST", "/step", {"action": {"guess": "qqqqq"}}, named)
         assert over_http.status == 200
-        assert "not in the word list" in over_http.json()["observation"]["error"]
+        refusal = over_http.json()["observation"]
+        assert "not in the word list" in refusal["error"]
+        assert refusal["details"] == {"reason": "'qqqqq' is not in the word list"}, refusal

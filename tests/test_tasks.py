@@ -432,6 +432,14 @@ def test_a_task_file_replaces_the_envs_own_tasks(tmp_path: Path) -> None:
         ecotone.connect(server.url) as env,
     ):
         assert env.describe().tasks == {"eval": 1}
+    # Named explicitly (`--tasks eval=mine.jsonl`), a file whose records carry a `split`
+    # field is that split's, every record of it (issue 40: such records were refused).
+    with (
+        run_server("wordle", tasks={"eval": str(path)}) as server,
+        ecotone.connect(server.url) as env,
+    ):
+        assert env.describe().tasks == {"eval": 3}
+        assert env.list_tasks("eval").tasks[2] == {"secret": "fjord"}
 
 
 def test_a_bad_task_file_stops_serve_with_the_line_at_fault(tmp_path: Path) -> None:

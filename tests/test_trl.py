@@ -41,6 +41,9 @@ def test_the_factory_exposes_exactly_the_action_typed_and_documented() -> None:
     with run_server("wordle") as server:
         factory = ecotone.trl.environment_factory(server.url)
         assert public_methods(factory) == ["guess"]
+        # Every public name, as docs/llm-training.md lists them: `env_info` is no method.
+        public = {name for name in vars(factory) if not name.startswith("_")}
+        assert public == {"guess", "reset", "get_reward", "env_info"}
         guess = factory.guess  # type: ignore[attr-defined]
         assert str(inspect.signature(guess)) == "(self, guess: str) -> str"
         assert get_type_hints(guess) == {"guess": str, "return": str}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 
 
@@ -21,11 +22,21 @@ def run_init(args: argparse.Namespace) -> int:
 
     target = scaffold(args.name, args.dir)
     print(f"wrote {target}/: the `{args.name}` env as a distribution. Next:")
-    print(f"  cd {target} && pip install -e '.[test]'")
-    print(f"  ecotone validate {args.name}    # the conformance suite")
-    print(f"  ecotone serve {args.name}       # ws://127.0.0.1:8000")
-    print("  pytest                          # its own tests")
+    for line in next_steps(str(target), args.name):
+        print(f"  {line}")
     return 0
+
+
+def next_steps(target: str, name: str) -> list[str]:
+    """What `init` says to run next, each command's comment in one column."""
+    steps = [
+        (f"cd {shlex.quote(target)} && pip install -e '.[test]'", "install it, with pytest"),
+        (f"ecotone validate {name}", "the conformance suite"),
+        (f"ecotone serve {name}", "ws://127.0.0.1:8000"),
+        ("pytest", "its own tests"),
+    ]
+    width = max(len(command) for command, _ in steps)
+    return [f"{command:<{width}}  # {comment}" for command, comment in steps]
 
 
 def validate_arguments(p: argparse.ArgumentParser) -> None:

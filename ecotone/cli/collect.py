@@ -22,7 +22,12 @@ def collect_arguments(p: argparse.ArgumentParser) -> None:
     tasks and how many episodes, and where the trajectories go."""
     p.add_argument("target", help="env name (played in this process) or a server URL")
     who = p.add_mutually_exclusive_group(required=True)
-    who.add_argument("--policy", metavar="MODULE:NAME", help="a Python callable: obs -> action")
+    who.add_argument(
+        "--policy",
+        metavar="MODULE:NAME",
+        help="a Python callable, observation -> action (MODULE from the installed packages or "
+        "the working directory)",
+    )
     who.add_argument(
         "--base-url", help="an OpenAI-compatible chat endpoint (http://HOST:PORT/v1) to act"
     )
@@ -51,7 +56,12 @@ def collect_arguments(p: argparse.ArgumentParser) -> None:
         help="a reset option, VALUE read as JSON when it parses (repeatable)",
     )
     p.add_argument("--out", help="where the trajectories go (default runs/collect-ENV-TIME)")
-    p.add_argument("--format", choices=["jsonl", "msgpack"], default="jsonl")
+    p.add_argument(
+        "--format",
+        choices=["jsonl", "msgpack"],
+        default="jsonl",
+        help="the trajectories' recording format (jsonl)",
+    )
     p.add_argument("--token", help="the server's token, if it needs one")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 

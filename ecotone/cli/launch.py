@@ -59,7 +59,9 @@ def gc_arguments(p: argparse.ArgumentParser) -> None:
 def build_arguments(p: argparse.ArgumentParser) -> None:
     """`build`'s flags: the env, the engine (required), the base image, the tag, the extras."""
     p.add_argument("env", help="environment name (`counter`, `gymnasium:CartPole-v1`)")
-    p.add_argument("--engine", required=True, choices=ENGINES)
+    p.add_argument(
+        "--engine", required=True, choices=ENGINES, help="the container engine to build in"
+    )
     p.add_argument(
         "--base", help="image to build on, already in the engine (localhost/ecotone-base:bookworm)"
     )
@@ -97,6 +99,9 @@ def run_launch(args: argparse.Namespace) -> int:
     config = load(args.config, overrides={"env": args.env})
     if not config.env:
         raise ValueError("launch: name an environment (ecotone launch ENV) or set `env`")
+    # The env must be one installed here, as for `ecotone build`: an unknown name is this
+    # RegistryError naming it, not a server that fails to start somewhere.
+    Registry.discover().env_spec(config.env)
     settings = launch_config(config.launch)
     provider = provider_for(args.provider or settings.provider)
     options = dict(settings.options)

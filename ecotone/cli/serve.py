@@ -65,8 +65,9 @@ def serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--token-file",
         metavar="FILE",
-        help="require the token in FILE's first line (default: a token is required, and made "
-        "and printed with the URL, when --host is beyond loopback; or set ECOTONE_AUTH_TOKEN)",
+        help="require one of the tokens FILE lists, one a line for each holder (blank lines and "
+        "# comments skipped; default: beyond loopback a token is made and printed with the URL; "
+        "or set ECOTONE_AUTH_TOKEN)",
     )
     p.add_argument(
         "--no-auth",
@@ -122,9 +123,10 @@ def serve_arguments(p: argparse.ArgumentParser) -> None:
         "--lifeline-fd",
         type=int,
         metavar="FD",
-        help="exit when this inherited file descriptor (the read end of a pipe whose write end "
-        "the launching process holds) reaches end of file: the server never outlives its "
-        "launcher, however the launcher dies",
+        # Internal, hidden from --help: the process provider's lifeline (the read end of a
+        # pipe whose write end the launching process holds); at its end of file the server
+        # exits, so it never outlives its launcher, however the launcher dies.
+        help=argparse.SUPPRESS,
     )
 
 

@@ -1,9 +1,6 @@
-"""Policies `ecotone collect` runs: a Python callable, or a model behind an OpenAI-compatible
-chat-completions endpoint that calls the env's action (and tools) as tools.
-
-A policy makes one `Actor` per episode; the actor is asked for an action after every
-observation (`act`), told when an action was refused (`refused`), and may end the episode
-early by returning None.
+"""The policies `ecotone collect` runs (the protocol: protocol.py): a Python callable, or a
+model behind an OpenAI-compatible chat-completions endpoint that calls the env's action (and
+tools) as tools; and `as_policy`, which makes any of what counts as a policy a `Policy`.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ import os
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, TypedDict, Unpack
+from typing import Any, TypedDict, Unpack
 
 import anyio
 import attrs
@@ -25,38 +22,13 @@ from ecotone.client.llm import (
     observation_text,
     openai_tools,
 )
+from ecotone.collect.protocol import Actor, Episode, Policy, PolicyError, ToolCaller
 from ecotone.kernel.loading import load_named
-from ecotone.specs import EnvInfo, TaskRef, ToolInfo
+from ecotone.specs import EnvInfo, ToolInfo
 from ecotone.specs.keywords import from_keywords
 
-
-class ToolCaller(Protocol):
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> Any: ...
-
-
-class Actor(Protocol):
-    """One episode's decisions."""
-
-    async def act(self, observation: Mapping[str, Any]) -> Any:
-        """The next action (a dict), or None to end the episode here."""
-        ...
-
-    async def refused(self, action: Any, reason: str) -> None:
-        """The env refused the last action (`invalid_action`): the episode goes on."""
-        ...
-
-
-class Policy(Protocol):
-    name: str
-
-    def actor(
-        self, info: EnvInfo, task: TaskRef | None, record: Any, tools: ToolCaller
-    ) -> Actor: ...
-
-
-class PolicyError(RuntimeError):
-    """The policy could not produce an action (a model endpoint that fails, a callable that
-    raises): the episode ends with this error recorded."""
+PolicyLike = Policy | Callable[..., Any] | str
+"""What `collect` takes as a policy: see `as_policy`."""
 
 
 # --- a Python callable -----------------------------------------------------------------------
@@ -111,8 +83,9 @@ class CallablePolicy:
             k for k in ("task", "task_id", "info", "step", "refusal") if any_kw or k in params
         }
 
-    def actor(self, info: EnvInfo, task: TaskRef | None, record: Any, tools: ToolCaller) -> Actor:
-        given = {"task": record, "task_id": task.id if task else None, "info": info}
+    def actor(self, episode: Episode) -> Actor:
+        task = episode.task
+        given = {"task": episode.record, "task_id": task.id if task else None, "info": episode.info}
         extra = {k: v for k, v in given.items() if k in self.wants}
         for k in ("step", "refusal"):
             if k in self.wants:
@@ -121,15 +94,37 @@ class CallablePolicy:
         return _CallableActor(fn, extra)
 
 
-def load_policy(spec: str) -> CallablePolicy:
-    """The callable `MODULE:NAME` names (MODULE from the installed packages or the working
-    directory); a class is instantiated once per episode and called."""
+def load_policy(spec: str) -> Policy:
+    """The policy `MODULE:NAME` names (MODULE from the installed packages or the working
+    directory): a `Policy` object as it is, a class instantiated once per episode and called,
+    a function called. ValueError says what is wrong (a module that cannot be imported, no
+    such name, a value that is no policy)."""
     value = load_named(spec, "policy")
-    if isinstance(value, type):
-        return CallablePolicy(value.__call__, spec, per_episode=value)
-    if not callable(value):
-        raise ValueError(f"policy {spec!r} is not callable")
-    return CallablePolicy(value, spec)
+    try:
+        return as_policy(value, name=spec)
+    except TypeError as exc:
+        raise ValueError(f"policy {spec!r}: {exc}") from None
+
+
+def as_policy(policy: PolicyLike, name: str = "") -> Policy:
+    """`policy` as a `Policy` (see protocol.py): a `Policy` as it is; `"MODULE:NAME"` loaded
+    (`load_policy`); a class instantiated once per episode and called; any other callable
+    called, sync or async. `name` names it in the recording and the summary (default: the
+    callable's qualified name, or MODULE:NAME). TypeError for anything else."""
+    if isinstance(policy, str):
+        return load_policy(policy)
+    if not isinstance(policy, type) and callable(getattr(policy, "actor", None)):
+        if not isinstance(getattr(policy, "name", None), str):
+            raise TypeError(f"{policy!r} has an actor() but no name: str")
+        return policy  # type: ignore[return-value]
+    if isinstance(policy, type):
+        return CallablePolicy(policy.__call__, name or policy.__qualname__, per_episode=policy)
+    if callable(policy):
+        return CallablePolicy(policy, name)
+    raise TypeError(
+        f"a policy is a callable (observation -> action), MODULE:NAME or a Policy, "
+        f"not {type(policy).__name__}"
+    )
 
 
 # --- a model behind an OpenAI-compatible chat-completions endpoint ---------------------------
@@ -319,17 +314,16 @@ class ChatPolicy:
         self.name = f"chat:{model}"
         self.env_tools: Sequence[ToolInfo] = ()
 
-    def actor(self, info: EnvInfo, task: TaskRef | None, record: Any, tools: ToolCaller) -> Actor:
-        return _ChatActor(self, info, tools, self.env_tools)
+    def actor(self, episode: Episode) -> Actor:
+        return _ChatActor(self, episode.info, episode.tools, self.env_tools)
 
 
 __all__ = [
-    "Actor",
     "CallablePolicy",
     "ChatOptions",
     "ChatPolicy",
     "ChatSettings",
-    "Policy",
-    "PolicyError",
+    "PolicyLike",
+    "as_policy",
     "load_policy",
 ]

@@ -29,7 +29,8 @@ import trio
 
 from ecotone.client.aio import AsyncConnection, AsyncEnvClient
 from ecotone.client.errors import InvalidActionError, ServerError
-from ecotone.collect.policies import ChatPolicy, Policy, PolicyError
+from ecotone.collect.policies import ChatPolicy, PolicyLike, as_policy
+from ecotone.collect.protocol import Episode, Policy, PolicyError
 from ecotone.recording.recorder import EpisodeWriter
 from ecotone.specs import EnvInfo, TaskRef
 from ecotone.specs.keywords import from_keywords
@@ -229,7 +230,7 @@ async def _episode(
         name = f"{job.index:05d}-{_safe(outcome.task)}-r{job.repeat}.{run.fmt}"
         writer = EpisodeWriter(run.out / _safe(info.name) / name, run.fmt, header)
         writer.reset(result.observation)
-        actor = policy.actor(info, ref, record, _Tools(client))
+        actor = policy.actor(Episode(info=info, task=ref, record=record, tools=_Tools(client)))
         observation: Any = result.observation
         refusals = 0
         done, truncated, reward = result.done, result.truncated, result.reward
@@ -305,9 +306,12 @@ class Progress:
         self.stream.flush()
 
 
-async def collect(url: str, policy: Policy, **options: Unpack[CollectOptions]) -> Summary:
+async def collect(url: str, policy: PolicyLike, **options: Unpack[CollectOptions]) -> Summary:
     """Run `policy` over the env at `url` (see the module): trajectories under `out`, the
     summary returned (and written to `out/summary.json`).
+
+    `policy` is anything `as_policy` takes (see ecotone/collect/protocol.py): a callable
+    `observation -> action` (sync or async), `"MODULE:NAME"`, or a `Policy`.
 
     Keyword options (`CollectOptions`; any other keyword is a TypeError that names it):
 
@@ -326,6 +330,7 @@ async def collect(url: str, policy: Policy, **options: Unpack[CollectOptions]) -
       told the number of episodes first;
     - `token` (None): the server's token."""
     run = from_keywords(CollectSettings, options, "collect")
+    policy = as_policy(policy)
     if run.concurrency < 1 or run.repeats < 1 or run.max_steps < 1:
         raise ValueError("concurrency, repeats and max_steps must be at least 1")
     reserved = sorted(RESERVED_OPTIONS & set(run.options or {}))

@@ -198,7 +198,8 @@ class TaskSet(Generic[T]):
         Args:
             sources: One path, or split names mapped to paths. A file named under the empty
                 split name (or given alone) makes the splits its records name in a `split`
-                field, or else one split named by the file's stem.
+                field, or else one split named by the file's stem; under a split's name, all
+                its records are that split's (a `split` field they carry is dropped).
             id: As for the constructor.
             type: As for the constructor: every record is checked against it.
             hidden: As for the constructor.
@@ -224,8 +225,12 @@ class TaskSet(Generic[T]):
             )
             for where, record in records:
                 name = split or path.stem
-                if by_field:
-                    name = str(record["split"])
+                if isinstance(record, dict) and "split" in record:
+                    # The split a record names is where it goes, unless the source was named
+                    # a split explicitly (`--tasks test=FILE`): that name wins. Either way the
+                    # field is the file's, not the task type's.
+                    if by_field:
+                        name = str(record["split"])
                     record = {k: v for k, v in record.items() if k != "split"}
                 splits.setdefault(name, []).append(checker.record(record, where))
         return cls(splits, id=id, type=type, hidden=hidden, from_text=from_text)

@@ -12,7 +12,10 @@ should see it). `list_tools`/`call_tool` pass through to the server as the env's
 The first observation of an episode lists the tools.
 
 Reward: zero, unless the name's `#reward=MODULE:FUNCTION` names a function
-`(action, observation) -> float` (the server operator's choice; clients cannot pick it).
+`(action, observation) -> float` (the server operator's choice; clients cannot pick it),
+called after every step with the action and the observation as the env's own structs
+(`action.tool`, `action.arguments`; `observation.text`, `.structured`, `.is_error`...).
+MODULE is imported from the installed packages or the working directory.
 Options after `#`: `reward`, `timeout` (seconds per tool call, default 30), `env` (names of
 this process's environment variables a stdio server gets, comma-separated: by default only
 the SDK's short list, PATH, HOME and the like, never the ecotone server's own secrets).
@@ -33,6 +36,7 @@ import importlib
 import json
 import os
 import shlex
+import sys
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -48,8 +52,9 @@ START_TIMEOUT = 30.0
 """Seconds a server has to start and answer `initialize` and `tools/list`."""
 
 
-class McpEnvError(Exception):
-    """An `mcp+...` env name that cannot work (said before anything starts)."""
+class McpEnvError(ValueError):
+    """An `mcp+...` env name that cannot work (said before anything starts): a mistake in
+    what was asked, which `ecotone serve` reports in one line."""
 
 
 class McpToolAction(ecotone.Action, kw_only=True, forbid_unknown_fields=True):
@@ -104,10 +109,18 @@ def _reward_function(spec: str | None) -> Callable[[Any, Any], float] | None:
     module, _, attr = spec.partition(":")
     if not module or not attr:
         raise McpEnvError(f"reward={spec!r}: name it MODULE:FUNCTION")
+    # MODULE from the installed packages or the working directory, as `--policy` and
+    # `--rubric` find theirs (kernel/loading.py, which a plugin does not import).
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     try:
-        fn = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise McpEnvError(f"reward={spec!r}: {exc}") from exc
+        fn: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            fn = getattr(fn, part)
+    except ImportError as exc:
+        raise McpEnvError(f"reward={spec!r}: cannot import {module!r}: {exc}") from None
+    except AttributeError:
+        raise McpEnvError(f"reward={spec!r}: {module!r} has no {attr!r}") from None
     if not callable(fn):
         raise McpEnvError(f"reward={spec!r} is not callable")
     return fn

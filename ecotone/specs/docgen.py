@@ -153,7 +153,7 @@ def render() -> str:
         "",
         "## Example",
         "",
-        "```",
+        "```frames",
         '> {"op":"open","id":1}',
         '< {"op":"opened","id":1,"session":"5f0c3a1e9b2d4c77","env":"counter"}',
         '> {"op":"reset","id":2,"session":"5f0c3a1e9b2d4c77","seed":7}',

@@ -41,12 +41,27 @@ def run(*cmd: str) -> None:
 
 
 class NetnsCluster:
-    def __init__(self, ray: str, workers: int = 2, cpus: int = 4) -> None:
+    def __init__(
+        self,
+        ray: str,
+        workers: int = 2,
+        cpus: int = 4,
+        subnet: str = SUBNET,
+        home: str | None = None,
+    ) -> None:
+        """`subnet`: the /24 the nodes and this host's leg take (`A.B.C`), and `home`: the
+        HOME of its processes (Ray keeps its token in ~/.ray/auth_token, which a head
+        starting writes anew): another cluster on this machine at the same time needs
+        others, and its clients the same HOME."""
         self.ray = ray
+        self.home = home
+        self.subnet = subnet
+        self.host_addr = f"{subnet}.1"
+        self.head_addr = f"{subnet}.10"
         self.tag = secrets.token_hex(3)
         self.switch = f"eco-sw-{self.tag}"
         self.nodes = ["head"] + [f"w{i}" for i in range(1, workers + 1)]
-        self.addrs = {n: f"{SUBNET}.{10 + i}" for i, n in enumerate(self.nodes)}
+        self.addrs = {n: f"{subnet}.{10 + i}" for i, n in enumerate(self.nodes)}
         self.cpus = cpus
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.temp = Path(f"/tmp/ecotone-ray-{self.tag}")
@@ -55,7 +70,7 @@ class NetnsCluster:
 
     @property
     def address(self) -> str:
-        return f"ray://{HEAD_ADDR}:{CLIENT_PORT}"
+        return f"ray://{self.head_addr}:{CLIENT_PORT}"
 
     def ns(self, node: str) -> str:
         return f"eco-{node}-{self.tag}"
@@ -64,7 +79,7 @@ class NetnsCluster:
         try:
             self._network()
             self._start("head")
-            _wait_port(HEAD_ADDR, CLIENT_PORT, 90)
+            _wait_port(self.head_addr, CLIENT_PORT, 90)
             for node in self.nodes[1:]:
                 self._start(node)
             self._wait_nodes(len(self.nodes), 90)
@@ -86,7 +101,7 @@ class NetnsCluster:
         run("ip", "link", "add", self.host_veth, "type", "veth", "peer", "name", "up0")
         run("ip", "link", "set", "up0", "netns", self.switch)
         run(*sw, "ip", "link", "set", "up0", "master", "br0", "up")
-        run("ip", "addr", "add", f"{HOST_ADDR}/24", "dev", self.host_veth)
+        run("ip", "addr", "add", f"{self.host_addr}/24", "dev", self.host_veth)
         run("ip", "link", "set", self.host_veth, "up")
         for i, node in enumerate(self.nodes):
             name = self.ns(node)
@@ -117,10 +132,9 @@ class NetnsCluster:
                 "--include-dashboard=false",
             ]
         else:
-            args = [f"--address={HEAD_ADDR}:{GCS_PORT}"]
+            args = [f"--address={self.head_addr}:{GCS_PORT}"]
         log = open(self.temp.parent / f"ecotone-ray-{self.tag}-{node}.log", "wb")
-        env = dict(os.environ, **RAY_ENV)
-        env.pop("RAY_ADDRESS", None)
+        env = self.environment()
         self.procs[node] = subprocess.Popen(
             ["ip", "netns", "exec", self.ns(node), self.ray, "start", *args, *common],
             stdout=log,
@@ -129,14 +143,23 @@ class NetnsCluster:
             start_new_session=True,
         )
 
+    def environment(self) -> dict[str, str]:
+        """The environment of the cluster's processes (and of `ray status`)."""
+        env = dict(os.environ, **RAY_ENV)
+        env.pop("RAY_ADDRESS", None)
+        if self.home is not None:
+            env["HOME"] = self.home
+        return env
+
     def _wait_nodes(self, n: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             done = subprocess.run(
                 ["ip", "netns", "exec", self.ns("head"), self.ray, "status",
-                 f"--address={HEAD_ADDR}:{GCS_PORT}"],
+                 f"--address={self.head_addr}:{GCS_PORT}"],
                 capture_output=True,
                 text=True,
+                env=self.environment(),
             )  # fmt: skip
             if done.returncode == 0 and _active_nodes(done.stdout) >= n:
                 return

@@ -130,13 +130,15 @@ def validation_message(error: Error) -> str:
 def refusal_observation(error: Error, *, http: bool) -> dict[str, Any]:
     """An `invalid_action` as an OpenEnv observation (`[openenv] invalid_action =
     "observation"`): the episode goes on, nothing is scored, and the observation says what
-    was wrong, for a consumer that shows the model the observation but lets an error end
-    its rollout (verifiers' OpenEnv taskset does)."""
+    was wrong (`error`, `field`, and `details`: the reason and the env's other details), for
+    a consumer that shows the model the observation but lets an error end its rollout
+    (verifiers' OpenEnv taskset does)."""
     extra = {k: v for k, v in error.details.items() if k not in _SAID}
     obs: dict[str, Any] = {
         "error": validation_message(error).removeprefix("Invalid message: "),
         "field": error.details.get("field", ""),
-        "details": extra,
+        # The bare reason, and whatever else the env said (chess's `legal_moves`).
+        "details": {"reason": str(error.details.get("reason", error.message)), **extra},
         "metadata": {"error": "invalid_action"},
     }
     return to_openenv_observation({**obs, "reward": 0.0, "done": False}, http=http)

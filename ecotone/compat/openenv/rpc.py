@@ -92,7 +92,15 @@ class McpDialect:
             except RecursionError:
                 return rpc_error(None, -32700, f"Parse error: {TOO_DEEP}")
         if not isinstance(payload, dict):
-            return rpc_error(None, -32700, "Parse error")
+            # JSON-RPC 2.0: JSON that parses but is not a request object is -32600, not a
+            # parse error; a batch (an array) too, since this dialect takes one message a
+            # request, as MCP does since 2025-06-18.
+            what = (
+                "a JSON-RPC batch: send one message per request"
+                if isinstance(payload, list)
+                else "not a JSON object"
+            )
+            return rpc_error(None, -32600, f"Invalid Request: {what}")
         try:
             rpc = msgspec.convert(payload, _Rpc)
             if rpc.jsonrpc != "2.0":
