@@ -156,6 +156,11 @@ CASES = [
     case("export-space-flag", "export space counter", 2, "the following arguments are required"),
     case("export-space-file", "export space counter /etc/hostname", 2, "/etc/hostname"),
     case("export-space-closed", "export space --help", 0, closed_stdout=True),
+    # keygen
+    case("keygen-flag", "keygen", 2, "the following arguments are required: file"),
+    case("keygen-file", f"keygen {MISSING}/snapshot.key", 1, f"{MISSING}/snapshot.key"),
+    case("keygen-exists", "keygen agent.py", 1, "agent.py exists"),
+    case("keygen-closed", "keygen snapshot.key", 0, closed_stdout=True),
     # anything, verbose: the traceback too (and still the line, last)
     case("verbose", "-v play unix:///nonexistent.sock", 1, "Traceback"),
 ]
@@ -231,7 +236,7 @@ def test_every_command_has_its_rows() -> None:
         for key in keys:
             for kind in ("flag", "closed"):
                 assert f"{key}-{kind}" in names, f"{key}-{kind}"
-            if command not in ("list", "gc"):
+            if command not in ("list", "gc", "keygen"):
                 assert f"{key}-env" in names, key
             if command not in ("list", "gc", "play"):
                 assert f"{key}-file" in names, key

@@ -396,4 +396,57 @@ def test_a_plain_callable_sync_or_async_is_a_policy_and_so_is_module_colon_name(
         as_policy(42)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="cannot import 'no_such_module'"):
         as_policy("no_such_module:act")
-    assert {f.name for f in attrs.fields(Episode)} == {"info", "task", "record", "tools"}
+    assert {f.name for f in attrs.fields(Episode)} == {"info", "task", "record", "tools", "fork"}
+
+
+def test_fork_plays_k_episodes_from_each_prefix_on_the_server(tmp_path: Path) -> None:
+    """`--fork K --fork-at S`: each job's first S steps once, then K copies of the episode
+    (one fork request), each an episode of the summary, recorded with the prefix in front,
+    its actor told which copy it is."""
+    told: list[int | None] = []
+
+    class Branching:
+        """delta 1 through the prefix, then the copy's number plus 10."""
+
+        name = "branching"
+
+        def actor(self, episode: Any) -> Any:
+            told.append(episode.fork)
+            fork = episode.fork
+
+            class Actor:
+                async def act(self, observation: dict[str, Any]) -> Any:
+                    return {"delta": 1 if fork is None else 10 + fork}
+
+                async def refused(self, action: Any, reason: str) -> None:
+                    raise AssertionError(reason)
+
+            return Actor()
+
+    out = tmp_path / "runs"
+    with run_server("counter") as server:
+        summary = trio.run(
+            functools.partial(
+                collect,
+                server.url,
+                Branching(),
+                out=out,
+                episodes=2,
+                max_steps=4,
+                fork=3,
+                fork_at=2,
+                options={"max_steps": 4},
+            )
+        )
+    assert summary.episodes == 6 and summary.overall.errors == 0, summary.table()
+    assert sorted(told, key=str) == sorted([None, 0, 1, 2] * 2, key=str)
+    episodes = {p.name: p for p in (out / "counter").iterdir()}
+    assert len(episodes) == 2 * (1 + 3)  # each prefix, and its three copies
+    path = out / "counter" / "00000---r0-f2.jsonl"
+    copy = ecotone.recording.read_episode(path)
+    counts = [observation["count"] for observation in copy.observations]
+    assert counts == [0, 1, 2, 14, 26]  # the prefix copied in front, then the copy's own
+    assert copy.truncateds[-1] and copy.end == "truncated"  # the counter's max_steps: 4 in all
+    header = json.loads(path.read_text().splitlines()[0])
+    assert header["fork"] == 2 and header["forked_at"] == 2 and header["forks"] == 3
+    assert summary.overall.mean_return == 24.0  # 2 + 2 x (10 + i), i = 0, 1, 2

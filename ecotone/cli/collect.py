@@ -49,6 +49,17 @@ def collect_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-steps", type=int, default=100, help="steps per episode at most (100)")
     p.add_argument("--seed", type=int, default=0, help="the first seed (0)")
     p.add_argument(
+        "--fork",
+        type=int,
+        default=1,
+        metavar="K",
+        help="play K episodes from each one's state after --fork-at steps, forked on the "
+        "server in one request (a GRPO group; 1: no fork)",
+    )
+    p.add_argument(
+        "--fork-at", type=int, default=0, metavar="S", help="steps played before the fork (0)"
+    )
+    p.add_argument(
         "--option",
         action="append",
         default=[],
@@ -130,6 +141,8 @@ def run_collect(args: argparse.Namespace) -> int:
             progress=progress.update,
             token=args.token,
             planned=progress,
+            fork=args.fork,
+            fork_at=args.fork_at,
         )
     )
     if args.json:

@@ -20,7 +20,11 @@ def run_keygen(args: argparse.Namespace) -> int:
     if os.path.lexists(args.file):
         print(f"ecotone: error: {args.file} exists: it is kept as it is", file=sys.stderr)
         return 1
-    Seal.write_key(args.file)
+    try:
+        Seal.write_key(args.file)
+    except OSError as exc:
+        print(f"ecotone: error: cannot write {args.file}: {exc.strerror}", file=sys.stderr)
+        return 1
     print(
         f"wrote a snapshot key to {args.file} (mode 600): give it to every server that "
         "restores the others' snapshots (--snapshot-key-file)",

@@ -53,6 +53,8 @@ class Episode:
     """The task's record (the env's task type as a dict), or None."""
     tools: ToolCaller
     """The env's own tools, in this episode's session."""
+    fork: int | None = None
+    """Which of the copies of a forked episode this is (`collect`'s `fork`), or None."""
 
 
 class Actor(Protocol):

@@ -123,6 +123,8 @@ class CollectOptions(TypedDict, total=False):
     progress: Callable[[Outcome], None] | None
     token: str | None
     planned: Progress | None
+    fork: int
+    fork_at: int
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -145,6 +147,11 @@ class CollectSettings:
     progress: Callable[[Outcome], None] | None = None
     token: str | None = None
     planned: Progress | None = None
+    fork: int = 1
+    """Episodes played from each job's state after `fork_at` steps (`fork` copies of it,
+    one request: a GRPO group); 1: no fork."""
+    fork_at: int = 0
+    """Steps the policy plays before the fork (0: from the reset)."""
 
 
 def _summarize(task: str, outcomes: Sequence[Outcome]) -> TaskSummary:
@@ -202,15 +209,74 @@ class _Tools:
         return await self.client.call_tool(name, arguments)
 
 
+@attrs.define
+class _Run:
+    """One episode's play: its session, actor, recording, where it stands."""
+
+    client: AsyncEnvClient[Any, Any]
+    actor: Any
+    writer: EpisodeWriter
+    outcome: Outcome
+    observation: Any
+    first: Any = None
+    """The episode's first observation (its reset's)."""
+    done: bool = False
+    truncated: bool = False
+    reward: float | None = None
+    steps: list[tuple[Any, Any, float | None, bool, bool, float]] = attrs.field(factory=list)
+    """What was played, to copy into the recordings of the forks made from here."""
+
+
+async def _play(run: _Run, limit: int, settings: CollectSettings) -> None:
+    """The actor plays `run` for at most `limit` more steps, or to its end (done, truncated,
+    the policy's None, `max_steps` refused actions in a row)."""
+    outcome = run.outcome
+    refusals = 0
+    played = 0
+    while not (run.done or run.truncated):
+        if played >= limit or refusals >= settings.max_steps:
+            outcome.reason = "max_steps"
+            return
+        action = await run.actor.act(run.observation)
+        if action is None:
+            outcome.reason = "policy"
+            return
+        t0 = time.perf_counter()
+        try:
+            step = await run.client.step(action)
+        except InvalidActionError as exc:
+            refusals += 1
+            await run.actor.refused(action, exc.message)
+            continue
+        refusals = 0
+        played += 1
+        outcome.steps += 1
+        run.observation, run.reward = step.observation, step.reward
+        run.done, run.truncated = step.done, step.truncated
+        outcome.total += float(run.reward or 0.0)
+        record = (action, run.observation, run.reward, run.done, run.truncated)
+        run.writer.step(*record, time.perf_counter() - t0)
+        run.steps.append((*record, time.perf_counter() - t0))
+    outcome.reason = "done" if run.done else "truncated"
+
+
+def _ended(run: _Run) -> Outcome:
+    outcome = run.outcome
+    outcome.success = _is_success(run.observation, run.done, run.truncated, run.reward)
+    return outcome
+
+
 async def _episode(
     client: AsyncEnvClient[Any, Any], info: EnvInfo, policy: Policy, job: Job, run: CollectSettings
-) -> Outcome:
+) -> list[Outcome]:
+    """One job: an episode (or, with `run.fork`, its prefix and the forks made from it),
+    recorded whatever ends it; its outcomes."""
     started = time.perf_counter()
     task_options: dict[str, Any] = {}
     if job.split is not None:
         task_options = {"split": job.split, "index": job.task_index}
     outcome = Outcome(job, "-")
-    writer: EpisodeWriter | None = None
+    play: _Run | None = None
     try:
         result = await client.reset(seed=job.seed, **(run.options or {}), **task_options)
         ref: TaskRef | None = result.task
@@ -227,38 +293,24 @@ async def _episode(
             "task": None if ref is None else msgspec.to_builtins(ref),
             "policy": policy.name,
         }
-        name = f"{job.index:05d}-{_safe(outcome.task)}-r{job.repeat}.{run.fmt}"
-        writer = EpisodeWriter(run.out / _safe(info.name) / name, run.fmt, header)
+        episode = Episode(info=info, task=ref, record=record, tools=_Tools(client))
+        name = f"{job.index:05d}-{_safe(outcome.task)}-r{job.repeat}"
+        if run.fork > 1:
+            header["forks"], header["forked_at"] = run.fork, run.fork_at
+        writer = EpisodeWriter(run.out / _safe(info.name) / f"{name}.{run.fmt}", run.fmt, header)
         writer.reset(result.observation)
-        actor = policy.actor(Episode(info=info, task=ref, record=record, tools=_Tools(client)))
-        observation: Any = result.observation
-        refusals = 0
-        done, truncated, reward = result.done, result.truncated, result.reward
-        outcome.reason = "done" if done else ("truncated" if truncated else "")
-        while not (done or truncated):
-            if outcome.steps >= run.max_steps or refusals >= run.max_steps:
-                outcome.reason = "max_steps"
-                break
-            action = await actor.act(observation)
-            if action is None:
-                outcome.reason = "policy"
-                break
-            t0 = time.perf_counter()
-            try:
-                step = await client.step(action)
-            except InvalidActionError as exc:
-                refusals += 1
-                await actor.refused(action, exc.message)
-                continue
-            refusals = 0
-            outcome.steps += 1
-            observation, reward = step.observation, step.reward
-            done, truncated = step.done, step.truncated
-            outcome.total += float(reward or 0.0)
-            writer.step(action, observation, reward, done, truncated, time.perf_counter() - t0)
-            if done or truncated:
-                outcome.reason = "done" if done else "truncated"
-        outcome.success = _is_success(observation, done, truncated, reward)
+        play = _Run(client, policy.actor(episode), writer, outcome, result.observation)
+        play.first = result.observation
+        play.done, play.truncated, play.reward = result.done, result.truncated, result.reward
+        if run.fork > 1:
+            await _play(play, run.fork_at, run)
+            if not (play.done or play.truncated or outcome.reason == "policy"):
+                outcome.reason = "forked"  # its file holds the prefix; the forks, the rest
+                base = {**header, "forked_at": outcome.steps}
+                return await _forks(play, episode, policy, base, (name, run))
+        else:
+            await _play(play, run.max_steps, run)
+        return [_ended(play)]
     except Exception as exc:  # the policy's, the env's or the connection's: this episode's
         outcome.error = (
             str(exc)
@@ -266,11 +318,48 @@ async def _episode(
             else (f"{type(exc).__qualname__}: {exc}")
         )
         outcome.reason = "error"
+        return [outcome]
     finally:
-        if writer is not None:
-            writer.end(outcome.reason or "error", outcome.error)
+        if play is not None:
+            play.writer.end(outcome.reason or "error", outcome.error)
         outcome.seconds = time.perf_counter() - started
-    return outcome
+
+
+async def _forks(
+    prefix: _Run, episode: Episode, policy: Policy, header: dict[str, Any], where: Any
+) -> list[Outcome]:
+    """`run.fork` copies of the prefix's episode (one `fork` request), each played to its end
+    by an actor of its own (`Episode.fork` says which), in turn, and recorded with the prefix
+    copied in front of its own steps; their outcomes."""
+    name, run = where
+    copies = await prefix.client.fork(run.fork)
+    outcomes: list[Outcome] = []
+    try:
+        for i, copy in enumerate(copies):
+            started = time.perf_counter()
+            job = prefix.outcome.job
+            outcome = Outcome(job, prefix.outcome.task, steps=prefix.outcome.steps)
+            outcome.total = prefix.outcome.total
+            path = run.out / _safe(episode.info.name) / f"{name}-f{i}.{run.fmt}"
+            writer = EpisodeWriter(path, run.fmt, {**header, "fork": i, "session": copy.session_id})
+            writer.reset(prefix.first)
+            actor = policy.actor(attrs.evolve(episode, fork=i))
+            branch = _Run(copy, actor, writer, outcome, prefix.observation, prefix.first)
+            for step in prefix.steps:
+                writer.step(*step)
+            try:
+                await _play(branch, run.max_steps - prefix.outcome.steps, run)
+                outcomes.append(_ended(branch))
+            except Exception as exc:
+                outcome.error, outcome.reason = f"{type(exc).__qualname__}: {exc}", "error"
+                outcomes.append(outcome)
+            finally:
+                writer.end(outcome.reason or "error", outcome.error)
+                outcome.seconds = time.perf_counter() - started
+    finally:
+        for copy in copies:
+            await copy.aclose()
+    return outcomes
 
 
 class Progress:
@@ -328,11 +417,17 @@ async def collect(url: str, policy: PolicyLike, **options: Unpack[CollectOptions
     - `fmt` (`"jsonl"`): the recording format, `jsonl` or `msgpack`;
     - `progress` (None): called with each episode's Outcome; `planned` (None): a Progress,
       told the number of episodes first;
-    - `token` (None): the server's token."""
+    - `token` (None): the server's token;
+    - `fork` (1) and `fork_at` (0): play each job's first `fork_at` steps once, then `fork`
+      copies of its episode from there (one `fork` request; each an episode of the summary,
+      recorded with the prefix copied in front, its actor told `Episode.fork`): rollouts
+      that share a prefix, as a GRPO group does (docs/snapshots.md)."""
     run = from_keywords(CollectSettings, options, "collect")
     policy = as_policy(policy)
-    if run.concurrency < 1 or run.repeats < 1 or run.max_steps < 1:
-        raise ValueError("concurrency, repeats and max_steps must be at least 1")
+    if run.concurrency < 1 or run.repeats < 1 or run.max_steps < 1 or run.fork < 1:
+        raise ValueError("concurrency, repeats, max_steps and fork must be at least 1")
+    if not 0 <= run.fork_at < run.max_steps:
+        raise ValueError(f"fork_at must be from 0 to max_steps - 1, not {run.fork_at}")
     reserved = sorted(RESERVED_OPTIONS & set(run.options or {}))
     if reserved:
         raise ValueError(
@@ -346,7 +441,7 @@ async def collect(url: str, policy: PolicyLike, **options: Unpack[CollectOptions
         info = await connection.describe(env)
         jobs = plan(info, run)
         if run.planned is not None:
-            run.planned.total = len(jobs)
+            run.planned.total = len(jobs) * run.fork
         if isinstance(policy, ChatPolicy):
             probe = await connection.open(env)
             try:
@@ -372,10 +467,10 @@ async def collect(url: str, policy: PolicyLike, **options: Unpack[CollectOptions
                 return
             try:
                 async for job in receive:
-                    outcome = await _episode(client, info, policy, job, run)
-                    outcomes.append(outcome)
-                    if progress is not None:
-                        progress(outcome)
+                    for outcome in await _episode(client, info, policy, job, run):
+                        outcomes.append(outcome)
+                        if progress is not None:
+                            progress(outcome)
             finally:
                 await client.aclose()
 
