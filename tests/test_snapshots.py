@@ -381,3 +381,22 @@ def test_a_snapshot_taken_on_one_launched_server_is_restored_on_another(tmp_path
     with ecotone.launch("chess", provider="process", environment=environment) as second:
         assert second.restore(blob).step_count == 1
         assert [second.step({"move": m}).observation["fen"] for m in ("d2d4", "g1f3")] == ahead
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        "gymnasium:CartPole-v1",
+        "gymnasium:FrozenLake-v1",
+        "gymnasium:Taxi-v4",
+        "gymnasium:MountainCar-v0",
+        "gymnasium-vector:CartPole-v1",
+    ],
+)
+def test_the_gymnasium_bridge_saves_its_envs_wrappers_and_rngs(env: str) -> None:
+    """The conformance check, to each episode's end (TimeLimit's truncation included)."""
+    from ecotone.conformance import run
+
+    report = run(env, checks=["snapshots"], max_episode_steps=250)
+    (snapshots,) = [r for r in report.results if r.name == "snapshots"]
+    assert snapshots.status == "PASS", report.text()
