@@ -63,6 +63,11 @@ def serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-sessions", type=int, help="open sessions allowed")
     p.add_argument("--idle-timeout", type=float, help="seconds before an idle session closes")
     p.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        help="seconds the checkpoints, then the closes, may take when the server stops (10)",
+    )
+    p.add_argument(
         "--token-file",
         metavar="FILE",
         help="require the token in FILE's first line (default: a token is required, and made "
@@ -171,7 +176,11 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "transport": args.transport,
         "host": args.host,
         "port": args.port,
-        "limits": {"max_sessions": args.max_sessions, "idle_timeout": args.idle_timeout},
+        "limits": {
+            "max_sessions": args.max_sessions,
+            "idle_timeout": args.idle_timeout,
+            "shutdown_timeout": args.shutdown_timeout,
+        },
         "recording": {"dir": args.record, "format": args.record_format},
         "auth": {"token_file": args.token_file, "required": False if args.no_auth else None},
         "tls": {"cert": args.tls_cert, "key": args.tls_key},
