@@ -96,6 +96,18 @@ class EngineCore:
         """Sessions opened."""
         self.steps_total = 0
         """Steps answered with an observation."""
+        self.draining = False
+        """The server is stopping: it admits no new session or episode (`Engine.drain`)."""
+
+    def readiness(self) -> str | None:
+        """Why the server should not be sent a new session now, or None: it has room.
+        `draining` (it is stopping) or `full` (it holds `max_sessions`, slots being built
+        included). What `/ready` and `ping`'s `ready` say."""
+        if self.draining:
+            return "draining"
+        if len(self.sessions) >= self.limits.max_sessions:
+            return "full"
+        return None
 
     def _hook(self, name: str) -> Any:
         """A caller of hook `name`, or None when no plugin implements it (keeps the hot path

@@ -388,7 +388,7 @@ class Engine(Batches, Operations, Snapshotting):
         if kind is Hello:
             return self._hello(request)  # type: ignore[arg-type]
         if kind is Ping:
-            return Pong(id=request.id)
+            return Pong(id=request.id, ready=self.readiness() is None)
         if kind is Describe:
             return self._describe(request)  # type: ignore[arg-type]
         if kind is ListTasks:

@@ -45,6 +45,8 @@ from ecotone.specs import (
     ListTools,
     Open,
     Opened,
+    Ping,
+    Pong,
     Reset,
     Share,
     Shared,
@@ -171,6 +173,23 @@ class Connection(Exchange):
         response = self.core.check(self.request(Describe(id=self.core.next_id(), env=env)))
         assert isinstance(response, Described)
         return response.info
+
+    def ready(self) -> bool | None:
+        """Whether the server has room for another session and is not draining.
+
+        Its answer to `ping`, which needs no token; `GET /ready` on the HTTP ports says the
+        same.
+
+        Returns:
+            True or False; None from a server that does not say.
+
+        Raises:
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout (its late answer will be dropped).
+        """
+        response = self.core.check(self.request(Ping(id=self.core.next_id())))
+        assert isinstance(response, Pong)
+        return response.ready
 
     def list_tasks(
         self,
