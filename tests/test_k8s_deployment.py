@@ -84,6 +84,7 @@ def test_the_deployment_is_the_pods_hardened_server_with_matched_shutdown_timing
     command = container["command"]
     assert command[command.index("--checkpoint-dir") + 1] == CHECKPOINT_DIR
     assert command[command.index("--shutdown-timeout") + 1] == "8"
+    assert command[command.index("--drain-timeout") + 1] == "45"
     assert command[command.index("--max-sessions") + 1] == "100"
     assert {"name": "checkpoints", "mountPath": CHECKPOINT_DIR} in container["volumeMounts"]
     claim = objects["checkpoints.yaml"]

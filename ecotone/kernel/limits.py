@@ -14,6 +14,11 @@ def _positive(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
         raise ValueError(f"{attribute.name} must be > 0, got {value!r}")
 
 
+def _not_negative(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value < 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
+
+
 def _budget(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     check_budget(value, attribute.name)
 
@@ -44,7 +49,13 @@ class Limits:
     stopped, only abandoned); at this many, new thread calls are refused with `env_error`
     until some end."""
     shutdown_timeout: float = attrs.field(default=10.0, validator=_positive)
-    """Seconds the server gives its sessions' closes when it stops; then it exits anyway."""
+    """Seconds the server gives its sessions' checkpoints, and then their closes, when it
+    stops; then it exits anyway."""
+    drain_timeout: float = attrs.field(default=0.0, validator=_not_negative)
+    """Seconds running episodes get to end on SIGTERM before the sessions left are
+    checkpointed and closed. Meanwhile the server admits no new session or episode
+    (`shutting_down`) and `/ready` says `draining`. 0 (the default): checkpoint and close at
+    once; the Deployment form of `ecotone export k8s` sets 30."""
     max_sessions_per_connection: int | None = attrs.field(default=256, validator=_positive)
     """Sessions one connection (one owner: all HTTP requests of a server share one) may hold;
     one more gets a `capacity` error naming this limit, so no one connection takes every

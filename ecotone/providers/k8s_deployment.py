@@ -182,7 +182,8 @@ def deployment_manifests(env: str, **options: Unpack[DeploymentOptions]) -> dict
     selector = {**labels, "app.kubernetes.io/name": base}
     secret = token_secret(f"{base}-token", labels, s.token)
     claim = f"{base}-checkpoints"
-    args = ["--checkpoint-dir", CHECKPOINT_DIR, "--shutdown-timeout", f"{s.shutdown_timeout:g}"]
+    args = ["--checkpoint-dir", CHECKPOINT_DIR, "--drain-timeout", f"{s.drain_timeout:g}"]
+    args += ["--shutdown-timeout", f"{s.shutdown_timeout:g}"]
     if s.max_sessions is not None:
         args += ["--max-sessions", str(s.max_sessions)]
     container = server_container(

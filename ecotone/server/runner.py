@@ -29,7 +29,7 @@ import logging
 import math
 import ssl
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, final
 
 import trio
@@ -42,6 +42,10 @@ from ecotone.specs import Codec, Request, Response
 log = logging.getLogger("ecotone.runner")
 
 STOPPING = "the server is stopping: the call was abandoned"
+DRAIN_POLL = 0.02
+"""Seconds between two looks at the sessions while the server drains."""
+NOTICE_SECONDS = 1.0
+"""Seconds the drain's last notices may take to be written."""
 
 
 _thread_calls = 0
@@ -182,6 +186,27 @@ class Runner:
             await self._finish_now(self.engine.checkpoint_all())
             await self.flush()
 
+    async def drain(self, wait: bool = True) -> None:
+        """Stop in one order (`ecotone.kernel.draining`), the connections still open: admit no
+        new session or episode and answer readiness probes `draining`; let running episodes
+        end, `limits.drain_timeout` at most (`wait`; without, at once); checkpoint the
+        sessions left and refuse their requests (`shutting_down`); tell every connection
+        holding sessions. Within `drain_timeout` plus `shutdown_timeout`; the caller then
+        cancels the server (`shutdown` closes every session)."""
+        engine = self.engine
+        limits = engine.limits
+        engine.drain()
+        if wait:
+            with trio.move_on_after(limits.drain_timeout):
+                await _until(lambda: not engine.episodes_running())
+        with trio.move_on_after(limits.shutdown_timeout):
+            self.start(engine.stop())
+            await self.flush()
+            await _until(lambda: not engine.checkpoints_due())
+        engine.stop_notices()
+        with trio.move_on_after(min(NOTICE_SECONDS, limits.shutdown_timeout)):
+            await self.flush()
+
     async def shutdown(self) -> None:
         """Checkpoint the sessions a server with a checkpoint directory can resume, then close
         every session and wait for the closes, `limits.shutdown_timeout` at most for all (call
@@ -300,6 +325,15 @@ class Runner:
                 continue
             made = await self._make(call)
             pending.extend(self.engine.complete(call) if made else self._given_up(call, None))
+
+
+async def _until(done: Callable[[], bool]) -> None:
+    """Return once `done()` (asked every `DRAIN_POLL` seconds: the engine does no I/O, so it
+    has no event to wait on)."""
+    while True:
+        if done():
+            return
+        await trio.sleep(DRAIN_POLL)
 
 
 _UNLIMITED = trio.CapacityLimiter(math.inf)

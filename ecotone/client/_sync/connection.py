@@ -60,6 +60,7 @@ from ecotone.specs import (
     ToolResult,
     Tools,
 )
+from ecotone.specs.errors import ErrorCode
 
 ObsT = TypeVar("ObsT")
 StateT = TypeVar("StateT")
@@ -615,7 +616,12 @@ class EnvClient(SessionSnapshots, Generic[ObsT, StateT]):
         return steps, answer.next
 
     def close(self) -> None:
-        """Close the session (idempotent; never raises for a connection already gone)."""
+        """Close the session (idempotent; never raises for a connection already gone).
+
+        Raises:
+            ServerError: The server refused the close (never `shutting_down`: a stopping
+                server closes its sessions itself).
+        """
         if self._closed:
             return
         self._closed = True
@@ -626,6 +632,9 @@ class EnvClient(SessionSnapshots, Generic[ObsT, StateT]):
                 core.check(self.connection.request(frame, timeout=CLOSE_TIMEOUT))
         except (ConnectionLost, TimeoutError):
             pass  # the server closes the session itself when the connection goes
+        except ServerError as exc:
+            if exc.code != ErrorCode.SHUTTING_DOWN:
+                raise  # (a stopping server closes its sessions itself)
         finally:
             if self._owns:
                 self.connection.close()
