@@ -19,6 +19,11 @@ def _not_negative(_: object, attribute: attrs.Attribute[Any], value: Any) -> Non
         raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
 
 
+def _share(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not 0 < value <= 1:
+        raise ValueError(f"{attribute.name} must be in (0, 1], got {value!r}")
+
+
 def _budget(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     check_budget(value, attribute.name)
 
@@ -44,6 +49,14 @@ class Limits:
     before it is answered `timeout` and the session's env is set aside (None: no deadline). An
     env class may set its own (`call_timeout`); a request may ask for less. Inline envs run on
     the event loop and cannot be interrupted: they must be fast."""
+    worker_threads: int = attrs.field(default=40, validator=_positive)
+    """Env calls of worker-thread envs (steps, resets, snapshots...) run at once; more wait
+    for a thread. Opening and closing sessions run on threads of their own, as many again,
+    so they never wait behind steps."""
+    max_thread_share: float = attrs.field(default=0.5, validator=_share)
+    """The share of `worker_threads` one connection's (and one token's) env calls may hold
+    at once (at least one thread); its further calls wait for its own, so a peer whose
+    steps hang cannot starve the others. 1: no cap but `worker_threads`."""
     max_hung_calls: int = attrs.field(default=64, validator=_positive)
     """Worker-thread calls past their deadline that may still be running (a thread cannot be
     stopped, only abandoned); at this many, new thread calls are refused with `env_error`
