@@ -59,6 +59,7 @@ def main() -> int:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
+            env=cluster.environ(),  # the cluster's own auth token, never ~/.ray's
         )  # fmt: skip
         assert driver.stdin is not None and driver.stdout is not None
         for line in driver.stdout:

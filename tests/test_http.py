@@ -417,7 +417,7 @@ def test_a_websocket_message_sent_with_the_handshake_is_not_lost(server: Running
             client.receive_data(sock.recv(65536))
             events += client.events()
     assert isinstance(events[0], AcceptConnection)
-    assert json.loads(events[-1].data) == {"op": "pong", "id": 7}
+    assert json.loads(events[-1].data) == {"op": "pong", "id": 7, "ready": True}
 
 
 def test_concurrent_requests_on_one_session_all_apply(server: RunningServer) -> None:

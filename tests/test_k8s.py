@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 import kubernetes_validate
 import pytest
+import yaml
 
 import ecotone
 from ecotone.providers.k8s_manifests import (
@@ -30,11 +31,19 @@ from ecotone.providers.k8s_manifests import (
 )
 from tests.engines import env_image, podman_engine  # noqa: F401 - fixtures
 
-KUBERNETES_VERSIONS = ("1.29.0", "1.31.0", kubernetes_validate.latest_version())
+
+def last_minors(count: int = 3) -> tuple[str, ...]:
+    """The last `count` Kubernetes minor versions kubernetes-validate ships schemas for."""
+    latest = kubernetes_validate.latest_version()
+    major, minor, _ = (int(part) for part in latest.split("."))
+    return tuple(f"{major}.{minor - back}.0" for back in range(count))
+
+
+KUBERNETES_VERSIONS = ("1.29.0", *last_minors())
 
 
 def documents(text: str) -> list[dict[str, Any]]:
-    return [json.loads(doc) for doc in text.split("---\n") if doc.strip()]
+    return [doc for doc in yaml.safe_load_all(text) if doc is not None]
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
@@ -64,7 +73,8 @@ def test_the_pod_is_hardened_probed_limited_and_labelled() -> None:
         "runAsNonRoot": True,
         "capabilities": {"drop": ["ALL"]},
     }
-    assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": 8000}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/ready", "port": 8000}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/health", "port": 8000}
     assert container["resources"]["limits"] == {"cpu": "500m", "memory": "512Mi"}
     assert container["command"][:5] == [
         "python3",

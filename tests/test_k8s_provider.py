@@ -66,7 +66,8 @@ def test_a_pod_service_and_secret_are_made_hardened_and_an_episode_plays(
             }
             assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
             assert pod["spec"]["automountServiceAccountToken"] is False
-            assert container["readinessProbe"]["httpGet"]["path"] == "/health"
+            assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
+            assert container["livenessProbe"]["httpGet"]["path"] == "/health"
             assert container["resources"]["limits"] == {"cpu": "1", "memory": "1024Mi"}
             assert container["image"] == "registry.example/ecotone-counter:1"
             assert pod["metadata"]["labels"]["ecotone.managed"] == "true"

@@ -547,7 +547,7 @@ async def test_hello_with_another_version_is_unsupported_version() -> None:
 
 async def test_ping_is_answered_with_pong() -> None:
     peer = Peer(make_kernel(), "msgpack")
-    assert await peer.call("ping") == {"op": "pong", "id": 1}
+    assert await peer.call("ping") == {"op": "pong", "id": 1, "ready": True}
 
 
 async def test_describe_returns_the_env_schemas() -> None:

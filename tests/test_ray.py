@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,8 +52,22 @@ def cluster() -> Iterator[NetnsCluster]:
         pytest.skip(
             "the multi-node cluster needs root and iproute2 (network namespaces); CI has both"
         )
-    with NetnsCluster(ray, workers=2) as made:
-        yield made
+    # As a new user's machine would be after a plain `ray.init()` once ran there: a token of
+    # another cluster in ~/.ray/auth_token. The cluster and its clients must not use it.
+    home = Path(tempfile.mkdtemp(prefix="eco-ray-home-"))
+    (home / ".ray").mkdir()
+    (home / ".ray" / "auth_token").write_text(secrets.token_hex(32))
+    saved = os.environ.get("HOME")
+    os.environ["HOME"] = str(home)
+    try:
+        with NetnsCluster(ray, workers=2) as made:
+            yield made
+    finally:
+        if saved is None:
+            os.environ.pop("HOME", None)
+        else:
+            os.environ["HOME"] = saved
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def reachable(url: str) -> bool:
@@ -72,6 +88,7 @@ def test_servers_spread_over_nodes_and_a_lost_node_costs_only_its_own_episodes(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=cluster.environ(),
     )
     assert driver.stdin is not None and driver.stdout is not None
     try:
@@ -125,12 +142,15 @@ def test_the_servers_of_an_owner_that_was_killed_are_gone_after_gc(
     cluster: NetnsCluster,
 ) -> None:
     owner = subprocess.Popen(
-        [ray_python(), "-c", OWNER, cluster.address], stdout=subprocess.PIPE, text=True
+        [ray_python(), "-c", OWNER, cluster.address],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=cluster.environ(),
     )
     assert owner.stdout is not None
     urls = json.loads(owner.stdout.readline())
     assert all(reachable(u) for u in urls)
-    env = dict(os.environ, RAY_ADDRESS=cluster.address)
+    env = cluster.environ(RAY_ADDRESS=cluster.address)
     # After the lost node, Ray Client's proxy on the head can take 40 s or more to start the
     # server of a new client (ray.init fails once and is tried again: 42 s measured, more on
     # CI), so gc gets minutes here; its own work is one round of owner checks.

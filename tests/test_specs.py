@@ -267,6 +267,7 @@ def test_error_codes_keep_their_wire_values() -> None:
         "forbidden",
         "unknown_snapshot",
         "snapshot_mismatch",
+        "shutting_down",
         "internal",
     }
 

@@ -159,7 +159,7 @@ def test_a_ping_between_fragments_is_answered_before_the_rest_of_the_message(
     ws.sock.sendall(wsf.encode(wsf.CONTINUATION, b'"id": 1}', mask=True))
     (answer,) = read(1)
     assert isinstance(answer, wsf.Message)
-    assert json.loads(answer.data) == {"op": "pong", "id": 1}
+    assert json.loads(answer.data) == {"op": "pong", "id": 1, "ready": True}
     # Fragment, ping and last fragment in one write (read as one chunk, as Autobahn sends
     # them): the pong still goes out before the answer to the message it interrupted.
     first, last = fragment(wsf.TEXT, b'{"op": "ping", '), b'"id": 2}'
@@ -167,7 +167,7 @@ def test_a_ping_between_fragments_is_answered_before_the_rest_of_the_message(
     events = read(2)
     assert events[0] == pong, events
     assert isinstance(events[1], wsf.Message)
-    assert json.loads(events[1].data) == {"op": "pong", "id": 2}
+    assert json.loads(events[1].data) == {"op": "pong", "id": 2, "ready": True}
     ws.sock.close()
 
 

@@ -63,6 +63,17 @@ def serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-sessions", type=int, help="open sessions allowed")
     p.add_argument("--idle-timeout", type=float, help="seconds before an idle session closes")
     p.add_argument(
+        "--drain-timeout",
+        type=float,
+        help="on SIGTERM, seconds running episodes get to end before the sessions left are "
+        "checkpointed and closed; meanwhile no session is admitted (0)",
+    )
+    p.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        help="seconds the checkpoints, then the closes, may take when the server stops (10)",
+    )
+    p.add_argument(
         "--token-file",
         metavar="FILE",
         help="require one of the tokens FILE lists, one a line for each holder (blank lines and "
@@ -173,7 +184,12 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "transport": args.transport,
         "host": args.host,
         "port": args.port,
-        "limits": {"max_sessions": args.max_sessions, "idle_timeout": args.idle_timeout},
+        "limits": {
+            "max_sessions": args.max_sessions,
+            "idle_timeout": args.idle_timeout,
+            "shutdown_timeout": args.shutdown_timeout,
+            "drain_timeout": args.drain_timeout,
+        },
         "recording": {"dir": args.record, "format": args.record_format},
         "auth": {"token_file": args.token_file, "required": False if args.no_auth else None},
         "tls": {"cert": args.tls_cert, "key": args.tls_key},
@@ -276,14 +292,20 @@ async def _serve_until_stopped(
             )
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for signum in signals:
+                limits = config.limits
+                drain = limits.drain_timeout if signum == signal.SIGTERM else 0.0
                 print(
-                    f"ecotone: {signal.Signals(signum).name}, shutting down",
+                    f"ecotone: {signal.Signals(signum).name}, shutting down"
+                    + (f" (draining for {drain:g}s at most)" if drain else ""),
                     file=sys.stderr,
                     flush=True,
                 )
-                # Sessions get limits.shutdown_timeout to close; past that and the grace the
-                # process exits anyway, whatever env code still holds on.
-                _exit_hard_after(2 * config.limits.shutdown_timeout + HARD_EXIT_GRACE)
-                await stopping.checkpoint()  # with --checkpoint-dir: every session, resumable
+                # Episodes get drain_timeout; the checkpoints, then the closes,
+                # shutdown_timeout each; past that and the grace the process exits anyway,
+                # whatever env code still holds on.
+                _exit_hard_after(drain + 2 * limits.shutdown_timeout + HARD_EXIT_GRACE)
+                # SIGTERM (a pod's end): admit nothing new, let running episodes end, then
+                # checkpoint the sessions left (with --checkpoint-dir) and tell their clients.
+                await stopping.drain(wait=signum == signal.SIGTERM)
                 nursery.cancel_scope.cancel()
                 break

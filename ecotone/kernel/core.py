@@ -46,6 +46,9 @@ Finisher = Callable[[Any, list[Call]], Any]
 class EngineCore:
     """The state and the helpers every part of the engine shares."""
 
+    checkpoints: Any
+    """Where durable checkpoints go, or None (set by snapshotting.py)."""
+
     def __init__(
         self,
         envs: Mapping[str, EnvSpec] | EnvSpec,
@@ -96,6 +99,21 @@ class EngineCore:
         """Sessions opened."""
         self.steps_total = 0
         """Steps answered with an observation."""
+        self.draining = False
+        """The server is stopping: it admits no new session or episode (`draining.py`)."""
+        self.stopping = False
+        """The drain is over: every request of a session but `close` is refused, once the
+        session's checkpoint is made (`draining.py`)."""
+
+    def readiness(self) -> str | None:
+        """Why the server should not be sent a new session now, or None: it has room.
+        `draining` (it is stopping) or `full` (it holds `max_sessions`, slots being built
+        included). What `/ready` and `ping`'s `ready` say."""
+        if self.draining:
+            return "draining"
+        if len(self.sessions) >= self.limits.max_sessions:
+            return "full"
+        return None
 
     def _hook(self, name: str) -> Any:
         """A caller of hook `name`, or None when no plugin implements it (keeps the hot path
@@ -199,4 +217,12 @@ class EngineCore:
 
     def forget_checkpoint(self, session: Session, jobs: list[Call]) -> None:
         """Remove a closed session's checkpoint (snapshotting.py)."""
+        raise NotImplementedError
+
+    def resumable(self, session: Session) -> bool:
+        """Whether a checkpoint of `session` could be resumed (snapshotting.py)."""
+        raise NotImplementedError
+
+    def checkpoint_now(self, session: Session, jobs: list[Call]) -> None:
+        """Start a checkpoint of the idle `session` nobody asked for (snapshotting.py)."""
         raise NotImplementedError

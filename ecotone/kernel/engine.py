@@ -58,6 +58,7 @@ from ecotone.kernel.calls import (
     OpenCall,
 )
 from ecotone.kernel.core import log
+from ecotone.kernel.draining import BATCHES, NEW_EPISODES, Draining
 from ecotone.kernel.envspec import EnvSpec
 from ecotone.kernel.limits import Limits
 from ecotone.kernel.operations import Operations
@@ -115,7 +116,7 @@ class _Queued:
         self.request = request
 
 
-class Engine(Batches, Operations, Snapshotting):
+class Engine(Batches, Operations, Snapshotting, Draining):
     """Serves a set of environments to any number of peers, under one set of rules."""
 
     def __init__(
@@ -158,7 +159,10 @@ class Engine(Batches, Operations, Snapshotting):
         frames: bool = False,
     ) -> Peer:
         """A place for answers. Without `owner`, a new one (a connection of its own)."""
-        return Peer(self, codec, owner if owner is not None else self.owner(), sink, frames)
+        peer = Peer(self, codec, owner if owner is not None else self.owner(), sink, frames)
+        if sink is not None and not frames:  # a connection's: told when the server stops
+            self.connected(peer)
+        return peer
 
     def take_touched(self) -> list[Peer]:
         """Peers (with a sink) whose outbox became non-empty since the last call."""
@@ -203,10 +207,12 @@ class Engine(Batches, Operations, Snapshotting):
             self._freed(session, jobs)  # type: ignore[arg-type]
 
     def _freed(self, session: Session, jobs: list[Call]) -> None:
-        """`session` is idle again: close it if that was asked meanwhile, then start what
-        waits for it."""
+        """`session` is idle again: close it if that was asked meanwhile (or, while the server
+        stops, checkpoint it first: `draining.py`), then start what waits for it."""
         if session.closing is not None and not session.closed:
             self._retire(session, session.closing, jobs)
+        elif self.stopping:
+            self.freed(session, jobs)
         self._ready.append(session)
 
     def abandon(self, call: Call, why: str) -> Sequence[Call]:
@@ -243,6 +249,13 @@ class Engine(Batches, Operations, Snapshotting):
             assert session is not None, call
             if type(call) is ForkCall:  # its copies will never be sessions
                 self.release_fork(call)
+            entry: Entry | None = call.entry
+            what = call.what if entry is None else ("step" if entry.reset is None else "reset")
+            rid = call.rid if entry is None else entry.batch.rid
+            if why is not None and self.draining:
+                answer = self.abandoned_at_stop(session, what, rid)
+            else:
+                answer = answers.timed_out(what, seconds, rid, session.id, why)
             env = session.env
             advance(session, Event.TIMED_OUT)
             session.env = None
@@ -250,10 +263,7 @@ class Engine(Batches, Operations, Snapshotting):
                 dispose = DisposeCall(env)
                 dispose.timeout = self._limit(session.spec)
                 jobs.append(dispose)
-            entry: Entry | None = call.entry
-            what = call.what if entry is None else ("step" if entry.reset is None else "reset")
-            rid = call.rid if entry is None else entry.batch.rid
-            self._answered(call, answers.timed_out(what, seconds, rid, session.id, why), jobs)
+            self._answered(call, answer, jobs)
         self._drain(jobs)
         return jobs
 
@@ -372,6 +382,9 @@ class Engine(Batches, Operations, Snapshotting):
         if kind is Step:  # the hot path first
             return self._submit_step(peer, request)  # type: ignore[arg-type]
         try:
+            if self.stopping and kind in BATCHES:
+                peer.emit(self.refuse_new(kind, request.id, None))
+                return NO_CALLS
             if kind is StepColumns:
                 return self._submit_columns(peer, request)  # type: ignore[arg-type]
             if kind is StepMany:
@@ -382,6 +395,9 @@ class Engine(Batches, Operations, Snapshotting):
                 return NO_CALLS
             jobs: list[Call] = []
             if kind is Open:
+                if self.draining:
+                    peer.emit(self.refuse_new(kind, request.id, None))
+                    return NO_CALLS
                 self._started(None, peer, self._begin_open(peer, request, jobs), jobs)  # type: ignore[arg-type]
             else:
                 self._submit_to_session(peer, request, jobs)
@@ -398,7 +414,7 @@ class Engine(Batches, Operations, Snapshotting):
         if kind is Hello:
             return self._hello(request)  # type: ignore[arg-type]
         if kind is Ping:
-            return Pong(id=request.id)
+            return Pong(id=request.id, ready=self.readiness() is None)
         if kind is Describe:
             return self._describe(request)  # type: ignore[arg-type]
         if kind is ListTasks:
@@ -428,6 +444,9 @@ class Engine(Batches, Operations, Snapshotting):
             return NO_CALLS
         if session.active is not None or session.queue:
             session.enqueue(_Queued(peer, req))
+            return NO_CALLS
+        if self.stopping:
+            peer.emit(self.refuse_stopping(session, req.id))
             return NO_CALLS
         outcome = self._begin_step(session, peer, req.action, req.id, req.call_timeout)
         if isinstance(outcome, Call):
@@ -475,6 +494,10 @@ class Engine(Batches, Operations, Snapshotting):
                     item.peer.emit(answers.unknown_session(session.id, item.request.id))
                 continue
             if type(item) is Entry:
+                if self.stopping:  # stepped past its checkpoint, the resumed episode would fork
+                    refusal = self.refuse_stopping(session, item.batch.rid)
+                    self._entry_answered(None, item, refusal, jobs)
+                    continue
                 self._start_entry(session, item, jobs)
             else:
                 self._start(session, item.peer, item.request, jobs)
@@ -498,6 +521,11 @@ class Engine(Batches, Operations, Snapshotting):
         None (a call it made is in `jobs` and answers it)."""
         kind = type(request)
         try:
+            if self.draining:
+                if self.stopping and kind is not Close:
+                    return self.refuse_stopping(session, request.id)
+                if kind in NEW_EPISODES:
+                    return self.refuse_new(kind, request.id, session.id)
             if kind is Step:
                 return self._begin_step(
                     session, peer, request.action, request.id, request.call_timeout

@@ -14,6 +14,16 @@ def _positive(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
         raise ValueError(f"{attribute.name} must be > 0, got {value!r}")
 
 
+def _not_negative(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value < 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
+
+
+def _share(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not 0 < value <= 1:
+        raise ValueError(f"{attribute.name} must be in (0, 1], got {value!r}")
+
+
 def _budget(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     check_budget(value, attribute.name)
 
@@ -39,12 +49,26 @@ class Limits:
     before it is answered `timeout` and the session's env is set aside (None: no deadline). An
     env class may set its own (`call_timeout`); a request may ask for less. Inline envs run on
     the event loop and cannot be interrupted: they must be fast."""
+    worker_threads: int = attrs.field(default=40, validator=_positive)
+    """Env calls of worker-thread envs (steps, resets, snapshots...) run at once; more wait
+    for a thread. Opening and closing sessions run on threads of their own, as many again,
+    so they never wait behind steps."""
+    max_thread_share: float = attrs.field(default=0.5, validator=_share)
+    """The share of `worker_threads` one connection's (and one token's) env calls may hold
+    at once (at least one thread); its further calls wait for its own, so a peer whose
+    steps hang cannot starve the others. 1: no cap but `worker_threads`."""
     max_hung_calls: int = attrs.field(default=64, validator=_positive)
     """Worker-thread calls past their deadline that may still be running (a thread cannot be
     stopped, only abandoned); at this many, new thread calls are refused with `env_error`
     until some end."""
     shutdown_timeout: float = attrs.field(default=10.0, validator=_positive)
-    """Seconds the server gives its sessions' closes when it stops; then it exits anyway."""
+    """Seconds the server gives its sessions' checkpoints, and then their closes, when it
+    stops; then it exits anyway."""
+    drain_timeout: float = attrs.field(default=0.0, validator=_not_negative)
+    """Seconds running episodes get to end on SIGTERM before the sessions left are
+    checkpointed and closed. Meanwhile the server admits no new session or episode
+    (`shutting_down`) and `/ready` says `draining`. 0 (the default): checkpoint and close at
+    once; the Deployment form of `ecotone export k8s` sets 30."""
     max_sessions_per_connection: int | None = attrs.field(default=256, validator=_positive)
     """Sessions one connection (one owner: all HTTP requests of a server share one) may hold;
     one more gets a `capacity` error naming this limit, so no one connection takes every

@@ -75,7 +75,17 @@ class Peer:
     the driver takes them with `take` and writes them. `sink` is the driver's: it is called
     (by the driver, through `Engine.take_touched`) for peers whose outbox became non-empty."""
 
-    __slots__ = ("closed", "codec", "engine", "frames", "outbox", "owner", "pending", "sink")
+    __slots__ = (
+        "__weakref__",
+        "closed",
+        "codec",
+        "engine",
+        "frames",
+        "outbox",
+        "owner",
+        "pending",
+        "sink",
+    )
 
     def __init__(
         self, engine: Dispatcher, codec: Codec, owner: Owner, sink: Sink | None, frames: bool

@@ -92,15 +92,17 @@ class Seal:
     def write_key(path: str | Path) -> Path:
         """Write a new random key to `path` (hex, mode 600; an existing file is kept).
 
+        Atomic: the key is written whole to a file of its own, then linked in place, so that
+        servers starting together on one shared directory (the replicas of a Deployment) all
+        read the one key the first of them wrote, never a half-written file.
+
         Returns:
             The path.
         """
         path = Path(path)
         if path.exists():
             return path
-        # Written whole, then linked into place: a server starting at the same moment reads
-        # either no key or the whole of one, and two never both win.
-        temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}")
+        temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             with os.fdopen(fd, "w") as out:
@@ -110,7 +112,7 @@ class Seal:
             try:
                 os.link(temporary, path)
             except FileExistsError:
-                pass
+                pass  # another server's key came first: that one is the key
         finally:
             os.unlink(temporary)
         return path

@@ -98,6 +98,9 @@ class Session:
     """The episode this session's was forked from, if it was."""
     resume_key: str | None = None
     """The key its checkpoints are kept under, on a server that keeps them."""
+    stop_checkpoint: int = 0
+    """While the server stops (`draining.py`): 1, its checkpoint is due; 2, it was made (or
+    begun: the session is held until the file is in place); 0, neither."""
 
     def record_guest_step(self, codec: Any, encoded: bytes) -> None:
         kept = self.guest_steps

@@ -23,7 +23,8 @@ copy its own); a `snapshot` with `durable` writes the session's episode, sealed 
 that key, under it (the session held until the file is in place, so writes never cross); a
 `restore` with `checkpoint` reads one back and, once it is restored, the session checkpoints
 under that key from then on; `checkpoint_all` (the shutdown) writes every idle session with an
-episode; a client's `close` removes the session's file. The store's calls run in worker
+episode (`draining.py` checkpoints busy ones too, as their calls end); a client's `close`
+removes the session's file. The store's calls run in worker
 threads (`CheckpointCall`): the engine does no I/O.
 
 Only a session's owner may snapshot, restore or fork it (a guest gets `forbidden`).
@@ -175,6 +176,7 @@ class Snapshotting(EngineCore):
         if call.error is not None:
             if call.peer is None:  # the shutdown's: nobody to tell
                 log.error("checkpoint of session %s failed", session.id, exc_info=call.error)
+                session.stop_checkpoint = 0
                 return None
             return answers.env_error(call.error, req.id, session.id, "snapshot")
         saved = self._episode(session, call.value, call.peer)
@@ -433,6 +435,7 @@ class Snapshotting(EngineCore):
             if call.error is not None:
                 log.error("could not write the checkpoint of %s", session.id, exc_info=call.error)
                 if call.peer is None:
+                    session.stop_checkpoint = 0
                     return None
                 return answers.error(
                     ErrorCode.INTERNAL,
@@ -477,25 +480,32 @@ class Snapshotting(EngineCore):
 
     def checkpoint_all(self) -> list[Call]:
         """Checkpoint every idle session that has an episode and a resume key (the server is
-        stopping); the calls for the driver."""
+        stopping), but those its stop checkpointed already; the calls for the driver."""
         jobs: list[Call] = []
-        if self.checkpoints is None:
-            return jobs
         for session in list(self.sessions):
-            if (
-                session.resume_key is None
-                or session.busy
-                or session.spec.snapshots is None
-                or session.phase not in (Phase.RUNNING, Phase.ENDED)
-            ):
-                continue
-            req = Snapshot(id=0, session=session.id, durable=True)
-            call = SnapshotCall(session.spec.mode, session, None, req)
-            outcome = self._make(call, jobs, self._limit(session.spec))
-            if isinstance(outcome, Call):
-                session.active = outcome
-                jobs.append(outcome)
+            if self.resumable(session) and not session.busy and session.stop_checkpoint != 2:
+                self.checkpoint_now(session, jobs)
         return jobs
+
+    def resumable(self, session: Session) -> bool:
+        """Whether a checkpoint of `session` could be resumed: the server keeps checkpoints,
+        the session has a resume key, its env can be saved, and it has an episode."""
+        return (
+            self.checkpoints is not None
+            and session.resume_key is not None
+            and session.spec.snapshots is not None
+            and session.phase in (Phase.RUNNING, Phase.ENDED)
+        )
+
+    def checkpoint_now(self, session: Session, jobs: list[Call]) -> None:
+        """Start a checkpoint nobody asked for of the idle `session` (the server is stopping):
+        the session is held until its file is in place."""
+        req = Snapshot(id=0, session=session.id, durable=True)
+        call = SnapshotCall(session.spec.mode, session, None, req)
+        outcome = self._make(call, jobs, self._limit(session.spec))
+        if isinstance(outcome, Call):
+            session.active = outcome
+            jobs.append(outcome)
 
     def forget_checkpoint(self, session: Session, jobs: list[Call]) -> None:
         """Remove a session's checkpoint file (its client closed it: nothing to resume)."""

@@ -137,8 +137,9 @@ class Admission:
     ) -> tuple[Refusal | None, int | None]:
         """Why this request is refused (None: it is not), and the number of the token it
         shows (None: none, or none needed), in one pass: each token is compared once. `GET
-        /health` needs no token (liveness probes, launchers waiting for a server); it tells
-        nothing but that the server is up."""
+        /health` and `GET /ready` need no token (liveness and readiness probes, launchers
+        waiting for a server); they tell nothing but that the server is up, and whether it
+        has room for a session."""
         host = headers.get("host", "")
         if self.hosts is not None and "*" not in self.hosts:
             if _host_name(host) not in self.hosts:
@@ -160,7 +161,7 @@ class Admission:
             return None, None
         given = _given(headers, query)
         principal = self.number(given)
-        if principal is None and path != "/health" and not _shared(method, headers, path):
+        if principal is None and path not in _PROBES and not _shared(method, headers, path):
             return Refusal(
                 401,
                 ErrorCode.UNAUTHORIZED,
@@ -173,6 +174,9 @@ class Admission:
         """Which token `given` is (its number), or None (`ecotone.kernel.token_number`)."""
         return token_number(self.tokens, given)
 
+
+_PROBES: Final = frozenset({"/health", "/ready"})
+"""Paths any caller may GET without a token."""
 
 _TOKEN_CHARS: Final = re.compile(r"[!#-+\--:<-\[\]-~]+")
 

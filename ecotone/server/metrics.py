@@ -7,6 +7,8 @@ every env call, which also turns off the `step_many` fast path: it is measured o
 asked (`[metrics] step_latency = true`), for steps and for every other op.
 
     ecotone_sessions_open, ecotone_sessions_busy, ecotone_requests_queued
+    ecotone_sessions_capacity, ecotone_sessions_occupancy (open over capacity: the
+                                     autoscaler's custom metric), ecotone_ready, ecotone_draining
     ecotone_sessions_opened_total, ecotone_sessions_closed_total{reason}
     ecotone_steps_total, ecotone_errors_total{code}
     ecotone_connections_open, ecotone_connections_refused_total
@@ -129,6 +131,24 @@ class _Collector:
             "ecotone", "The server.", value={"env": engine.default_env, "version": VERSION}
         )
         yield GaugeMetricFamily("ecotone_sessions_open", "Sessions open.", value=len(sessions))
+        held, capacity = len(engine.sessions), engine.limits.max_sessions
+        yield GaugeMetricFamily(
+            "ecotone_sessions_capacity", "Sessions the server may hold (max_sessions).", capacity
+        )
+        yield GaugeMetricFamily(
+            "ecotone_sessions_occupancy",
+            "Sessions held (being opened included) over capacity, 0 to 1: the autoscaler's "
+            "custom metric.",
+            value=held / capacity,
+        )
+        yield GaugeMetricFamily(
+            "ecotone_ready",
+            "1 while the server has room for a new session and is not draining (/ready).",
+            value=int(engine.readiness() is None),
+        )
+        yield GaugeMetricFamily(
+            "ecotone_draining", "1 while the server is stopping.", value=int(engine.draining)
+        )
         yield GaugeMetricFamily(
             "ecotone_sessions_busy",
             "Sessions running a call or holding queued requests.",

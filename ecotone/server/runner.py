@@ -8,6 +8,11 @@ The engine (`ecotone.kernel.engine`) decides everything; this module only execut
   session closes once it ends);
 * after anything that may have produced answers, `flush` writes the outbox of every peer that
   has one through the peer's `sink` (the transport's writer);
+* worker threads are shared fairly: at most `limits.worker_threads` blocking env calls run at
+  once, of which one connection (and one token) holds at most `limits.max_thread_share`; its
+  further calls wait in a queue of its own, so another peer still gets threads however many
+  of its steps hang. Opening and closing sessions (and writing checkpoints) run on a pool of
+  their own: they never wait behind anyone's steps;
 * every call has a deadline (`Call.timeout`): past it the request is answered `timeout` and
   the env set aside (`Engine.timed_out`); a worker thread cannot be stopped, so it is
   abandoned (counted in `hung`; past `limits.max_hung_calls` no new blocking call starts)
@@ -29,12 +34,13 @@ import logging
 import math
 import ssl
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, final
 
 import trio
 
 from ecotone.kernel import Call, Engine, Mode, Owner, Peer
+from ecotone.kernel.calls import CheckpointCall, CloseCall, DisposeCall, OpenCall
 from ecotone.kernel.config import McpConfig, OpenEnvConfig
 from ecotone.server.admission import Admission, ConnectionGate
 from ecotone.specs import Codec, Request, Response
@@ -42,6 +48,10 @@ from ecotone.specs import Codec, Request, Response
 log = logging.getLogger("ecotone.runner")
 
 STOPPING = "the server is stopping: the call was abandoned"
+DRAIN_POLL = 0.02
+"""Seconds between two looks at the sessions while the server drains."""
+NOTICE_SECONDS = 1.0
+"""Seconds the drain's last notices may take to be written."""
 
 
 _thread_calls = 0
@@ -69,7 +79,9 @@ def may_busy_poll() -> bool:
 class Runner:
     """Drives one engine. `nursery` holds the env calls (the server's, not a connection's)."""
 
-    def __init__(self, engine: Engine, nursery: trio.Nursery, threads: int = 40) -> None:
+    def __init__(self, engine: Engine, nursery: trio.Nursery, threads: int | None = None) -> None:
+        limits = engine.limits
+        threads = threads or limits.worker_threads
         self.engine = engine
         self.nursery = nursery
         self.in_flight = 0
@@ -77,6 +89,13 @@ class Runner:
         """Worker-thread calls abandoned at their deadline that are still running."""
         self.abandoned_total = 0
         self._threads = trio.CapacityLimiter(threads)
+        self._lifecycle = trio.CapacityLimiter(threads)
+        """Threads for opening and closing sessions (and checkpoint files): never behind
+        steps."""
+        self._share = max(1, int(threads * limits.max_thread_share))
+        self._shares: dict[object, trio.CapacityLimiter] = {}
+        """Each connection's (owner's) and each token's (its number's) share of `_threads`,
+        while it has calls running or waiting."""
         self._lock = threading.Lock()
         self._abandoned: set[Call] = set()
         self._stopping = False
@@ -183,6 +202,27 @@ class Runner:
         await self._finish_now(self.engine.checkpoint_all(), deadline, serving=True)
         await self.flush()
 
+    async def drain(self, wait: bool = True) -> None:
+        """Stop in one order (`ecotone.kernel.draining`), the connections still open: admit no
+        new session or episode and answer readiness probes `draining`; let running episodes
+        end, `limits.drain_timeout` at most (`wait`; without, at once); checkpoint the
+        sessions left and refuse their requests (`shutting_down`); tell every connection
+        holding sessions. Within `drain_timeout` plus `shutdown_timeout`; the caller then
+        cancels the server (`shutdown` closes every session)."""
+        engine = self.engine
+        limits = engine.limits
+        engine.drain()
+        if wait:
+            with trio.move_on_after(limits.drain_timeout):
+                await _until(lambda: not engine.episodes_running())
+        with trio.move_on_after(limits.shutdown_timeout):
+            self.start(engine.stop())
+            await self.flush()
+            await _until(lambda: not engine.checkpoints_due())
+        engine.stop_notices()
+        with trio.move_on_after(min(NOTICE_SECONDS, limits.shutdown_timeout)):
+            await self.flush()
+
     async def shutdown(self) -> None:
         """Checkpoint the sessions a server with a checkpoint directory can resume, within
         `limits.shutdown_timeout`, then close every session and wait for the closes, within
@@ -230,8 +270,15 @@ class Runner:
             )
             call.done = True
             return True
+        lifecycle = type(call) in LIFECYCLE
+        shares = () if lifecycle else self._shares_of(call)
+        held: list[trio.CapacityLimiter] = []
         try:
-            async with self._threads:  # a slot is held only while someone waits for the call
+            for _, share in shares:  # waits behind this peer's own calls, never another's
+                await share.acquire_on_behalf_of(call)
+                held.append(share)
+            async with self._lifecycle if lifecycle else self._threads:
+                # a slot is held only while someone waits for the call
                 with trio.move_on_at(deadline):
                     await trio.to_thread.run_sync(
                         self._in_thread, call, abandon_on_cancel=True, limiter=_UNLIMITED
@@ -240,7 +287,32 @@ class Runner:
             log.exception("could not run %r", call)
             call.error, call.done = exc, True
             return True
+        finally:
+            for share in held:
+                share.release_on_behalf_of(call)
+            for key, share in shares:  # a peer with nothing running or waiting: forgotten
+                stats = share.statistics()
+                if not stats.borrowed_tokens and not stats.tasks_waiting:
+                    self._shares.pop(key, None)
         return self._settled(call)
+
+    def _shares_of(self, call: Call) -> list[tuple[object, trio.CapacityLimiter]]:
+        """The limiters of the connection (and the token) `call` is made for, by key."""
+        session = call.session
+        owner = session.owner if session is not None else getattr(call.peer, "owner", None)
+        if owner is None:
+            return []
+        keys: list[object] = [owner]
+        principal = getattr(owner, "principal", None)
+        if principal is not None:
+            keys.append(("token", principal))
+        shares = []
+        for key in keys:
+            share = self._shares.get(key)
+            if share is None:
+                share = self._shares[key] = trio.CapacityLimiter(self._share)
+            shares.append((key, share))
+        return shares
 
     def _settled(self, call: Call) -> bool:
         """Whether a thread call ended; if not, it is abandoned from now on."""
@@ -317,6 +389,18 @@ class Runner:
             made = await self._make(call)
             pending.extend(self.engine.complete(call) if made else self._given_up(call, None))
 
+
+async def _until(done: Callable[[], bool]) -> None:
+    """Return once `done()` (asked every `DRAIN_POLL` seconds: the engine does no I/O, so it
+    has no event to wait on)."""
+    while True:
+        if done():
+            return
+        await trio.sleep(DRAIN_POLL)
+
+
+LIFECYCLE = frozenset({OpenCall, CloseCall, DisposeCall, CheckpointCall})
+"""Calls that run on the lifecycle pool: they never wait behind steps."""
 
 _UNLIMITED = trio.CapacityLimiter(math.inf)
 """Threads themselves are not limited: a hung one keeps its token forever; `Runner._threads`

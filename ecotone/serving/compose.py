@@ -70,11 +70,18 @@ def web_url(url: str) -> str:
 
 class Stopping:
     """What the code that stops a server may do first, while its connections are open: hand
-    one to `serve` and `await checkpoint()` before cancelling it (`ecotone serve` does, on
-    SIGTERM and SIGINT)."""
+    one to `serve` and `await drain()` (or only `checkpoint()`) before cancelling it
+    (`ecotone serve` drains on SIGTERM, and on SIGINT without waiting for episodes)."""
 
     def __init__(self) -> None:
         self.runner: Runner | None = None
+
+    async def drain(self, wait: bool = True) -> None:
+        """Admit nothing new, let running episodes end (`limits.drain_timeout`; without
+        `wait`, at once), checkpoint the sessions left (with `--checkpoint-dir`) and tell
+        their clients (`shutting_down`): `Runner.drain`."""
+        if self.runner is not None:
+            await self.runner.drain(wait)
 
     async def checkpoint(self) -> None:
         """Checkpoint every session the server can resume later (nothing without

@@ -44,6 +44,7 @@ class ErrorCode(enum.StrEnum):
     FORBIDDEN = "forbidden"
     UNKNOWN_SNAPSHOT = "unknown_snapshot"
     SNAPSHOT_MISMATCH = "snapshot_mismatch"
+    SHUTTING_DOWN = "shutting_down"
     INTERNAL = "internal"
 
 
@@ -104,6 +105,15 @@ ERROR_DESCRIPTIONS: dict[ErrorCode, str] = {
         "state of another shape, another format, or bytes this server's key did not seal "
         "(details say which). The session is left as it was."
     ),
+    ErrorCode.SHUTTING_DOWN: (
+        "The server is stopping (SIGTERM). While it drains it opens no session and starts no "
+        "episode (`open`, `reset`, `restore`, `fork`), and running episodes go on for its "
+        "`drain_timeout`; then it checkpoints the sessions left (on a server with a checkpoint "
+        "directory) and refuses every request of a session but `close`. The message says "
+        "whether the session was checkpointed: a client connected with `resume=True` resumes "
+        "it on another server; otherwise open a new session elsewhere. Also sent without an "
+        "id to each connection holding sessions just before the server closes it."
+    ),
     ErrorCode.INTERNAL: ("A bug in ecotone itself. Please report it."),
 }
 """What each code means; published in docs/protocol.md."""
@@ -128,6 +138,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.FORBIDDEN: 403,
     ErrorCode.UNKNOWN_SNAPSHOT: 404,
     ErrorCode.SNAPSHOT_MISMATCH: 409,
+    ErrorCode.SHUTTING_DOWN: 503,
     ErrorCode.INTERNAL: 500,
 }
 """The HTTP status that carries each error frame over the HTTP transport."""

@@ -346,7 +346,11 @@ class DropSnapshot(RequestFrame, tag="drop_snapshot"):
 
 
 class Ping(RequestFrame, tag="ping"):
-    """Application-level liveness check. Answered by `pong`."""
+    """Application-level liveness check. Answered by `pong`.
+
+    The `pong` also says whether the server has room for a new session (`ready`). A ping
+    needs no token.
+    """
 
 
 Request = (
@@ -689,6 +693,11 @@ class SnapshotDropped(Frame, tag="snapshot_dropped"):
 
 class Pong(Frame, tag="pong"):
     """Answer to `ping`."""
+
+    ready: bool | None = None
+    """Whether the server has room for a new session and is not draining (what `GET /ready`
+    says on the HTTP ports): false while it holds `max_sessions` or is stopping. Null from a
+    server that does not say."""
 
 
 Response = (

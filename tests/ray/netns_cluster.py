@@ -8,6 +8,12 @@ switch too, by link-local addresses that exist only on that veth network.
 
 Needs root and iproute2. The switch is a namespace of its own so that this host's firewall
 (Docker's FORWARD policy, br_netfilter) never sees the bridged traffic.
+
+Hermetic: the cluster runs in Ray's token authentication mode with a token of its own, in a
+file of its own (`RAY_AUTH_MODE`, `RAY_AUTH_TOKEN_PATH`), whatever the user's home holds: a
+plain `ray.init()` once run on the machine leaves `~/.ray/auth_token`, which Ray would
+otherwise pick up (and a client of this cluster would present). Its clients run with
+`cluster.environ()`.
 """
 
 from __future__ import annotations
@@ -67,6 +73,19 @@ class NetnsCluster:
         self.temp = Path(f"/tmp/ecotone-ray-{self.tag}")
         self.host_veth = f"eco-h-{self.tag}"
         self.last_status = ""
+        self.token_path = self.temp / "auth_token"
+
+    def environ(self, **extra: str) -> dict[str, str]:
+        """This process's environment for a node or a client of this cluster: its own auth
+        mode and token file (never the user's `~/.ray/auth_token`), no RAY_ADDRESS."""
+        env = dict(os.environ, **RAY_ENV)
+        env.pop("RAY_ADDRESS", None)
+        env.pop("RAY_AUTH_TOKEN", None)
+        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(self.token_path))
+        if self.home is not None:
+            env["HOME"] = self.home
+        env.update(extra)
+        return env
 
     @property
     def address(self) -> str:
@@ -77,6 +96,10 @@ class NetnsCluster:
 
     def __enter__(self) -> NetnsCluster:
         try:
+            self.temp.mkdir(parents=True)
+            fd = os.open(self.token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(secrets.token_hex(32))  # as `ray get-auth-token --generate` makes
             self._network()
             self._start("head")
             _wait_port(self.head_addr, CLIENT_PORT, 90)
@@ -134,7 +157,7 @@ class NetnsCluster:
         else:
             args = [f"--address={self.head_addr}:{GCS_PORT}"]
         log = open(self.temp.parent / f"ecotone-ray-{self.tag}-{node}.log", "wb")
-        env = self.environment()
+        env = self.environ()
         self.procs[node] = subprocess.Popen(
             ["ip", "netns", "exec", self.ns(node), self.ray, "start", *args, *common],
             stdout=log,
@@ -142,14 +165,6 @@ class NetnsCluster:
             env=env,
             start_new_session=True,
         )
-
-    def environment(self) -> dict[str, str]:
-        """The environment of the cluster's processes (and of `ray status`)."""
-        env = dict(os.environ, **RAY_ENV)
-        env.pop("RAY_ADDRESS", None)
-        if self.home is not None:
-            env["HOME"] = self.home
-        return env
 
     def _wait_nodes(self, n: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -159,7 +174,7 @@ class NetnsCluster:
                  f"--address={self.head_addr}:{GCS_PORT}"],
                 capture_output=True,
                 text=True,
-                env=self.environment(),
+                env=self.environ(),
             )  # fmt: skip
             if done.returncode == 0 and _active_nodes(done.stdout) >= n:
                 return

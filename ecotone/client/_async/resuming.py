@@ -9,7 +9,8 @@ and the actions taken since the last checkpoint it knows of (each with its step 
 the connection breaks under a call:
 
 1. it reconnects to the same URL (a server restarted on the same directory, or another one
-   sharing the directory and the snapshot key), retrying until `resume_timeout` passes;
+   sharing the directory and the snapshot key, such as another replica behind the same
+   Service), retrying until `resume_timeout` passes;
 2. opens a session and restores the last checkpoint of its key; with none (the server died
    before writing one), it resets as the episode was reset, to replay it from its start;
 3. replays the logged actions the checkpoint does not hold, then makes the call again. A step
@@ -19,6 +20,10 @@ the connection breaks under a call:
 For an env whose episodes are deterministic (the conformance suite's `seeded_determinism` and
 `snapshots` checks), the rest of the episode is then step for step what it would have been.
 `checkpoint_every=K` asks for a checkpoint every K steps, which bounds the replay (and the log).
+
+A server that is stopping (`shutting_down`: it drains, then checkpoints its sessions and
+refuses their requests) counts as a broken connection: the client resumes elsewhere. A server
+that answers `open` with `shutting_down` is tried again until one admits the session.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from typing import Any
 from ecotone.client._async import io
 from ecotone.client.errors import ConnectionLost, ServerError
 from ecotone.client.results import Resumed, StepResult
-from ecotone.specs import Restore, Restored, Snapshot, Snapshotted
+from ecotone.specs import ErrorCode, Restore, Restored, Snapshot, Snapshotted
 
 log = logging.getLogger("ecotone.client")
 
@@ -39,6 +44,13 @@ RESUME_TIMEOUT = 60.0
 """Seconds a resuming client keeps trying to reach a server again."""
 RETRY_SECONDS = (0.05, 0.1, 0.2, 0.5, 1.0)
 """The pauses between its tries (the last one repeats)."""
+
+
+def _gone(exc: Exception) -> bool:
+    """Whether `exc` says the session's server is gone or going: resume elsewhere."""
+    if isinstance(exc, ConnectionLost):
+        return True
+    return isinstance(exc, ServerError) and exc.code == ErrorCode.SHUTTING_DOWN
 
 
 class Resumer:
@@ -94,8 +106,8 @@ class Resumer:
             try:
                 result = await client._reset_once(args, timeout)
                 break
-            except ConnectionLost:
-                if attempt:
+            except (ConnectionLost, ServerError) as exc:
+                if attempt or not _gone(exc):
                     raise
                 await self._reconnect(client, restore=False)
         self.reset_args = dict(args)
@@ -115,7 +127,9 @@ class Resumer:
             try:
                 result: StepResult[Any] = await client._step_once(action, timeout, call_timeout)
                 break
-            except ConnectionLost:
+            except (ConnectionLost, ServerError) as exc:
+                if not _gone(exc):
+                    raise
                 resumed = await self._resume(client, index)
                 if resumed is not None:  # the checkpoint holds this step: its answer
                     result = resumed
@@ -136,9 +150,10 @@ class Resumer:
         frame = Snapshot(id=core.next_id(), session=client.session_id, durable=True)
         try:
             answer = core.check(await client.connection.request(frame, timeout))
-        except ConnectionLost:
-            return  # the next call resumes from the checkpoint before
-        except ServerError as exc:
+        except (ConnectionLost, ServerError) as exc:
+            if _gone(exc):
+                return  # the next call resumes from the checkpoint before
+            assert isinstance(exc, ServerError)
             if exc.code == "unsupported":  # the env cannot be saved: resumes replay
                 self.savable = False
             log.warning("no checkpoint of session %s: %s", client.session_id, exc)
@@ -181,10 +196,9 @@ class Resumer:
         """A new connection and session for `client`, holding the episode as the last
         checkpoint has it (or reset as it was, when there is none). The old connection is
         closed."""
-        connection = await self._connect()
+        connection, session = await self._admitted(client)
         old = client.connection
         try:
-            session = await connection.open(client.env, observation_type=client.types.observation)
             client.connection, client.session_id = connection, session.session_id
             resumed = await self._restored(client, session, restore)
         except BaseException:
@@ -227,16 +241,30 @@ class Resumer:
         self.checkpointed = 0
         return Resumed(result=first, step_count=0)
 
-    async def _connect(self) -> Any:
+    async def _admitted(self, client: Any) -> tuple[Any, Any]:
+        """A new connection and a session opened on it, retried until `resume_timeout` while
+        nothing answers at the URL or what answers is stopping."""
         deadline = time.monotonic() + self.resume_timeout
         tries = 0
         while True:
+            connection = None
             try:
-                return await self.opener(self.url, **self.connecting)
-            except (ConnectionLost, OSError) as exc:
+                connection = await self.opener(self.url, **self.connecting)
+                kind = client.types.observation
+                session = await connection.open(client.env, observation_type=kind)
+                return connection, session
+            except (ConnectionLost, OSError, ServerError) as exc:
+                if connection is not None:
+                    with io.shielded():
+                        try:
+                            await connection.aclose()
+                        except ConnectionLost:
+                            pass
+                if isinstance(exc, ServerError) and not _gone(exc):
+                    raise
                 if time.monotonic() >= deadline:
                     raise ConnectionLost(
-                        f"could not resume: nothing answered at {self.url} for "
+                        f"could not resume: no server at {self.url} took the session for "
                         f"{self.resume_timeout:g}s ({exc})"
                     ) from exc
             await io.sleep(RETRY_SECONDS[min(tries, len(RETRY_SECONDS) - 1)])

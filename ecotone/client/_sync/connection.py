@@ -45,6 +45,8 @@ from ecotone.specs import (
     ListTools,
     Open,
     Opened,
+    Ping,
+    Pong,
     Reset,
     Share,
     Shared,
@@ -58,6 +60,7 @@ from ecotone.specs import (
     ToolResult,
     Tools,
 )
+from ecotone.specs.errors import ErrorCode
 
 ObsT = TypeVar("ObsT")
 StateT = TypeVar("StateT")
@@ -171,6 +174,23 @@ class Connection(Exchange):
         response = self.core.check(self.request(Describe(id=self.core.next_id(), env=env)))
         assert isinstance(response, Described)
         return response.info
+
+    def ready(self) -> bool | None:
+        """Whether the server has room for another session and is not draining.
+
+        Its answer to `ping`, which needs no token; `GET /ready` on the HTTP ports says the
+        same.
+
+        Returns:
+            True or False; None from a server that does not say.
+
+        Raises:
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout (its late answer will be dropped).
+        """
+        response = self.core.check(self.request(Ping(id=self.core.next_id())))
+        assert isinstance(response, Pong)
+        return response.ready
 
     def list_tasks(
         self,
@@ -596,7 +616,12 @@ class EnvClient(SessionSnapshots, Generic[ObsT, StateT]):
         return steps, answer.next
 
     def close(self) -> None:
-        """Close the session (idempotent; never raises for a connection already gone)."""
+        """Close the session (idempotent; never raises for a connection already gone).
+
+        Raises:
+            ServerError: The server refused the close (never `shutting_down`: a stopping
+                server closes its sessions itself).
+        """
         if self._closed:
             return
         self._closed = True
@@ -607,6 +632,9 @@ class EnvClient(SessionSnapshots, Generic[ObsT, StateT]):
                 core.check(self.connection.request(frame, timeout=CLOSE_TIMEOUT))
         except (ConnectionLost, TimeoutError):
             pass  # the server closes the session itself when the connection goes
+        except ServerError as exc:
+            if exc.code != ErrorCode.SHUTTING_DOWN:
+                raise  # (a stopping server closes its sessions itself)
         finally:
             if self._owns:
                 self.connection.close()

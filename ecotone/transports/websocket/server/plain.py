@@ -1,6 +1,8 @@
 """The plain HTTP GETs served beside the WebSocket endpoints, on both transports' ports.
 
-What OpenEnv's consumers and operators read over HTTP next to a socket: `/health`,
+What OpenEnv's consumers and operators read over HTTP next to a socket: `/health` (liveness:
+the server is up), `/ready` (readiness: 200 while the server has room for a new session and is
+not draining, 503 saying why not, so a load balancer sends new connections elsewhere),
 `/metrics` (Prometheus), `/openapi.json` (the routes of this port), OpenEnv's `/metadata`
 and `/schema`, ecotone's `GET /v1/describe`, `GET /v1/tasks` and `GET /v1/task`, and
 OpenEnv's Task API (`/list_environments`, `/{env}/splits`, `POST /{env}/tasks` and
@@ -34,7 +36,7 @@ from ecotone.transports.openenv.server.http import OPENENV_API_VERSION, OpenEnvH
 
 NOT_A_HANDSHAKE = (
     "not a WebSocket handshake: this server speaks WebSocket, and answers "
-    "GET /health, /metrics, /metadata, /schema, /openapi.json, /v1/describe and "
+    "GET /health, /ready, /metrics, /metadata, /schema, /openapi.json, /v1/describe and "
     "the task routes; serve with --transport http for the HTTP API"
 )
 """The websocket transport's 404: what it answers instead, and where the HTTP API is."""
@@ -87,6 +89,7 @@ class PlainRoutes:
         openenv = self.openenv
         router.add(r"/metrics", GET=self.metrics)
         router.add(r"/health", GET=self.health)
+        router.add(r"/ready", GET=self.ready)
         router.add(r"/openapi.json", GET=self.openapi)
         router.add(r"/metadata", GET=sync(openenv.metadata))
         router.add(r"/schema", GET=sync(openenv.schema))
@@ -113,6 +116,18 @@ class PlainRoutes:
 
     async def health(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         return json_response(200, {"status": "healthy"})
+
+    async def ready(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        """200 while the server has room for a new session and is not draining; else 503,
+        `status` saying why (`full`, `draining`). Needs no token (readiness probes)."""
+        engine = self.engine
+        why = engine.readiness()
+        body = {
+            "status": why or "ready",
+            "sessions": len(engine.sessions),
+            "capacity": engine.limits.max_sessions,
+        }
+        return json_response(503 if why else 200, body)
 
     async def openapi(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         ok = {"responses": {"200": {"description": "OK"}}}
