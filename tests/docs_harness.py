@@ -250,6 +250,8 @@ class DocRun:
         if cluster is None:
             raise AssertionError(f"the Ray cluster did not start: {self._ray_error!r}")
         self.env["HOME"] = cluster.home or self.env["HOME"]
+        for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):  # its own token: see NetnsCluster
+            self.env[name] = cluster.environ()[name]
         self.ray_head = cluster.head_addr
         self.env["PATH"] = os.pathsep.join([str(Path(python).parent), self.env["PATH"]])
         self.env["PYTHONPATH"] = str(ROOT)  # this checkout's ecotone, in .venv-ray too
