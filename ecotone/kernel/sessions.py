@@ -98,6 +98,8 @@ class Session:
     """The episode this session's was forked from, if it was."""
     resume_key: str | None = None
     """The key its checkpoints are kept under, on a server that keeps them."""
+    seating: Any = None
+    """Who sits where, in a multi-agent session (`seats.Seating`; None until asked)."""
 
     def record_guest_step(self, codec: Any, encoded: bytes) -> None:
         kept = self.guest_steps
