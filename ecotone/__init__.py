@@ -24,6 +24,7 @@ from ecotone.kernel.contract import (
     AsyncEnvironment,
     Environment,
     InvalidAction,
+    MultiAgentEnvironment,
     Observation,
     State,
 )
@@ -164,6 +165,7 @@ __all__ = [
     "InvalidActionError",
     "LaunchSpec",
     "LaunchedServer",
+    "MultiAgentEnvironment",
     "Observation",
     "ObservationMismatch",
     "ProviderError",

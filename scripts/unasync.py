@@ -50,6 +50,7 @@ RULES: list[tuple[str, str]] = [
     (r"\bAsyncHttpChannel\b", "HttpChannel"),
     (r"\bAsyncOpenEnvChannel\b", "OpenEnvChannel"),
     (r"\bAsyncSession\b", "Session"),
+    (r"\bAsyncSeat\b", "Seat"),
     (r"\bAsyncStream\b", "Stream"),
     (r"\b__aenter__\b", "__enter__"),
     (r"\b__aexit__\b", "__exit__"),

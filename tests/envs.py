@@ -325,6 +325,89 @@ class RestoreFailsEnv(AttrsEnv):
         raise OSError("the saved heading is corrupt")
 
 
+class Card(ecotone.Action):
+    card: int
+
+
+class CardsView(ecotone.Observation):
+    hand: list[int] = []
+    """This seat's hand (empty in the public view)."""
+    table: list[list[int]] = []
+    """The cards played, by round: [first seat's, second seat's]."""
+    hand_sizes: dict[str, int] = {}
+    scores: dict[str, int] = {}
+
+
+class CardsState(ecotone.State):
+    hands: dict[str, list[int]] = {}
+
+
+class CardsEnv(ecotone.MultiAgentEnvironment[Card, CardsView, CardsState]):
+    """A hidden-hand card game for two: each is dealt 3 cards from 1-20 (seeded); they take
+    turns laying one (`north` leads); the higher card of a round scores. A seat sees its own
+    hand only; everyone sees the cards laid."""
+
+    name = "cards"
+    seats = ("north", "south")
+    inline = True
+
+    def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> CardsView:
+        import random
+
+        deck = random.Random(seed).sample(range(1, 21), 6)
+        self._hands = {"north": sorted(deck[:3]), "south": sorted(deck[3:])}
+        self._table: list[list[int]] = []
+        self._scores = {"north": 0, "south": 0}
+        self._rewards = {"north": 0.0, "south": 0.0}
+        self._steps = 0
+        self._episode = episode_id
+        return self.observe(None)
+
+    def current_seat(self) -> str | None:
+        if not any(self._hands.values()):
+            return None
+        return "north" if self._steps % 2 == 0 else "south"
+
+    def step(self, seat: str, action: Card) -> None:
+        if action.card not in self._hands[seat]:
+            raise ecotone.InvalidAction("not in your hand", field="card")
+        self._hands[seat].remove(action.card)
+        self._rewards[seat] = 0.0
+        if seat == "north":
+            self._table.append([action.card])
+        else:
+            self._table[-1].append(action.card)
+            north, south = self._table[-1]
+            winner, loser = ("north", "south") if north > south else ("south", "north")
+            self._scores[winner] += 1
+            self._rewards[winner] += 1.0
+            self._rewards[loser] -= 1.0
+        self._steps += 1
+
+    def observe(self, seat: str | None) -> CardsView:
+        over = not any(self._hands.values())
+        return CardsView(
+            hand=[] if seat is None else list(self._hands[seat]),
+            table=[list(r) for r in self._table],
+            hand_sizes={s: len(h) for s, h in self._hands.items()},
+            scores=dict(self._scores),
+            reward=None if seat is None else self._rewards[seat],
+            done=over,
+        )
+
+    def state(self) -> CardsState:
+        hands = {s: list(h) for s, h in self._hands.items()}
+        return CardsState(episode_id=self._episode, step_count=self._steps, hands=hands)
+
+
+class ThreadedCardsEnv(CardsEnv):
+    """`cards` in a worker thread, whose episode ends when a seat is lost."""
+
+    name = "cards_threaded"
+    inline = False
+    seat_lost = "truncate"
+
+
 TEST_ENVS: dict[str, type] = {
     "slow": SlowEnv,
     "inline_probe": InlineProbeEnv,
@@ -335,6 +418,8 @@ TEST_ENVS: dict[str, type] = {
     "dataclass_grid": DataclassEnv,
     "attrs_compass": AttrsEnv,
     "restore_fails": RestoreFailsEnv,
+    "cards": CardsEnv,
+    "cards_threaded": ThreadedCardsEnv,
 }
 
 

@@ -115,3 +115,32 @@ class Task(msgspec.Struct, frozen=True, kw_only=True):
     def id(self) -> str:
         """The task's id (`ref.id`)."""
         return self.ref.id
+
+
+class SeatResult(msgspec.Struct, Generic[ObsT], frozen=True, kw_only=True):
+    """A seat's view in a multi-agent session (a `play`'s or an `observe`'s answer).
+
+    Args:
+        result: The view, as a step's result: `observation` (a dict, or the client's
+            `observation_type`), the seat's own `reward`, `done` and `truncated`.
+        seat: Whose view it is (None: the public view).
+        turn: Whose turn it is now (None: nobody's: the episode is over).
+        lost: The seats released after their connection dropped, when that ended the episode.
+    """
+
+    result: StepResult[ObsT]
+    seat: str | None = None
+    turn: str | None = None
+    lost: list[str] = []
+
+
+class SeatKeys(msgspec.Struct, frozen=True, kw_only=True):
+    """A multi-agent session's keys (`seat_keys()`): keep them secret.
+
+    Args:
+        keys: Each seat's key, by seat: `join` with one to play that seat.
+        spectate: The spectator key: `join` with it to read the public view.
+    """
+
+    keys: dict[str, str]
+    spectate: str

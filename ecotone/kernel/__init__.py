@@ -10,6 +10,7 @@ from ecotone.kernel.contract import (
     AsyncEnvironment,
     Environment,
     InvalidAction,
+    MultiAgentEnvironment,
     Observation,
     State,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "InvalidAction",
     "Limits",
     "Mode",
+    "MultiAgentEnvironment",
     "Observation",
     "Owner",
     "Peer",

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         GetState,
         ListTools,
         Open,
+        Play,
         Render,
         Reset,
         Restore,
@@ -194,6 +195,24 @@ class StepCall(SessionCall):
     def __init__(self, mode: Mode, session: Session, peer: Any, action: Any, rid: RequestId):
         super().__init__(mode, session.env.step, session, peer, (action,))
         self.rid = rid
+
+
+@final
+class PlayCall(SessionCall):
+    """A seat's move in a multi-agent session (`SeatedEnv.play(seat, action)`; `value`: the
+    seat's view after it)."""
+
+    __slots__ = ("request", "seat")
+    op = "play"
+    what = "play"
+
+    def __init__(
+        self, mode: Mode, session: Session, peer: Any, request: Play, seat: str, action: Any
+    ) -> None:
+        super().__init__(mode, session.env.play, session, peer, (seat, action))
+        self.request = request
+        self.seat = seat
+        self.rid = request.id
 
 
 @final

@@ -7,6 +7,10 @@ them, so a type checker checks an env's signatures. One rule, checked when the e
 registered: an env's methods are all plain or all coroutines (its optional `render`,
 `list_tools` and `call_tool` included).
 
+Several agents in one episode, each in a seat with a view of its own: subclass
+`MultiAgentEnvironment` (its docstring states its contract); the rules below hold for it too,
+with `step(seat, action)` in place of `step(action)`.
+
 The rules every environment keeps (the conformance suite checks them):
 
 * `reset(seed=None, episode_id=None, **options)` starts a new episode and returns its first
@@ -345,5 +349,137 @@ class AsyncEnvironment(_EnvironmentClass, Generic[ActT, ObsT, StateT]):
         raise NotImplementedError
 
     async def close(self) -> None:
+        """Release everything this instance holds; idempotent (as `Environment.close`)."""
+        return None
+
+
+class MultiAgentEnvironment(_EnvironmentClass, Generic[ActT, ObsT, StateT]):
+    """Base class for turn-based environments of several agents, each in a seat of its own.
+
+    `seats` names them. One episode, several connections: the session's owner resets it and
+    hands out seat keys (`seats`); a connection that `join`s with a key plays that seat, and
+    only sees that seat's view; a spectator key reads the public view. The env says whose
+    turn it is (`current_seat`, as PettingZoo's AEC `agent_selection`), and the kernel refuses
+    a move out of turn (`not_your_turn`) without calling the env. Its methods are plain
+    functions (an async multi-agent env is not supported yet).
+
+    Subclasses implement:
+
+    * `reset(self, *, seed=None, episode_id=None, **options) -> Observation`: the public view
+      of the new episode (its `done`/`truncated` end the episode for every seat);
+    * `current_seat(self) -> str | None`: whose turn it is (None: nobody's, the episode is
+      over);
+    * `step(self, seat, action) -> None`: the move of `seat` (always the current seat: the
+      kernel checks); raise `ecotone.InvalidAction` to refuse it before changing any state;
+    * `observe(self, seat) -> Observation`: what `seat` may see, with its own `reward`
+      (since its last move), `done` (its termination) and `truncated`; `observe(None)`: the
+      public view, for spectators. A seat's view never carries what it may not see: the
+      kernel sends each seat's view only to that seat's holder (and to the owner);
+    * `state(self) -> State`, read by the owner only; `close(self)` as `Environment`'s.
+
+    The action and observation types are the env's own for every seat, unless
+    `seat_action_types` or `seat_observation_types` give a seat its own.
+
+    Class attributes:
+        seats: The seats' names, in a fixed order.
+        seat_lost: What becomes of the episode when a seat's connection dropped and nobody
+            took the seat back within the server's `idle_timeout`: `"wait"` (the episode
+            waits for its key to join again) or `"truncate"` (it ends; every seat's view says
+            which seats were lost).
+
+    Example:
+        Two seats taking turns to add to a shared count:
+
+        >>> class Add(ecotone.Action):
+        ...     n: int
+        >>> class Tally(ecotone.Observation):
+        ...     count: int
+        >>> class Turns(ecotone.MultiAgentEnvironment[Add, Tally, ecotone.State]):
+        ...     seats = ("a", "b")
+        ...     inline = True
+        ...
+        ...     def reset(self, *, seed=None, episode_id=None) -> Tally:
+        ...         self._count, self._moves = 0, 0
+        ...         return self.observe(None)
+        ...
+        ...     def current_seat(self) -> str | None:
+        ...         return None if self._count >= 3 else self.seats[self._moves % 2]
+        ...
+        ...     def step(self, seat: str, action: Add) -> None:
+        ...         self._count += action.n
+        ...         self._moves += 1
+        ...
+        ...     def observe(self, seat: str | None) -> Tally:
+        ...         return Tally(count=self._count, done=self._count >= 3)
+        ...
+        ...     def state(self) -> ecotone.State:
+        ...         return ecotone.State(step_count=self._moves)
+        >>> env = Turns()
+        >>> env.reset().count, env.current_seat()
+        (0, 'a')
+        >>> env.step("a", Add(n=2)); env.current_seat()
+        'b'
+    """
+
+    seats: ClassVar[tuple[str, ...]] = ()
+    seat_action_types: ClassVar[dict[str, type[Any]]] = {}
+    seat_observation_types: ClassVar[dict[str, type[Any]]] = {}
+    seat_lost: ClassVar[str] = "wait"
+    snapshot_unsupported: ClassVar[str] = "a multi-agent env's sessions cannot be saved yet"
+
+    def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> ObsT:
+        """Start a new episode; its public view (as `Environment.reset`).
+
+        Args:
+            seed: Seeds the episode's randomness; None: the env's own choice.
+            episode_id: The id the caller gives the episode; None: the env may choose one.
+
+        Returns:
+            The public view of the episode's start.
+        """
+        raise NotImplementedError
+
+    def current_seat(self) -> str | None:
+        """Whose turn it is.
+
+        Returns:
+            The seat to move next, or None when nobody may (the episode is over).
+        """
+        raise NotImplementedError
+
+    def step(self, seat: str, action: ActT) -> None:
+        """Apply the move of `seat`, the current seat (the kernel checks the turn).
+
+        Args:
+            seat: The seat moving.
+            action: An instance of the seat's action type, already checked against its schema.
+
+        Raises:
+            InvalidAction: The move is well formed but not allowed (raised before changing any
+                state: it does not count, and it is still that seat's turn).
+        """
+        raise NotImplementedError
+
+    def observe(self, seat: str | None) -> ObsT:
+        """What `seat` may see now, or (None) what anyone may.
+
+        Args:
+            seat: One of `seats`, or None for the public view.
+
+        Returns:
+            The view: its `reward` the seat's since its last move, `done` and `truncated`
+            its own termination and truncation (the public view's: the episode's).
+        """
+        raise NotImplementedError
+
+    def state(self) -> StateT:
+        """Report the episode's state (the owner's to read).
+
+        Returns:
+            The State: at least `episode_id` and `step_count`, plus the env's own fields.
+        """
+        raise NotImplementedError
+
+    def close(self) -> None:
         """Release everything this instance holds; idempotent (as `Environment.close`)."""
         return None

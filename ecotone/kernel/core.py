@@ -215,6 +215,10 @@ class EngineCore:
         (snapshotting.py)."""
         raise NotImplementedError
 
+    def reset_seats(self, session: Session) -> None:
+        """A multi-agent session's reset was answered (seating.py)."""
+        raise NotImplementedError
+
     def forget_checkpoint(self, session: Session, jobs: list[Call]) -> None:
         """Remove a closed session's checkpoint (snapshotting.py)."""
         raise NotImplementedError

@@ -63,6 +63,7 @@ from ecotone.kernel.envspec import EnvSpec
 from ecotone.kernel.limits import Limits
 from ecotone.kernel.operations import Operations
 from ecotone.kernel.peers import NO_CALLS, Owner, Peer, Sink, token_number
+from ecotone.kernel.seating import Seating
 from ecotone.kernel.sessions import Session
 from ecotone.kernel.snapshotting import Snapshotting
 from ecotone.kernel.states import Event, advance
@@ -77,9 +78,12 @@ from ecotone.specs import (
     Fork,
     GetTask,
     Hello,
+    Join,
     ListTasks,
+    Observe,
     Open,
     Ping,
+    Play,
     Pong,
     Request,
     Reset,
@@ -105,6 +109,10 @@ _OWNER_ONLY: Final[dict[type, str]] = {
 """What a guest of a shared session may not do, and who does it instead."""
 
 
+_SEATED: Final = (Play, Observe)
+"""What a seat's holder or a spectator may send about a session it does not own."""
+
+
 @final
 class _Queued:
     """A request waiting for its session."""
@@ -116,7 +124,7 @@ class _Queued:
         self.request = request
 
 
-class Engine(Batches, Operations, Snapshotting, Draining):
+class Engine(Batches, Operations, Snapshotting, Seating, Draining):
     """Serves a set of environments to any number of peers, under one set of rules."""
 
     def __init__(
@@ -272,6 +280,7 @@ class Engine(Batches, Operations, Snapshotting, Draining):
         sessions it was only a guest of stay open."""
         owner.closed = True
         self.sessions.detach(owner)
+        self.seats_left(owner)
         if owner.principal is None:  # a connection's snapshots go with it (a token's stay)
             self.snapshots.drop_owner(owner)
         jobs: list[Call] = []
@@ -286,6 +295,7 @@ class Engine(Batches, Operations, Snapshotting, Draining):
         ends)."""
         jobs: list[Call] = []
         now = self.clock()
+        self.release_seats(now)
         for session in self.sessions.expired(now):
             log.info("closing idle session %s (%s)", session.id, session.spec.name)
             self._retire(session, "idle", jobs)
@@ -425,11 +435,15 @@ class Engine(Batches, Operations, Snapshotting, Draining):
             return self._export_snapshot(peer, request)  # type: ignore[arg-type]
         if kind is DropSnapshot:
             return self._drop_snapshot(peer, request)  # type: ignore[arg-type]
+        if kind is Join:
+            return self._join(peer, request)  # type: ignore[arg-type]
         return None
 
     def _submit_to_session(self, peer: Peer, request: Any, jobs: list[Call]) -> None:
         """A request of one session: started on it when it is idle, queued behind it if not."""
         session = self.sessions.get(request.session, peer.owner)
+        if session is None and type(request) in _SEATED:  # a seat's holder, or a spectator
+            session = self.seated_session(request.session, peer.owner)
         if session is None:
             peer.emit(answers.unknown_session(request.session, request.id))
         elif session.busy:

@@ -19,9 +19,10 @@ from typing import Any, Unpack, get_args, get_origin, get_type_hints
 import attrs
 import msgspec
 
-from ecotone.kernel.contract import AsyncEnvironment, Environment
+from ecotone.kernel.contract import AsyncEnvironment, Environment, MultiAgentEnvironment
 from ecotone.kernel.modes import Mode, mode_of
 from ecotone.kernel.rubrics import Rubric, check_rubric, scored_factory, scored_mode
+from ecotone.kernel.seats import seated_factory
 from ecotone.kernel.snapshots import schema_hash, snapshot_kind, unsupported_reason
 from ecotone.kernel.tasks import TaskError, TaskSet, task_set_of
 from ecotone.specs import EnvInfo
@@ -35,7 +36,9 @@ def _generic_types(cls: type) -> tuple[Any, Any, Any] | None:
     for klass in cls.__mro__:
         for base in getattr(klass, "__orig_bases__", ()):
             origin = get_origin(base)
-            if isinstance(origin, type) and issubclass(origin, Environment | AsyncEnvironment):
+            if isinstance(origin, type) and issubclass(
+                origin, Environment | AsyncEnvironment | MultiAgentEnvironment
+            ):
                 args = get_args(base)
                 if len(args) == 3 and not any(isinstance(a, type(Any)) for a in args):
                     return args
@@ -156,7 +159,8 @@ METHODS = ("reset", "step", "state", "close", "render", "list_tools", "call_tool
 def _inherited(env_cls: type, method: str) -> bool:
     """`method` is the base class's placeholder, not the env's own."""
     found = getattr(env_cls, method)
-    return any(found is getattr(base, method) for base in (Environment, AsyncEnvironment))
+    bases = (Environment, AsyncEnvironment, MultiAgentEnvironment)
+    return any(found is getattr(base, method, None) for base in bases)
 
 
 def _asynchronous(env_cls: type, label: str) -> bool:
@@ -220,6 +224,51 @@ def _readme(env_cls: type) -> str:
     return "\n\n".join(parts)
 
 
+def _seating(env_cls: type, label: str, types: list[Any], asynchronous: bool) -> dict[str, Any]:
+    """A multi-agent env's seats, each seat's types and its rule for a seat lost, checked."""
+    seats = getattr(env_cls, "seats", ())
+    if (
+        not isinstance(seats, tuple)
+        or not seats
+        or not all(isinstance(s, str) and s for s in seats)
+        or len(set(seats)) != len(seats)
+    ):
+        raise EnvDefinitionError(
+            f"environment {label!r}: `seats` must be a tuple of distinct names, got {seats!r}"
+        )
+    if asynchronous:
+        raise EnvDefinitionError(f"environment {label!r}: a multi-agent env's methods are plain")
+    if getattr(env_cls, "rubric", None) is not None:
+        raise EnvDefinitionError(f"environment {label!r}: a multi-agent env takes no rubric")
+    rule = getattr(env_cls, "seat_lost", "wait")
+    if rule not in ("wait", "truncate"):
+        raise EnvDefinitionError(
+            f"environment {label!r}: seat_lost must be 'wait' or 'truncate', got {rule!r}"
+        )
+    own: dict[str, dict[str, Any]] = {
+        "action": dict(getattr(env_cls, "seat_action_types", {}) or {}),
+        "observation": dict(getattr(env_cls, "seat_observation_types", {}) or {}),
+    }
+    for kind, table in own.items():
+        unknown = sorted(set(table) - set(seats))
+        if unknown:
+            raise EnvDefinitionError(
+                f"environment {label!r}: seat_{kind}_types names no seat {', '.join(unknown)}"
+            )
+        for t in table.values():
+            try:
+                msgspec.json.schema(t)
+            except (TypeError, ValueError) as exc:
+                raise EnvDefinitionError(
+                    f"environment {label!r}: type {t!r} cannot be encoded by msgspec: {exc}"
+                ) from exc
+    seat_types = {
+        seat: (own["action"].get(seat, types[0]), own["observation"].get(seat, types[1]))
+        for seat in seats
+    }
+    return {"seats": seats, "seat_types": seat_types, "seat_lost": rule}
+
+
 @attrs.frozen(slots=True)
 class EnvSpec:
     """An environment class, validated, with everything the kernel needs to serve it."""
@@ -258,6 +307,12 @@ class EnvSpec:
     """The hash of the State's schema a snapshot names."""
     snapshot_identity: dict[str, str] = attrs.field(factory=dict)
     """What else a snapshot must match (the env class's `snapshot_identity`)."""
+    seats: tuple[str, ...] = ()
+    """A multi-agent env's seats (none: a single-agent env)."""
+    seat_types: dict[str, tuple[Any, Any]] = attrs.field(factory=dict)
+    """Each seat's action and observation types."""
+    seat_lost: str = "wait"
+    """A multi-agent env's rule for a seat lost (`MultiAgentEnvironment.seat_lost`)."""
     mode: Mode = attrs.field(init=False)
     """How every method of the env runs (ecotone.kernel.calls): awaited, inline, or in a
     worker thread."""
@@ -273,6 +328,8 @@ class EnvSpec:
         if self.rubric is not None:
             make = scored_factory(self.factory, self.rubric, mode.value)
             mode = Mode(scored_mode(self.rubric, mode.value))
+        if self.seats:
+            make = seated_factory(make, self.seats)
         object.__setattr__(self, "mode", mode)
         object.__setattr__(self, "make", make)
 
@@ -300,7 +357,11 @@ class EnvSpec:
                 f"method: drop @property and write `def state(self) -> {state_name}:` "
                 "(`async def` in an AsyncEnvironment)"
             )
-        for method in ("reset", "step", "state", "close"):
+        seated = isinstance(env_cls, type) and issubclass(env_cls, MultiAgentEnvironment)
+        methods: tuple[str, ...] = ("reset", "step", "state", "close")
+        if seated:
+            methods += ("current_seat", "observe")
+        for method in methods:
             if not callable(getattr(env_cls, method, None)) or (
                 method != "close" and _inherited(env_cls, method)
             ):
@@ -330,6 +391,7 @@ class EnvSpec:
                 f"environment {label!r} publishes tasks, but its reset() takes no `task`: add "
                 "`task: YourTask | None = None` to reset's keyword arguments"
             )
+        seating = _seating(env_cls, label, types, asynchronous) if seated else {}
         render_kind = getattr(env_cls, "render_kind", "text")
         if render_kind not in TEXT_RENDER_KINDS:
             raise EnvDefinitionError(
@@ -362,6 +424,7 @@ class EnvSpec:
                 str(k): str(v)
                 for k, v in (getattr(env_cls, "snapshot_identity", None) or {}).items()
             },
+            **seating,
         )
 
     def with_rubric(self, rubric: Rubric) -> EnvSpec:
@@ -396,4 +459,10 @@ class EnvSpec:
             readme=self.readme,
             tasks={} if self.tasks is None else self.tasks.counts(),
             task_schema={} if self.tasks is None else self.tasks.schema(),
+            seats=list(self.seats),
+            seat_schemas={
+                seat: {"action": _schema(action), "observation": _schema(observation)}
+                for seat, (action, observation) in self.seat_types.items()
+                if (action, observation) != (self.action_type, self.observation_type)
+            },
         )

@@ -101,6 +101,8 @@ class Session:
     stop_checkpoint: int = 0
     """While the server stops (`draining.py`): 1, its checkpoint is due; 2, it was made (or
     begun: the session is held until the file is in place); 0, neither."""
+    seating: Any = None
+    """Who sits where, in a multi-agent session (`seats.Seating`; None until asked)."""
 
     def record_guest_step(self, codec: Any, encoded: bytes) -> None:
         kept = self.guest_steps

@@ -25,17 +25,21 @@ The phases:
 
 The table (events across, phases down; `-` means the event cannot happen there):
 
-             RESET   REPLACED  OBSERVED  FINISHED  TIMED_OUT  CLOSED  RESUMED  RESUMED_ENDED
-    FRESH    FRESH   -         RUNNING   ENDED     BROKEN     CLOSED  RUNNING  ENDED
-    RUNNING  FRESH   -         RUNNING   ENDED     BROKEN     CLOSED  RUNNING  ENDED
-    ENDED    FRESH   -         -         -         BROKEN     CLOSED  RUNNING  ENDED
-    BROKEN   -       FRESH     -         -         BROKEN     CLOSED  -        -
-    CLOSED   -       -         -         -         -          -       -        -
+           RESET  REPLACED  OBSERVED  FINISHED  TIMED_OUT  CLOSED  RESUMED  RESUMED_ENDED  SEAT_LOST
+    FRESH  FRESH  -         RUNNING   ENDED     BROKEN     CLOSED  RUNNING  ENDED          -
+    RUNNING FRESH -         RUNNING   ENDED     BROKEN     CLOSED  RUNNING  ENDED          ENDED
+    ENDED  FRESH  -         -         -         BROKEN     CLOSED  RUNNING  ENDED          -
+    BROKEN -      FRESH     -         -         BROKEN     CLOSED  -        -              -
+    CLOSED -      -         -         -         -          -       -        -              -
 
 A restore (or a fork's copy, made FRESH) takes the phase of the episode it puts back:
 RESUMED for one that was running, RESUMED_ENDED for one that had ended. A snapshot or a fork
 needs an episode (FRESH refuses them: `reset_required`); a session whose env was set aside
 takes none of the three.
+
+In a multi-agent session a seat's move (`play`) is a step: FINISHED when the public view ends
+the episode. SEAT_LOST ends a running episode whose seat's connection dropped and was not
+taken back within `idle_timeout`, when the env's rule (`seat_lost = "truncate"`) says so.
 
 A step that raises moves nothing (the env decides whether its episode goes on; the client may
 always reset), except a rubric's failure after the env's step ended the episode (FINISHED).
@@ -52,6 +56,8 @@ from ecotone.specs import (
     Fork,
     GetState,
     ListTools,
+    Observe,
+    Play,
     Render,
     Restore,
     Share,
@@ -90,6 +96,9 @@ class Event(enum.Enum):
     """A saved episode that was running was put back into the session (restore, fork)."""
     RESUMED_ENDED = "resumed_ended"
     """A saved episode that had ended was put back into the session."""
+    SEAT_LOST = "seat_lost"
+    """A seat's connection dropped and nobody took the seat back: the env's rule ended the
+    episode."""
 
 
 class Refusal(enum.Enum):
@@ -127,6 +136,7 @@ TRANSITIONS: Final[Mapping[Phase, Mapping[Event, Phase]]] = {
         Event.CLOSED: _C,
         Event.RESUMED: _R,
         Event.RESUMED_ENDED: _E,
+        Event.SEAT_LOST: _E,
     },
     _E: {
         Event.RESET: _F,
@@ -150,6 +160,8 @@ _SET_ASIDE: Final = (
     Snapshot,
     Restore,
     Fork,
+    Play,
+    Observe,
 )
 
 REFUSALS: Final[Mapping[Phase, Mapping[type, Refusal]]] = {
@@ -157,9 +169,10 @@ REFUSALS: Final[Mapping[Phase, Mapping[type, Refusal]]] = {
         Step: Refusal.RESET_REQUIRED,
         Snapshot: Refusal.RESET_REQUIRED,
         Fork: Refusal.RESET_REQUIRED,
+        Play: Refusal.RESET_REQUIRED,
     },
     _R: {},
-    _E: {Step: Refusal.EPISODE_DONE},
+    _E: {Step: Refusal.EPISODE_DONE, Play: Refusal.EPISODE_DONE},
     _B: {Step: Refusal.BROKEN, **dict.fromkeys(_SET_ASIDE, Refusal.BROKEN)},
     _C: {},
 }

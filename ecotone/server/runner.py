@@ -178,11 +178,15 @@ class Runner:
         calls = self.engine.disconnect(owner, reason)
         if calls:
             self.start(calls)
+        if self.engine.touched:  # answers to others (a multi-agent session's waiting views)
+            self.nursery.start_soon(self.flush)
 
     def reap(self) -> None:
         calls = self.engine.expire()
         if calls:
             self.start(calls)
+        if self.engine.touched:  # views answered by a seat's release
+            self.nursery.start_soon(self.flush)
 
     async def reap_idle(self) -> None:
         """Close idle and unclaimed sessions every so often (`Engine.expiring`)."""

@@ -45,6 +45,9 @@ class ErrorCode(enum.StrEnum):
     UNKNOWN_SNAPSHOT = "unknown_snapshot"
     SNAPSHOT_MISMATCH = "snapshot_mismatch"
     SHUTTING_DOWN = "shutting_down"
+    NOT_YOUR_TURN = "not_your_turn"
+    SEAT_TAKEN = "seat_taken"
+    UNKNOWN_SEAT_KEY = "unknown_seat_key"
     INTERNAL = "internal"
 
 
@@ -114,6 +117,18 @@ ERROR_DESCRIPTIONS: dict[ErrorCode, str] = {
         "it on another server; otherwise open a new session elsewhere. Also sent without an "
         "id to each connection holding sessions just before the server closes it."
     ),
+    ErrorCode.NOT_YOUR_TURN: (
+        "A `play` of a seat whose turn it is not; details name the seat whose turn it is "
+        "(`turn`, null when the episode is over). Nothing changed."
+    ),
+    ErrorCode.SEAT_TAKEN: (
+        "`join` named a seat another live connection holds (a seat is held by one "
+        "connection at a time); details name the seat."
+    ),
+    ErrorCode.UNKNOWN_SEAT_KEY: (
+        "`join` presented a key no open multi-agent session gave out (never given, or its "
+        "session closed)."
+    ),
     ErrorCode.INTERNAL: ("A bug in ecotone itself. Please report it."),
 }
 """What each code means; published in docs/protocol.md."""
@@ -139,6 +154,9 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.UNKNOWN_SNAPSHOT: 404,
     ErrorCode.SNAPSHOT_MISMATCH: 409,
     ErrorCode.SHUTTING_DOWN: 503,
+    ErrorCode.NOT_YOUR_TURN: 409,
+    ErrorCode.SEAT_TAKEN: 409,
+    ErrorCode.UNKNOWN_SEAT_KEY: 404,
     ErrorCode.INTERNAL: 500,
 }
 """The HTTP status that carries each error frame over the HTTP transport."""

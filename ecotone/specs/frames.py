@@ -14,7 +14,7 @@ Rules the protocol keeps:
   connection's codec; the kernel decodes them against the env's declared types.
 """
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_args
 
 import msgspec
 
@@ -345,6 +345,56 @@ class DropSnapshot(RequestFrame, tag="drop_snapshot"):
     snapshot: str
 
 
+class Seats(RequestFrame, tag="seats"):
+    """Ask for a multi-agent session's seat keys (its owner only). Answered by `seat_keys`.
+
+    Whoever presents a seat's key (`join`) plays that seat; the spectator key reads the public
+    view. The same keys every time; they die with the session.
+    """
+
+    session: str
+    session_bound: ClassVar[bool] = True
+
+
+class Join(RequestFrame, tag="join"):
+    """Take the seat a key names (or watch, with the spectator key). Answered by `joined`.
+
+    A key no open session has is `unknown_seat_key`; a seat another live connection holds is
+    `seat_taken`. A seat whose connection dropped is held for it: the same key takes it back.
+    """
+
+    key: str
+
+
+class Play(EnvCallFrame, tag="play"):
+    """A move of one seat in a multi-agent session. Answered by `seat_view`: the seat's view.
+
+    `seat` may be omitted: the connection's seat (its owner: whose turn it is). Out of turn is
+    `not_your_turn` naming whose turn it is, and nothing changes; a seat this connection does
+    not hold is `forbidden`.
+    """
+
+    session: str
+    action: msgspec.Raw
+    seat: str | None = None
+    session_bound: ClassVar[bool] = True
+
+
+class Observe(RequestFrame, tag="observe"):
+    """Read a seat's view (a seat holder: its own; the owner: any), or the public view.
+
+    `seat` null: the connection's seat, or the public view for a spectator or the owner. With
+    `wait`, a seat's answer waits until it is the seat's turn or the episode ends, and the
+    public view's until the next move; a waiting `observe` holds no other request back.
+    Answered by `seat_view`.
+    """
+
+    session: str
+    seat: str | None = None
+    wait: bool = False
+    session_bound: ClassVar[bool] = True
+
+
 class Ping(RequestFrame, tag="ping"):
     """Application-level liveness check. Answered by `pong`.
 
@@ -375,37 +425,16 @@ Request = (
     | Fork
     | ExportSnapshot
     | DropSnapshot
+    | Seats
+    | Join
+    | Play
+    | Observe
     | Ping
 )
 """Every client -> server frame."""
 
-REQUEST_OPS: frozenset[str] = frozenset(
-    t.__struct_config__.tag  # type: ignore[misc]
-    for t in (
-        Hello,
-        Describe,
-        Open,
-        Reset,
-        Step,
-        GetState,
-        Close,
-        StepMany,
-        StepColumns,
-        ListTools,
-        CallTool,
-        Render,
-        Share,
-        SharedSteps,
-        ListTasks,
-        GetTask,
-        Snapshot,
-        Restore,
-        Fork,
-        ExportSnapshot,
-        DropSnapshot,
-        Ping,
-    )
-)
+REQUEST_OPS: frozenset[str] = frozenset(t.__struct_config__.tag for t in get_args(Request))
+"""The `op` of every request frame."""
 
 
 # --- responses (server -> client) ------------------------------------------------------------
@@ -427,6 +456,11 @@ class EnvInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The env's task splits and how many tasks each holds (none: it publishes no tasks)."""
     task_schema: dict[str, Any] = {}
     """The JSON Schema of one task record."""
+    seats: list[str] = []
+    """A multi-agent env's seats (none: a single-agent env); its moves are `play` frames."""
+    seat_schemas: dict[str, dict[str, Any]] = {}
+    """The action and observation schemas (`action`, `observation`) of each seat whose types
+    are not the env's own."""
 
 
 class TaskRef(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -691,6 +725,38 @@ class SnapshotDropped(Frame, tag="snapshot_dropped"):
     snapshot: str
 
 
+class SeatKeys(Frame, tag="seat_keys"):
+    """Answer to `seats`: each seat's key, and the spectator key. Keep them secret."""
+
+    session: str
+    keys: dict[str, str]
+    spectate: str
+
+
+class Joined(Frame, tag="joined"):
+    """Answer to `join`: the session, and the seat taken (null: a spectator)."""
+
+    session: str
+    env: str
+    seat: str | None = None
+    seats: list[str] = []
+
+
+class SeatView(Frame, tag="seat_view"):
+    """Answer to `play` and `observe`: one seat's view (null `seat`: the public view).
+
+    `turn` is whose turn it is now (null: nobody's: the episode is over or not started);
+    `lost` names the seats released after their connection dropped, when the env's rule
+    ended the episode for it.
+    """
+
+    session: str
+    observation: msgspec.Raw
+    seat: str | None = None
+    turn: str | None = None
+    lost: list[str] = []
+
+
 class Pong(Frame, tag="pong"):
     """Answer to `ping`."""
 
@@ -721,6 +787,9 @@ Response = (
     | Forked
     | SnapshotExport
     | SnapshotDropped
+    | SeatKeys
+    | Joined
+    | SeatView
     | Pong
     | Error
 )

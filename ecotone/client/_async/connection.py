@@ -24,6 +24,7 @@ from typing import Any, Generic, TypeVar, Unpack
 from ecotone.client._async import io
 from ecotone.client._async.exchange import AsyncExchange
 from ecotone.client._async.resuming import RESUME_TIMEOUT, Resumer
+from ecotone.client._async.seats import AsyncSeat, SessionSeats
 from ecotone.client._async.snapshots import SessionSnapshots
 from ecotone.client._core import (
     ConnectOptions,
@@ -41,6 +42,8 @@ from ecotone.specs import (
     Error,
     GetState,
     GetTask,
+    Join,
+    Joined,
     ListTasks,
     ListTools,
     Open,
@@ -156,6 +159,34 @@ class AsyncConnection(AsyncExchange):
         client = AsyncEnvClient[Any, Any](self, response.session, response.env, types)
         client.resume_key = response.resume
         return client
+
+    async def join(
+        self,
+        key: str,
+        *,
+        observation_type: Any = None,
+        timeout: float | None = None,
+    ) -> AsyncSeat:
+        """Take the seat of a multi-agent session a key names (or watch it: a spectator key).
+
+        Args:
+            key: A seat key, or the spectator key, from the session's owner (`seat_keys()`).
+            observation_type: Decode views into this type; None: dicts.
+            timeout: Seconds to wait for the answer (None: the connection's `timeout`).
+
+        Returns:
+            The seat, to `play` and `observe`; it is held until this connection closes.
+
+        Raises:
+            ServerError: `unknown_seat_key`, `seat_taken` (another live connection holds it).
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout.
+        """
+        frame = Join(id=self.core.next_id(), key=key)
+        answer = self.core.check(await self.request(frame, timeout))
+        assert isinstance(answer, Joined), answer
+        types = EnvTypes(observation_type, None)
+        return AsyncSeat(self, answer.session, answer.env, answer.seat, answer.seats, types)
 
     async def describe(self, env: str | None = None) -> EnvInfo:
         """Describe an env: its name, version, description and JSON Schemas.
@@ -290,7 +321,7 @@ class AsyncConnection(AsyncExchange):
         return out
 
 
-class AsyncEnvClient(SessionSnapshots, Generic[ObsT, StateT]):
+class AsyncEnvClient(SessionSnapshots, SessionSeats, Generic[ObsT, StateT]):
     """One session on a server: its own env instance, to reset, step, inspect and close.
 
     `ecotone.aconnect` makes one on a connection of its own, `AsyncConnection.open` on a

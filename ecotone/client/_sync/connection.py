@@ -24,6 +24,7 @@ from typing import Any, Generic, TypeVar, Unpack
 from ecotone.client._sync import io
 from ecotone.client._sync.exchange import Exchange
 from ecotone.client._sync.resuming import RESUME_TIMEOUT, Resumer
+from ecotone.client._sync.seats import Seat, SessionSeats
 from ecotone.client._sync.snapshots import SessionSnapshots
 from ecotone.client._core import (
     ConnectOptions,
@@ -41,6 +42,8 @@ from ecotone.specs import (
     Error,
     GetState,
     GetTask,
+    Join,
+    Joined,
     ListTasks,
     ListTools,
     Open,
@@ -156,6 +159,34 @@ class Connection(Exchange):
         client = EnvClient[Any, Any](self, response.session, response.env, types)
         client.resume_key = response.resume
         return client
+
+    def join(
+        self,
+        key: str,
+        *,
+        observation_type: Any = None,
+        timeout: float | None = None,
+    ) -> Seat:
+        """Take the seat of a multi-agent session a key names (or watch it: a spectator key).
+
+        Args:
+            key: A seat key, or the spectator key, from the session's owner (`seat_keys()`).
+            observation_type: Decode views into this type; None: dicts.
+            timeout: Seconds to wait for the answer (None: the connection's `timeout`).
+
+        Returns:
+            The seat, to `play` and `observe`; it is held until this connection closes.
+
+        Raises:
+            ServerError: `unknown_seat_key`, `seat_taken` (another live connection holds it).
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout.
+        """
+        frame = Join(id=self.core.next_id(), key=key)
+        answer = self.core.check(self.request(frame, timeout))
+        assert isinstance(answer, Joined), answer
+        types = EnvTypes(observation_type, None)
+        return Seat(self, answer.session, answer.env, answer.seat, answer.seats, types)
 
     def describe(self, env: str | None = None) -> EnvInfo:
         """Describe an env: its name, version, description and JSON Schemas.
@@ -290,7 +321,7 @@ class Connection(Exchange):
         return out
 
 
-class EnvClient(SessionSnapshots, Generic[ObsT, StateT]):
+class EnvClient(SessionSnapshots, SessionSeats, Generic[ObsT, StateT]):
     """One session on a server: its own env instance, to reset, step, inspect and close.
 
     `ecotone.connect` makes one on a connection of its own, `Connection.open` on a

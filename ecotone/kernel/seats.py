@@ -1,0 +1,137 @@
+"""What a multi-agent session holds: its env behind the seats, and who sits where.
+
+Rules:
+
+* A multi-agent env (`ecotone.MultiAgentEnvironment`) is held by its session as a
+  `SeatedEnv`: after every reset and every move, in the same env call, it reads whose turn it
+  is and every seat's view and the public view, so the engine answers `observe` and checks
+  turns without calling the env again, and never on its own thread for a threaded env.
+* A plain `step` of a seated session is refused (`invalid_action`): a move names its seat
+  (`play`). So the single-agent step path carries no seat logic at all.
+* `SeatTable` is the engine's side: the seat keys, which connection holds which seat, the
+  spectators, the seats whose connection dropped (held since when), and the `observe`s
+  waiting for a turn, which wait outside the session's queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from ecotone.kernel.contract import InvalidAction
+
+
+class SeatedEnv:
+    """A multi-agent env as its session holds it (see the module's rules).
+
+    Args:
+        env: The env instance.
+        seats: Its seats.
+    """
+
+    __slots__ = ("env", "public", "seats", "turn", "views")
+
+    def __init__(self, env: Any, seats: tuple[str, ...]) -> None:
+        self.env = env
+        self.seats = seats
+        self.turn: str | None = None
+        """Whose turn it is, as the env said after the last reset or move."""
+        self.views: dict[str, Any] = {}
+        """Each seat's view after the last reset or move."""
+        self.public: Any = None
+        """The public view after the last reset or move."""
+
+    def _look(self) -> None:
+        env = self.env
+        turn = env.current_seat()
+        if turn is not None and turn not in self.seats:
+            raise ValueError(f"current_seat() returned {turn!r}, not one of {list(self.seats)}")
+        self.views = {seat: env.observe(seat) for seat in self.seats}
+        self.public = env.observe(None)
+        self.turn = turn
+
+    def reset(self, **kwargs: Any) -> Any:
+        """The env's reset; its public view."""
+        self.env.reset(**kwargs)
+        self._look()
+        return self.public
+
+    def play(self, seat: str, action: Any) -> Any:
+        """The move of `seat`; its view after it."""
+        self.env.step(seat, action)
+        self._look()
+        return self.views[seat]
+
+    def step(self, action: Any) -> Any:
+        """A plain `step`: refused, a move names its seat."""
+        raise InvalidAction(
+            "this env has seats: a move names its seat (`play`, or a joined seat's client)",
+            seats=list(self.seats),
+        )
+
+    def state(self) -> Any:
+        return self.env.state()
+
+    def render(self) -> Any:
+        return self.env.render()
+
+    def list_tools(self) -> Any:
+        return self.env.list_tools()
+
+    def call_tool(self, name: str, arguments: Any) -> Any:
+        return self.env.call_tool(name, arguments)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def seated_factory(factory: Callable[[], Any], seats: tuple[str, ...]) -> Callable[[], Any]:
+    """Makes a session's env: `factory()` behind its seats."""
+
+    def make() -> SeatedEnv:
+        return SeatedEnv(factory(), seats)
+
+    return make
+
+
+@attrs.define(slots=True, eq=False)
+class Waiter:
+    """An `observe` waiting: for `seat`'s turn (or the episode's end), or (seat None) for
+    the next move after move number `after`."""
+
+    peer: Any
+    rid: Any
+    seat: str | None
+    after: int
+
+
+@attrs.define(slots=True, eq=False)
+class SeatTable:
+    """Who sits where in one multi-agent session (the engine's side)."""
+
+    seats: tuple[str, ...]
+    rule: str
+    """The env's `seat_lost`: `wait` or `truncate`."""
+    keys: dict[str, str] = attrs.field(factory=dict)
+    """Seat -> key (empty until the owner asks for them)."""
+    spectate: str = ""
+    holders: dict[str, Any] = attrs.field(factory=dict)
+    """Seat -> the owner (connection) holding it."""
+    spectators: set[Any] = attrs.field(factory=set)
+    dropped: dict[str, float] = attrs.field(factory=dict)
+    """Seat -> when its connection dropped (held for it since)."""
+    lost: list[str] = attrs.field(factory=list)
+    """Seats released after their connection dropped, in the episode the rule ended."""
+    waiters: list[Waiter] = attrs.field(factory=list)
+    moves: int = 0
+    """Moves and resets so far (what a waiting public `observe` counts from)."""
+
+    def held_by(self, owner: Any) -> list[str]:
+        """The seats `owner` holds, in seat order."""
+        return [seat for seat in self.seats if self.holders.get(seat) is owner]
+
+    def admits(self, owner: Any) -> bool:
+        """`owner` holds a seat or spectates."""
+        return owner in self.spectators or any(h is owner for h in self.holders.values())
