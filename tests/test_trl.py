@@ -286,3 +286,61 @@ def test_a_group_of_rollouts_starts_from_one_exported_snapshot() -> None:
             assert player.get_reward() == 2.0
         with pytest.raises(ValueError, match="base64"):
             factory().reset(snapshot="not base64!")
+
+
+def play_unpickled(payload: bytes, results: Any) -> None:
+    """In a spawned process: unpickle a factory class and an instance, play an episode."""
+    import pickle
+
+    try:
+        cls, instance = pickle.loads(payload)
+        first = json.loads(instance.reset(seed=0, target=3))
+        moves = [instance.delta(delta=2), instance.delta(delta=1)]
+        fresh = cls()
+        fresh.reset(seed=0, target=1)
+        fresh.delta(delta=1)
+        results.put({
+            "same_class": type(instance) is cls, "name": cls.__name__, "first": first,
+            "moves": moves, "reward": instance.get_reward(), "fresh": fresh.get_reward(),
+        })  # fmt: skip
+    except BaseException as exc:
+        results.put({"error": repr(exc)})
+
+
+def test_the_class_and_an_instance_unpickle_in_a_spawned_process_and_play() -> None:
+    """TRL's AsyncGRPO hands its factory to a spawned rollout process: the class pickles as
+    the call that built it, an instance as a new one of that class."""
+    import multiprocessing
+    import pickle
+
+    with run_server("counter") as server:
+        factory = ecotone.trl.environment_factory(server.url, reset_keys=["target"])
+        assert pickle.loads(pickle.dumps(factory)) is factory  # in this process: itself
+        here = factory()
+        here.reset(seed=0, target=5)
+        here.delta(delta=1)  # an episode in hand stays here: its session does not travel
+        payload = pickle.dumps((factory, here))
+        context = multiprocessing.get_context("spawn")
+        results = context.Queue()
+        child = context.Process(target=play_unpickled, args=(payload, results))
+        child.start()
+        try:
+            seen = results.get(timeout=120)
+        finally:
+            child.join(timeout=30)
+        assert child.exitcode == 0
+        assert seen == {
+            "same_class": True, "name": factory.__name__, "first": {"count": 0},
+            "moves": ['{"count": 2}', '{"count": 3}\n(the episode is over)'],
+            "reward": 3.0, "fresh": 1.0,
+        }  # fmt: skip
+        assert len(server.recorder.episodes) >= 2  # the child's episodes ran on this server
+        assert json.loads(here.delta(delta=1)) == {"count": 2}  # the parent's goes on
+
+
+def test_a_factory_with_an_unpicklable_option_says_so_when_pickled() -> None:
+    import pickle
+
+    factory = ecotone.trl.environment_factory("counter", text=lambda obs: str(obs))
+    with pytest.raises((pickle.PicklingError, AttributeError), match="lambda"):
+        pickle.dumps(factory)

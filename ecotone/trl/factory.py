@@ -35,11 +35,19 @@ instance is garbage-collected (at the next reset of any instance on the connecti
 server's idle timeout covers the rest. Text: an observation's `text` field if it has one,
 else its `prompt` (after reset), else its fields as JSON; `text=` takes a function of the
 observation (a dict) instead.
+
+The class pickles (TRL's AsyncGRPO hands it to a spawned rollout process): it is pickled as
+the call that built it, `environment_factory(target, **options)`, and rebuilt from that where
+it is unpickled (one class per set of arguments in a process; in the process that built it,
+the class itself). An instance pickles as a new instance of that class: its session stays
+where it was, so the episode in hand does not travel. A `text=` function must be picklable
+itself (a module-level function, not a lambda) for its factory to be.
 """
 
 from __future__ import annotations
 
 import base64
+import copyreg
 import json
 import threading
 import weakref
@@ -96,6 +104,52 @@ class FactorySettings:
     codec: str = "json"
     timeout: float | None = DEFAULT_TIMEOUT
     connect_timeout: float = 10.0
+
+
+class FactoryClass(type):
+    """The type of `environment_factory`'s classes: pickled as the call that built them
+    (`copyreg` registers `_reduce_class` for it; pickle ignores a metaclass's `__reduce__`)."""
+
+    _ecotone_recipe: tuple[str, dict[str, Any]]
+
+
+_BUILT: weakref.WeakValueDictionary[Any, FactoryClass] = weakref.WeakValueDictionary()
+"""The classes built in this process, by their arguments (`_recipe_key`)."""
+
+
+def _recipe_key(target: str, options: Mapping[str, Any]) -> Any:
+    """A hashable key for a factory's arguments (None: an option's value is not hashable)."""
+    try:
+        key = (target, tuple(sorted(options.items())))
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _reduce_class(cls: FactoryClass) -> tuple[Callable[..., FactoryClass], tuple[Any, ...]]:
+    target, options = cls._ecotone_recipe
+    return _rebuild, (target, options)
+
+
+def _rebuild(target: str, options: dict[str, Any]) -> FactoryClass:
+    """An unpickled factory class: the one built here with these arguments, else a new one."""
+    key = _recipe_key(target, options)
+    if key is not None and (built := _BUILT.get(key)) is not None:
+        return built
+    return environment_factory(target, **options)
+
+
+def _instance_of(cls: type) -> Any:
+    """An unpickled instance: a new one of its (unpickled) class."""
+    return cls()
+
+
+def _reduce_instance(self: Any) -> tuple[Callable[[type], Any], tuple[type]]:
+    return _instance_of, (type(self),)
+
+
+copyreg.pickle(FactoryClass, _reduce_class)
 
 
 class _Shared:
@@ -169,7 +223,7 @@ class _Shared:
                 pass
 
 
-def environment_factory(target: str, **options: Unpack[FactoryOptions]) -> type:
+def environment_factory(target: str, **options: Unpack[FactoryOptions]) -> FactoryClass:
     """A class for `GRPOTrainer(environment_factory=...)` playing the env at `target`: a URL
     (`ws://`, `http://`, `tcp://`...), or an env name, served in this process (`inproc://`).
 
@@ -185,6 +239,9 @@ def environment_factory(target: str, **options: Unpack[FactoryOptions]) -> type:
       tools alone, such as an MCP server's);
     - `token` (None), `codec` ("json"), `timeout` (60.0), `connect_timeout` (10.0): as
       `ecotone.Connection` takes them, for the factory's connections."""
+    recipe: dict[str, Any] = dict(options)
+    if "reset_keys" in recipe:  # a list would make the recipe unhashable
+        recipe["reset_keys"] = tuple(recipe["reset_keys"])
     settings = from_keywords(FactorySettings, options, "environment_factory")
     reward = settings.reward
     if reward not in ("sum", "last"):
@@ -213,6 +270,8 @@ def environment_factory(target: str, **options: Unpack[FactoryOptions]) -> type:
         "_reward_mode": reward,
         "env_info": info,
         "__init__": _init,
+        "__reduce__": _reduce_instance,
+        "_ecotone_recipe": (target, recipe),
         "reset": _reset,
         "get_reward": _get_reward,
         "_step": _step,
@@ -232,7 +291,11 @@ def environment_factory(target: str, **options: Unpack[FactoryOptions]) -> type:
             _tool_body(tool.name),
         )
     class_name = "Ecotone_" + identifier(info.name)
-    return type(class_name, (), namespace)
+    cls = FactoryClass(class_name, (), namespace)
+    key = _recipe_key(target, recipe)
+    if key is not None:
+        _BUILT[key] = cls
+    return cls
 
 
 def _init(self: Any) -> None:
@@ -339,6 +402,7 @@ def _get_reward(self: Any) -> float:
 
 __all__ = [
     "RESET_KEYS",
+    "FactoryClass",
     "FactoryOptions",
     "FactorySettings",
     "environment_factory",
