@@ -207,11 +207,12 @@ def test_a_custom_task_comes_from_reset_options(served: Served) -> None:
         )
         assert result.reward == 0.5
 
-        task = {"id": "p", "prompt": "p", "tests": "assert add(1, 1) == 2\n"}
+        task = {"id": "p", "prompt": "p", "tests": "assert add(1, 1) > 1\n"}
         plain = env.reset(task=task).observation
         assert plain.total == 1
         result = env.step(CodingAction(code="def add(a, b):\n    return a + b\n"))
-        assert [(t.name, t.passed) for t in result.observation.tests] == [("tests", True)]
+        named = [(t.name, t.passed, t.weak) for t in result.observation.tests]
+        assert named == [("tests", True, True)]  # the module, run in the sandbox: weak
         assert result.done
 
 
@@ -222,7 +223,7 @@ def test_a_custom_task_comes_from_reset_options(served: Served) -> None:
         ({"task": "fizzbuzz", "timeout_s": 10_000}, "timeout_s must be a number"),
         ({"task": "fizzbuzz", "memory_mb": 1}, "memory_mb must be a number"),
         ({"task": "fizzbuzz", "max_attempts": 0}, "max_attempts"),
-        ({"task": {"id": "x", "prompt": "only a prompt"}}, "no `tests` to make it"),
+        ({"task": {"id": "x", "prompt": "only a prompt"}}, "no `tests` or `cases` to make"),
         ({"task": {"id": "x", "prompt": "", "tests": "def test_x(:\n    pass"}}, "not valid"),
     ],
 )
@@ -576,3 +577,98 @@ def test_scratch_directories_are_removed_after_each_run_and_on_close(
         first.close()
         assert wait_until(lambda: len(session_dirs()) == 1)
     assert wait_until(lambda: session_dirs() == [])
+
+
+# --- graders outside the agent's reach: cases (issue 37) --------------------------------------
+
+ALWAYS_EQUAL = """
+class E(int):
+    __eq__ = lambda s, o: True
+    __ne__ = lambda s, o: False
+    __hash__ = int.__hash__
+
+def add(a, b):
+    return E(0)
+"""
+ADD = "def add(a, b):\n    return a + b\n"
+ASSERTS = "assert add(1, 2) == 3\nassert add(2, 2) == 4\n"
+CASES = [{"expr": "add(1, 2)", "expected": 3}, {"expr": "add(2, 2)", "expected": 4}]
+
+
+@pytest.mark.parametrize("given", ["asserts", "cases"])
+def test_an_always_equal_value_scores_zero_on_inline_asserts_and_cases(
+    served: Served, given: str
+) -> None:
+    """The issue's hack: `add` returns an int whose `__eq__` is always true. Plain asserts of
+    the form `assert CALL == LITERAL` become cases: the call's value crosses as JSON and the
+    server compares it, so the hack scores 0 either way; a correct solution scores 1."""
+    key, value = ("tests", ASSERTS) if given == "asserts" else ("cases", CASES)
+    task = {"id": "add", "prompt": "Write add(a, b).", key: value}
+    with served.connect() as env:
+        first = env.reset(task=task).observation
+        assert first.total == 2
+        hacked = env.step(CodingAction(code=ALWAYS_EQUAL))
+        obs = hacked.observation
+        assert hacked.reward == 0.0 and not hacked.done
+        assert [(t.name, t.passed, t.weak) for t in obs.tests] == [
+            ("add(1, 2)", False, False),
+            ("add(2, 2)", False, False),
+        ]
+        assert obs.tests[0].message == "add(1, 2) returned 0, which is not the expected value"
+        assert "3" not in obs.tests[0].message  # the expected value is never shown
+        solved = env.step(CodingAction(code=ADD))
+        assert solved.reward == 1.0 and solved.done
+        assert all(t.passed and not t.weak for t in solved.observation.tests)
+
+
+def test_converted_asserts_keep_their_place_and_other_asserts_are_weak(served: Served) -> None:
+    """Setup before an assert runs before its case; an assert that is not `CALL == LITERAL`
+    (here `>`, and the ones in test functions) runs in the sandbox, marked weak; an error in
+    the remaining code still names the author's line."""
+    tests = (
+        "OFFSET = 10\n"
+        "assert add(OFFSET, 1) == 11\n"
+        "assert add(2,\n"
+        "           2) == 4, 'spread over lines'\n"
+        "OFFSET = 20\n"
+        "assert add(OFFSET, 1) == 21\n"
+        "def test_weak():\n"
+        "    assert add(1, 1) > 5, 'too small'\n"
+        "def test_gameable():\n"
+        "    assert add(1, 2) == 3\n"
+    )
+    task = {"id": "mixed", "prompt": "p", "tests": tests, "cases": [{"expr": "add(0, 0)",
+            "expected": 0, "name": "zero"}]}  # fmt: skip
+    with served.connect() as env:
+        env.reset(task=task)
+        obs = env.step(CodingAction(code=ADD)).observation
+        assert [(t.name, t.passed, t.weak) for t in obs.tests] == [
+            ("zero", True, False),
+            ("add(OFFSET, 1)", True, False),
+            ("add(2, 2)", True, False),
+            ("add(OFFSET, 1) #2", True, False),
+            ("test_weak", False, True),
+            ("test_gameable", True, True),
+        ]
+        assert obs.tests[-2].message == "AssertionError: too small (hidden tests, line 8)"
+        hacked = env.step(CodingAction(code=ALWAYS_EQUAL)).observation
+        # only the weak assert in a function falls to the hack, and it says it is weak
+        assert [t.passed for t in hacked.tests] == [True, False, False, False, False, True]
+
+
+def test_a_task_files_cases_stay_on_the_server(tmp_path: Path) -> None:
+    """A task file's `cases` are hidden fields: clients never see them; the env gets them."""
+    import json
+
+    record = {"id": "add", "prompt": "Write add(a, b).", "cases": CASES}
+    path = tmp_path / "mine.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    with run_server(
+        "coding_rlimits", plugins=[CodingTestEnvs()], tasks={"eval": str(path)}
+    ) as server:
+        with ecotone.connect(server.url, observation_type=CodingObservation) as env:
+            listed = env.list_tasks("eval")
+            assert "cases" not in str(listed) and "add(1, 2)" not in str(listed)
+            env.reset(task="add")
+            assert env.step(CodingAction(code=ALWAYS_EQUAL)).reward == 0.0
+            assert env.step(CodingAction(code=ADD)).reward == 1.0

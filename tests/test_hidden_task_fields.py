@@ -113,7 +113,7 @@ def test_the_bundled_envs_with_tasks_pass(env: str) -> None:
     if env == "wordle":  # 4 tasks of each split, 3 drawn: each one word looked for
         assert result.note == "11 values of hidden secret of 11 tasks, none shown"
     else:  # the shipped tasks' tests live apart from the task records: nothing to look for
-        assert result.note == "hidden tests: no value of 3+ characters in 10 tasks"
+        assert result.note == "hidden cases, tests: no value of 3+ characters in 10 tasks"
 
 
 def test_an_env_without_tasks_or_hidden_fields_passes_saying_so() -> None:

@@ -57,13 +57,15 @@ code you trust.
 the weaker sandbox; in the default `auto` mode, a server listening beyond loopback refuses to
 fall back to it (fail closed: see docs/sandbox.md).
 
-What the tests can trust: for shipped tasks the harness sends back values, and the server
-compares them with expected values that never enter the sandbox, so a pass needs the right
-values. Custom tests run their asserts inside the sandbox, next to the submission, and report
-pass or fail themselves. Tampering with the results channel (stray lines, a wrong nonce, a
-second record for a test) rejects the whole run; but code that deliberately inspects the
-harness's memory (frames, `gc`) can find the nonce and forge a custom test's pass. The threat
-model, and what is not guarded against, are in docs/sandbox.md.
+What the tests can trust: for cases (every shipped task's tests, a custom task's `cases`, and
+its top-level `assert CALL == LITERAL` statements, which become cases) the harness sends back
+values, and the server compares them with expected values that never enter the sandbox, so a
+pass needs the right values. A custom task's other asserts run inside the sandbox, next to the
+submission, and report pass or fail themselves: their results are marked `weak`. Tampering
+with the results channel (stray lines, a wrong nonce, a second record for a test) rejects the
+whole run; but code that deliberately inspects the harness's memory (frames, `gc`) can find
+the nonce and forge a weak test's pass. The threat model, and what is not guarded against,
+are in docs/sandbox.md.
 
 Steps block (two process runs each), so the env keeps `inline = False`: the kernel runs each
 call in a worker thread, which keeps other sessions responsive, and the thread limiter of the

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Final
 import msgspec
 
 import ecotone
-from ecotone.plugins.coding.harness import TESTS_FILE
+from ecotone.plugins.coding.asserts import split_asserts
 from ecotone.plugins.coding.sandbox import (
     SANDBOX_MODES,
     Completed,
@@ -48,11 +48,13 @@ _FOOTER: Final = (
 # --- tasks ------------------------------------------------------------------------------------
 
 
-class Case(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """A hidden test of a shipped task: `expr` is evaluated in the sandbox against the
-    submitted module, and its JSON value is compared with `expected` by the server."""
+class Case(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A hidden test: `expr` is evaluated in the sandbox against the submitted module, and
+    its JSON value is compared with `expected` by the server (the expected value never enters
+    the sandbox). A task given inline or in a task file may carry them too; `name` defaults
+    to the expression."""
 
-    name: str
+    name: str = ""
     expr: str
     expected: Any
 
@@ -68,21 +70,34 @@ class Task(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     memory_mb: int = 256
     cases: tuple[Case, ...] = ()
     tests: str = ""
-    """Custom tasks: test code run in the sandbox (instead of `cases`)."""
+    """Custom tasks: test code run in the sandbox, its `assert CALL == LITERAL` statements
+    already turned into the last `embedded` cases (`asserts.split_asserts`)."""
     test_names: tuple[str, ...] = ()
-    """Custom tasks: its top-level `test*` functions; empty: the whole module is one test."""
+    """Custom tasks: its top-level `test*` functions (weak: their asserts run in the sandbox)."""
+    embedded: int = 0
+    """How many of `cases` (the last ones) are asserts of `tests`, evaluated where they stood."""
+    whole: bool = False
+    """Custom tasks without `test*` functions: the module itself is one (weak) test."""
 
     @property
     def check_names(self) -> list[str]:
-        if self.cases:
-            return [c.name for c in self.cases]
-        return list(self.test_names) or [WHOLE_MODULE_TEST]
+        names = [c.name for c in self.cases] + list(self.test_names)
+        return [*names, WHOLE_MODULE_TEST] if self.whole else names
 
     def harness_spec(self, nonce: str) -> dict[str, Any]:
-        """What the harness in the sandbox gets: never the expected values."""
-        if self.cases:
-            return {"nonce": nonce, "kind": "cases", "exprs": [c.expr for c in self.cases]}
-        return {"nonce": nonce, "kind": "code", "code": self.tests, "names": list(self.test_names)}
+        """What the harness in the sandbox gets: never the expected values of cases."""
+        exprs = [c.expr for c in self.cases[: len(self.cases) - self.embedded]]
+        if not self.tests:
+            return {"nonce": nonce, "kind": "cases", "exprs": exprs}
+        return {
+            "nonce": nonce,
+            "kind": "code",
+            "exprs": exprs,
+            "cases": len(self.cases),
+            "code": self.tests,
+            "names": list(self.test_names),
+            "whole": self.whole,
+        }
 
 
 class _TaskFile(msgspec.Struct, forbid_unknown_fields=True):
@@ -91,8 +106,11 @@ class _TaskFile(msgspec.Struct, forbid_unknown_fields=True):
 
 class CodingTask(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A coding task as the env publishes it: what a trainer may see. A shipped task's hidden
-    tests and reference solution stay on the server; a task given inline brings its own
-    `tests` (test code: `test*` functions or plain asserts)."""
+    tests and reference solution stay on the server; a task given inline or in a task file
+    brings its own `cases` (expressions and their expected values, compared on the server)
+    and/or `tests` (test code: `test*` functions or plain asserts; `assert CALL == LITERAL`
+    statements at the top level become cases, other asserts run in the sandbox and their
+    results are marked `weak`)."""
 
     id: str
     prompt: str
@@ -100,6 +118,7 @@ class CodingTask(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     timeout_s: float = 5.0
     memory_mb: int = 256
     tests: str = ""
+    cases: tuple[Case, ...] = ()
 
 
 TEST_SPLIT: Final = ("balanced_brackets", "merge_intervals", "to_roman")
@@ -125,7 +144,7 @@ def task_set() -> ecotone.TaskSet[CodingTask]:
             "test": [t for name, t in public.items() if name in TEST_SPLIT],
         },
         type=CodingTask,
-        hidden=("tests",),  # a custom task's tests, from a task file, stay on the server
+        hidden=("tests", "cases"),  # a task file's tests and cases stay on the server
     )
 
 
@@ -144,24 +163,51 @@ def tasks() -> dict[str, Task]:
     return out
 
 
-def custom_task(name: str, prompt: str, tests: str, max_chars: int) -> Task:
-    """A task given inline; `tests` is parsed here (never run) to learn its test names."""
+def custom_task(
+    name: str, prompt: str, tests: str, max_chars: int, cases: tuple[Case, ...] = ()
+) -> Task:
+    """A task given inline or in a task file: its `cases` checked, its `tests` parsed here
+    (never run) to learn its test names and turn `assert CALL == LITERAL` into cases."""
     if not isinstance(prompt, str) or not isinstance(tests, str):
         raise ValueError("`prompt` and `tests` must be strings")
     if len(tests) > max_chars:
         raise ValueError(f"`tests` is {len(tests)} characters; the limit is {max_chars}")
+    given = [_checked_case(case) for case in cases]
+    if not tests:
+        return Task(name=name, prompt=prompt, cases=tuple(_named(given)))
+    split = split_asserts(tests, first=len(given))
+    embedded = [Case(name=expr, expr=expr, expected=value) for expr, value in split.cases]
+    return Task(
+        name=name,
+        prompt=prompt,
+        cases=tuple(_named(given + embedded)),
+        tests=split.code,
+        test_names=split.names,
+        embedded=len(embedded),
+        whole=split.whole,
+    )
+
+
+def _checked_case(case: Case) -> Case:
+    """A given case whose expression parses, named by it if it has no name."""
+    if not isinstance(case.expr, str):
+        raise ValueError("a case's `expr` must be a string")
     try:
-        tree = ast.parse(tests, TESTS_FILE)
+        ast.parse(case.expr, "<case>", mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        raise ValueError(f"`tests` is not valid Python: {exc}") from None
-    names: list[str] = []
-    for node in tree.body:
-        if isinstance(node, ast.AsyncFunctionDef) and node.name.startswith("test"):
-            raise ValueError(f"test {node.name!r} is async; tests must be plain functions")
-        if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
-            if node.name not in names:
-                names.append(node.name)
-    return Task(name=name, prompt=prompt, tests=tests, test_names=tuple(names))
+        raise ValueError(f"case {case.expr!r} is not a Python expression: {exc}") from None
+    return case if case.name else msgspec.structs.replace(case, name=case.expr.strip())
+
+
+def _named(cases: list[Case]) -> list[Case]:
+    """`cases` with names made unique (`f(1)`, `f(1) #2`...)."""
+    seen: dict[str, int] = {}
+    out: list[Case] = []
+    for case in cases:
+        seen[case.name] = seen.get(case.name, 0) + 1
+        name = case.name if seen[case.name] == 1 else f"{case.name} #{seen[case.name]}"
+        out.append(msgspec.structs.replace(case, name=name))
+    return out
 
 
 # --- judging ----------------------------------------------------------------------------------
@@ -173,6 +219,10 @@ class CaseResult(msgspec.Struct, kw_only=True):
     name: str
     passed: bool
     message: str = ""
+    weak: bool = False
+    """An assert that ran in the sandbox, next to the submission, which can fake its pass
+    (an always-equal value, say): only cases, compared on the server, cannot be gamed so
+    (docs/sandbox.md, "Writing tests a submission cannot game")."""
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -240,14 +290,16 @@ def judge(task: Task, run: Completed, nonce: str, limits: Limits) -> list[CaseRe
     out: list[CaseResult] = []
     for i, name in enumerate(names):
         rec = records.get(i)
-        case = task.cases[i] if task.cases else None
+        case = task.cases[i] if i < len(task.cases) else None
+        weak = case is None
         if rec is None:
-            out.append(CaseResult(name=name, passed=False, message=missing))
+            out.append(CaseResult(name=name, passed=False, message=missing, weak=weak))
         elif "error" in rec:
             where = f"{case.expr} raised " if case is not None else ""
-            out.append(CaseResult(name=name, passed=False, message=where + str(rec["error"])))
+            message = where + str(rec["error"])
+            out.append(CaseResult(name=name, passed=False, message=message, weak=weak))
         elif case is None:
-            out.append(CaseResult(name=name, passed=rec.get("ok") is True))
+            out.append(CaseResult(name=name, passed=rec.get("ok") is True, weak=True))
         else:
             shown = str(rec.get("value"))
             try:
@@ -392,8 +444,8 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
         shipped = tasks()
         if task is None:  # called directly, not through a server (which always picks one)
             chosen = shipped[random.Random(seed).choice(sorted(shipped))]
-        elif isinstance(task, CodingTask) and task.tests:
-            chosen = custom_task(task.id, task.prompt, task.tests, self.max_tests_chars)
+        elif isinstance(task, CodingTask) and (task.tests or task.cases):
+            chosen = custom_task(task.id, task.prompt, task.tests, self.max_tests_chars, task.cases)
             chosen = msgspec.structs.replace(
                 chosen, timeout_s=task.timeout_s, memory_mb=task.memory_mb
             )
@@ -401,7 +453,8 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
             name = task.id if isinstance(task, CodingTask) else task
             if name not in shipped:
                 raise ValueError(
-                    f"no coding task {name!r} (and no `tests` to make it a custom one); "
+                    f"no coding task {name!r} (and no `tests` or `cases` to make it a custom "
+                    "one); "
                     f"tasks: {', '.join(shipped)}"
                 )
             chosen = shipped[name]

@@ -18,7 +18,9 @@ back unless it holds CAP_SYS_RESOURCE, which it never does under bwrap). Then:
 
   Cases (`{"kind": "cases"}`) are expressions whose *value* is reported, as JSON; the server
   compares it with the expected value, which never enters the sandbox. Code tests
-  (`{"kind": "code"}`) report pass or fail themselves, since their asserts run here.
+  (`{"kind": "code"}`) report pass or fail themselves, since their asserts run here (weak
+  tests); their `assert CALL == LITERAL` statements arrive already turned into calls of
+  `__ecotone_case__(i, lambda: CALL)` (asserts.py), which report the call's value as a case.
 """
 
 from __future__ import annotations
@@ -123,49 +125,75 @@ def load_solution(path: str) -> types.ModuleType:
     return module
 
 
+def value_record(i: int, compute: Callable[[], Any]) -> dict[str, Any]:
+    """Case `i`'s record: the value `compute()` returns, as JSON text, or why there is none."""
+    try:
+        value = compute()
+    except BaseException as exc:
+        return {"i": i, "error": describe(exc)}
+    try:
+        text = _dumps(value, ensure_ascii=False)
+    except BaseException:
+        kind = type(value).__name__
+        return {"i": i, "error": f"returned a {kind}, which is not JSON data (lists, dicts...)"}
+    if len(text) > MAX_VALUE_CHARS:
+        return {"i": i, "error": f"returned a value too large to compare ({len(text)} chars)"}
+    return {"i": i, "value": text}
+
+
 def run_cases(module: types.ModuleType, exprs: list[str], emit: Emit) -> None:
     for i, expr in enumerate(exprs):
-        try:
-            value = eval(compile(expr, "<case>", "eval"), dict(vars(module)))
-        except BaseException as exc:
-            emit({"i": i, "error": describe(exc)})
-            continue
-        try:
-            text = _dumps(value, ensure_ascii=False)
-        except BaseException:
-            kind = type(value).__name__
-            emit({"i": i, "error": f"returned a {kind}, which is not JSON data (lists, dicts...)"})
-            continue
-        if len(text) > MAX_VALUE_CHARS:
-            emit({"i": i, "error": f"returned a value too large to compare ({len(text)} chars)"})
-        else:
-            emit({"i": i, "value": text})
+        code = compile(expr, "<case>", "eval")
+        emit(value_record(i, lambda code=code: eval(code, dict(vars(module)))))  # type: ignore[misc]
 
 
-def run_code(module: types.ModuleType, code: str, names: list[str], emit: Emit) -> None:
+def run_code(module: types.ModuleType, spec: dict[str, Any], emit: Emit) -> None:
+    """Test code: the given cases (`exprs`, numbered first), then the code with its converted
+    asserts (the cases up to `cases`), then its `names` functions or, if `whole`, the module
+    run as one test, numbered after the cases."""
+    exprs, names = spec.get("exprs", []), spec["names"]
+    first = spec.get("cases", 0)
+    run_cases(module, exprs, emit)
     namespace: dict[str, Any] = {
         k: v for k, v in vars(module).items() if not (k.startswith("__") and k.endswith("__"))
     }
-    namespace.update(__name__="hidden_tests", __builtins__=builtins, solution=module)
+    reached: set[int] = set()
+
+    def case(i: int, compute: Callable[[], Any]) -> None:
+        if type(i) is int and len(exprs) <= i < first and i not in reached:
+            reached.add(i)
+            emit(value_record(i, compute))
+
+    namespace.update(
+        __name__="hidden_tests", __builtins__=builtins, solution=module, __ecotone_case__=case
+    )
+    tests = len(names) or int(spec.get("whole", not names))
     try:
-        exec(compile(code, TESTS_FILE, "exec"), namespace)
+        exec(compile(spec["code"], TESTS_FILE, "exec"), namespace)
     except BaseException as exc:
         message = describe(exc)
+        for i in range(len(exprs), first):
+            if i not in reached:
+                emit({"i": i, "error": f"not reached: the hidden tests stopped at {message}"})
         if names:
             message = f"the hidden tests failed to load: {message}"
-        for i in range(max(len(names), 1)):
+        for i in range(first, first + tests):
             emit({"i": i, "error": message})
         return
+    for i in range(len(exprs), first):
+        if i not in reached:
+            emit({"i": i, "error": "not reached"})
     if not names:  # the module itself is the one test, and it ran
-        emit({"i": 0, "ok": True})
+        if tests:
+            emit({"i": first, "ok": True})
         return
     for i, name in enumerate(names):
         try:
             namespace[name]()
         except BaseException as exc:
-            emit({"i": i, "error": describe(exc)})
+            emit({"i": first + i, "error": describe(exc)})
         else:
-            emit({"i": i, "ok": True})
+            emit({"i": first + i, "ok": True})
 
 
 def run_tests(path: str, fd: int) -> None:
@@ -182,7 +210,7 @@ def run_tests(path: str, fd: int) -> None:
     if spec["kind"] == "cases":
         run_cases(module, spec["exprs"], emit)
     else:
-        run_code(module, spec["code"], spec["names"], emit)
+        run_code(module, spec, emit)
     emit({"end": True})
 
 
