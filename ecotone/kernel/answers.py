@@ -188,3 +188,30 @@ def internal(exc: BaseException, rid: RequestId | None, session: str | None) -> 
         rid,
         session,
     )
+
+
+def unknown_snapshot(sid: str, rid: RequestId, session: str | None) -> Error:
+    """No snapshot `sid` is held for the requester (never made, dropped, or another's)."""
+    return error(
+        ErrorCode.UNKNOWN_SNAPSHOT,
+        f"no snapshot {sid!r} is held here for this token or connection (never made, dropped, "
+        "or another's)",
+        rid,
+        session,
+        snapshot=sid,
+    )
+
+
+def snapshot_mismatch(message: str, what: str, rid: RequestId, session: str | None) -> Error:
+    """A saved episode this session's env cannot take; `what` differs (`seal`, `env`...)."""
+    return error(ErrorCode.SNAPSHOT_MISMATCH, message, rid, session, differs=what)
+
+
+NO_CHECKPOINTS = "this server keeps no checkpoints: start it with --checkpoint-dir DIR"
+"""Why a durable snapshot or a checkpoint restore is `unsupported` (and why a draining
+session cannot be resumed)."""
+
+
+def no_checkpoints(rid: RequestId, session: str) -> Error:
+    """A durable snapshot, or a restore of a checkpoint, on a server without a directory."""
+    return error(ErrorCode.UNSUPPORTED, NO_CHECKPOINTS, rid, session)

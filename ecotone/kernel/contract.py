@@ -44,8 +44,10 @@ The rules every environment keeps (the conformance suite checks them):
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, ClassVar, Generic, TypeVar
 
+import attrs
 import msgspec
 
 
@@ -134,6 +136,27 @@ class State(msgspec.Struct, kw_only=True):
 
     episode_id: str | None = None
     step_count: int = 0
+
+
+def replaced(record: Any, **fields: Any) -> Any:
+    """An env's record (an observation, a state) with `fields` changed.
+
+    Args:
+        record: A msgspec Struct, a dataclass, an attrs class, or any other object.
+        **fields: The fields to change, by name.
+
+    Returns:
+        A copy with the fields changed; any other object is changed in place and returned.
+    """
+    if isinstance(record, msgspec.Struct):
+        return msgspec.structs.replace(record, **fields)
+    if dataclasses.is_dataclass(record) and not isinstance(record, type):
+        return dataclasses.replace(record, **fields)
+    if attrs.has(type(record)):
+        return attrs.evolve(record, **fields)
+    for name, value in fields.items():
+        setattr(record, name, value)
+    return record
 
 
 ActT = TypeVar("ActT")

@@ -56,7 +56,6 @@ NOT_CHECKPOINTED = (
     "this server is shutting down: session {session} ends here and cannot be resumed ({why}); "
     "open a new session on another server"
 )
-NO_CHECKPOINTS = "the server keeps no checkpoints: serve --checkpoint-dir"
 
 
 class Draining(EngineCore):
@@ -164,7 +163,7 @@ class Draining(EngineCore):
 
     def _why_not(self, session: Session) -> str:
         if self.checkpoints is None:
-            return NO_CHECKPOINTS
+            return answers.NO_CHECKPOINTS
         if session.spec.snapshots is None:
             return f"env {session.spec.name!r} cannot be saved"
         if session.phase not in (Phase.RUNNING, Phase.ENDED):

@@ -8,7 +8,8 @@ thread in the inproc channels), and tests can drive it by hand.
 
 The engine is one class composed of parts, each a module: `stepping.py` (the one step path),
 `batches.py` (`step_many`, `step_columns`), `snapshotting.py` (snapshots, restores, forks),
-`operations.py` (every other request), on `core.py` (what they share). A session's phase
+`seating.py` (multi-agent seats), `draining.py` (stopping in one order), `operations.py`
+(every other request), on `core.py` (what they share). A session's phase
 follows one table (`states.py`). The rules this module keeps:
 
 * **One request of a session at a time, in arrival order.** A request for a session that is

@@ -36,7 +36,6 @@ env's step had ended the episode, it is ended.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -44,8 +43,8 @@ from typing import Any
 
 import anyio
 import attrs
-import msgspec
 
+from ecotone.kernel.contract import replaced
 from ecotone.kernel.loading import load_named
 
 
@@ -357,15 +356,7 @@ def _with_reward(obs: Any, reward: float, scoring: Scoring) -> Any:
     metadata["rewards"] = dict(scoring.parts)
     if scoring.discounted:
         metadata["discounted"] = dict(scoring.discounted)
-    if isinstance(obs, msgspec.Struct):
-        return msgspec.structs.replace(obs, reward=reward, metadata=metadata)
-    if dataclasses.is_dataclass(obs) and not isinstance(obs, type):
-        return dataclasses.replace(obs, reward=reward, metadata=metadata)
-    if attrs.has(type(obs)):
-        return attrs.evolve(obs, reward=reward, metadata=metadata)
-    obs.reward = reward
-    obs.metadata = metadata
-    return obs
+    return replaced(obs, reward=reward, metadata=metadata)
 
 
 class _Scored:

@@ -24,7 +24,6 @@ sees it), or, on a server without tokens, to the connection, and goes with it.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import inspect
 import secrets
@@ -36,6 +35,7 @@ import anyio
 import attrs
 import msgspec
 
+from ecotone.kernel.contract import replaced
 from ecotone.kernel.rubrics import Turn, restore_turns, unwrap_scored
 from ecotone.specs import TaskRef
 
@@ -147,17 +147,6 @@ def new_episode_id() -> str:
     return uuid.uuid4().hex
 
 
-def _with_episode_id(state: Any, episode_id: str | None) -> Any:
-    if isinstance(state, msgspec.Struct):
-        return msgspec.structs.replace(state, episode_id=episode_id)
-    if dataclasses.is_dataclass(state) and not isinstance(state, type):
-        return dataclasses.replace(state, episode_id=episode_id)
-    if attrs.has(type(state)):
-        return attrs.evolve(state, episode_id=episode_id)
-    state.episode_id = episode_id
-    return state
-
-
 async def _maybe(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
@@ -214,7 +203,7 @@ def _turns(saved: Saved, spec: EnvSpec) -> list[Turn]:
 
 def _load_state(saved: Saved, spec: EnvSpec, episode_id: str | None) -> Any:
     state = msgspec.msgpack.decode(saved.body, type=spec.state_type)
-    return _with_episode_id(state, episode_id)
+    return replaced(state, episode_id=episode_id)
 
 
 def apply(env: Any, spec: EnvSpec, saved: Saved, episode_id: str | None) -> None:

@@ -132,12 +132,7 @@ class Snapshotting(EngineCore):
         if error is not None:
             return error
         if req.durable and (self.checkpoints is None or session.resume_key is None):
-            return answers.error(
-                ErrorCode.UNSUPPORTED,
-                "this server keeps no checkpoints: start it with --checkpoint-dir DIR",
-                req.id,
-                session.id,
-            )
+            return answers.no_checkpoints(req.id, session.id)
         call = SnapshotCall(session.spec.mode, session, peer, req)
         return self._make(call, jobs, self._limit(session.spec, req.call_timeout))
 
@@ -225,18 +220,18 @@ class Snapshotting(EngineCore):
         if req.snapshot is not None:
             saved = self.snapshots.get(self.snapshot_owner(peer), req.snapshot)
             if saved is None:
-                return unknown_snapshot(req.snapshot, rid, session.id)
+                return answers.unknown_snapshot(req.snapshot, rid, session.id)
         else:
             try:
                 saved = decode(self.seal.open(req.blob or b""))
             except SealError as exc:
-                return mismatch(str(exc), "seal", rid, session.id)
+                return answers.snapshot_mismatch(str(exc), "seal", rid, session.id)
             except SnapshotMismatch as exc:
-                return mismatch(str(exc), exc.what, rid, session.id)
+                return answers.snapshot_mismatch(str(exc), exc.what, rid, session.id)
         try:
             check(saved, session.spec)
         except SnapshotMismatch as exc:
-            return mismatch(str(exc), exc.what, rid, session.id)
+            return answers.snapshot_mismatch(str(exc), exc.what, rid, session.id)
         return saved
 
     def _begin_restore(self, session: Session, peer: Peer, req: Restore, jobs: list[Call]) -> Any:
@@ -245,12 +240,7 @@ class Snapshotting(EngineCore):
             return error
         if req.checkpoint is not None and req.snapshot is None and req.blob is None:
             if self.checkpoints is None:
-                return answers.error(
-                    ErrorCode.UNSUPPORTED,
-                    "this server keeps no checkpoints: start it with --checkpoint-dir DIR",
-                    req.id,
-                    session.id,
-                )
+                return answers.no_checkpoints(req.id, session.id)
             key = req.checkpoint
             holder = next((s for s in self.sessions if s.resume_key == key), None)
             left = holder is None or getattr(holder.owner, "closed", False)
@@ -466,11 +456,11 @@ class Snapshotting(EngineCore):
             saved = decode(self.seal.open(call.value, context=call.key.encode()))
             check(saved, session.spec)
         except SealError as exc:
-            return mismatch(
+            return answers.snapshot_mismatch(
                 f"the checkpoint file is torn or foreign: {exc}", "seal", req.id, session.id
             )
         except SnapshotMismatch as exc:
-            return mismatch(str(exc), exc.what, req.id, session.id)
+            return answers.snapshot_mismatch(str(exc), exc.what, req.id, session.id)
         restore = RestoreCall(session.spec.mode, session, call.peer, req, saved)
         outcome = self._make(restore, jobs, self._limit(session.spec, req.call_timeout))
         if isinstance(outcome, Call):
@@ -521,25 +511,10 @@ class Snapshotting(EngineCore):
     def _export_snapshot(self, peer: Peer, req: ExportSnapshot) -> Response:
         saved = self.snapshots.get(self.snapshot_owner(peer), req.snapshot)
         if saved is None:
-            return unknown_snapshot(req.snapshot, req.id, None)
+            return answers.unknown_snapshot(req.snapshot, req.id, None)
         return SnapshotExport(id=req.id, snapshot=req.snapshot, blob=self.seal.seal(encode(saved)))
 
     def _drop_snapshot(self, peer: Peer, req: DropSnapshot) -> Response:
         if not self.snapshots.drop(self.snapshot_owner(peer), req.snapshot):
-            return unknown_snapshot(req.snapshot, req.id, None)
+            return answers.unknown_snapshot(req.snapshot, req.id, None)
         return SnapshotDropped(id=req.id, snapshot=req.snapshot)
-
-
-def unknown_snapshot(sid: str, rid: RequestId, session: str | None) -> Error:
-    return answers.error(
-        ErrorCode.UNKNOWN_SNAPSHOT,
-        f"no snapshot {sid!r} is held here for this token or connection (never made, dropped, "
-        "or another's)",
-        rid,
-        session,
-        snapshot=sid,
-    )
-
-
-def mismatch(message: str, what: str, rid: RequestId, session: str | None) -> Error:
-    return answers.error(ErrorCode.SNAPSHOT_MISMATCH, message, rid, session, differs=what)

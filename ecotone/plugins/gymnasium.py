@@ -279,15 +279,13 @@ class GymnasiumEnv(ecotone.Environment[Any, Any, Any]):
         """The Gymnasium env as `gymnasium.make` wrapped it (the unwrapped env with its
         `np_random`, and the wrappers' state such as `TimeLimit`'s step count) and the
         episode's State, pickled: the server keeps it, and seals what leaves it."""
-        return pickle.dumps((self._env, msgspec.msgpack.encode(self._state)))
+        return saved_episode(self._env, self._state)
 
     def restore(self, data: bytes, *, episode_id: str | None) -> None:
         """Put back a `snapshot()`, as episode `episode_id` (the env it replaces is closed)."""
-        env, encoded = pickle.loads(data)  # the server's own bytes, or a blob its seal passed
-        state = msgspec.msgpack.decode(encoded, type=self.state_type)
+        env, self._state = loaded_episode(data, self.state_type, episode_id)
         old, self._env = self._env, env
         self._env_step = env.step
-        self._state = msgspec.structs.replace(state, episode_id=episode_id)
         old.close()
 
     def close(self) -> None:
@@ -327,6 +325,20 @@ def make_probe(name: str, gym_id: str, kwargs: dict[str, Any]) -> Any:
             + "".join(f", {k}={v!r}" for k, v in kwargs.items())
             + f") failed: {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def saved_episode(env: Any, state: Any) -> bytes:
+    """A bridged env's `snapshot()`: the Gymnasium object pickled (its State types are made at
+    run time and do not pickle: it goes as MessagePack beside it)."""
+    return pickle.dumps((env, msgspec.msgpack.encode(state)))
+
+
+def loaded_episode(data: bytes, state_type: Any, episode_id: str | None) -> tuple[Any, Any]:
+    """What `saved_episode` saved: the Gymnasium object, and the State as episode
+    `episode_id`. `data` is the server's own, or a blob its seal passed."""
+    env, encoded = pickle.loads(data)
+    state = msgspec.msgpack.decode(encoded, type=state_type)
+    return env, msgspec.structs.replace(state, episode_id=episode_id)
 
 
 def snapshot_identity(gym_id: str, kwargs: dict[str, Any]) -> dict[str, str]:

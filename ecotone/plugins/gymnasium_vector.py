@@ -29,7 +29,6 @@ from __future__ import annotations
 import functools
 import itertools
 import os
-import pickle
 import random
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
@@ -41,8 +40,10 @@ from ecotone.plugins.gymnasium import (
     _inline,
     _space_type,
     _stem,
+    loaded_episode,
     make_probe,
     parse_name,
+    saved_episode,
     snapshot_identity,
 )
 
@@ -172,14 +173,12 @@ class GymnasiumVectorEnv(ecotone.Environment[Any, Any, Any]):
         """The batch (every sub-env as `gymnasium.make` wrapped it, random generators and
         wrappers' state included) and the State, pickled: the server keeps it, and seals
         what leaves it."""
-        return pickle.dumps((self._venv, msgspec.msgpack.encode(self._state)))
+        return saved_episode(self._venv, self._state)
 
     def restore(self, data: bytes, *, episode_id: str | None) -> None:
         """Put back a `snapshot()`, as episode `episode_id` (the batch it replaces is closed)."""
-        venv, encoded = pickle.loads(data)  # the server's own bytes, or a blob its seal passed
-        state = msgspec.msgpack.decode(encoded, type=self.state_type)
+        venv, self._state = loaded_episode(data, self.state_type, episode_id)
         old, self._venv = self._venv, venv
-        self._state = msgspec.structs.replace(state, episode_id=episode_id)
         if old is not None:
             old.close()
 

@@ -197,15 +197,6 @@ class Runner:
             await trio.sleep(period)
             self.reap()
 
-    async def checkpoint_all(self) -> None:
-        """Checkpoint every idle session a server with a checkpoint directory can resume, now,
-        while the connections are still open (the server is about to stop), within
-        `limits.shutdown_timeout`: what is not written by then is given up (its session goes
-        on), and the requests that waited behind a checkpoint run as usual."""
-        deadline = trio.current_time() + self.engine.limits.shutdown_timeout
-        await self._finish_now(self.engine.checkpoint_all(), deadline, serving=True)
-        await self.flush()
-
     async def drain(self, wait: bool = True) -> None:
         """Stop in one order (`ecotone.kernel.draining`), the connections still open: admit no
         new session or episode and answer readiness probes `draining`; let running episodes
@@ -366,15 +357,11 @@ class Runner:
             self._settled(call)
         return self.engine.timed_out(call, why)
 
-    async def _finish_now(
-        self, calls: Sequence[Call], deadline: float = math.inf, *, serving: bool = False
-    ) -> None:
+    async def _finish_now(self, calls: Sequence[Call], deadline: float = math.inf) -> None:
         """What follows a call while the server stops, run in this task (the caller shields
         it, with the shutdown deadline): env closes are made, and so are checkpoints
         (`Call.essential`) until `deadline`, past which they are given up; anything else is
-        abandoned at once, so stopping never waits for queued env work. `serving`: the server
-        still serves (the checkpoints SIGTERM asks for first), so anything else runs as usual
-        instead."""
+        abandoned at once, so stopping never waits for queued env work."""
         pending = list(calls)
         while pending:
             call = pending.pop()
@@ -385,10 +372,7 @@ class Runner:
                     continue
                 call.timeout = left if call.timeout is None else min(call.timeout, left)
             elif not call.cleanup:
-                if serving:
-                    self.start([call])
-                else:
-                    pending.extend(self.engine.abandon(call, STOPPING))
+                pending.extend(self.engine.abandon(call, STOPPING))
                 continue
             made = await self._make(call)
             pending.extend(self.engine.complete(call) if made else self._given_up(call, None))

@@ -70,8 +70,8 @@ def web_url(url: str) -> str:
 
 class Stopping:
     """What the code that stops a server may do first, while its connections are open: hand
-    one to `serve` and `await drain()` (or only `checkpoint()`) before cancelling it
-    (`ecotone serve` drains on SIGTERM, and on SIGINT without waiting for episodes)."""
+    one to `serve` and `await drain()` before cancelling it (`ecotone serve` drains on
+    SIGTERM, and on SIGINT without waiting for episodes)."""
 
     def __init__(self) -> None:
         self.runner: Runner | None = None
@@ -82,12 +82,6 @@ class Stopping:
         their clients (`shutting_down`): `Runner.drain`."""
         if self.runner is not None:
             await self.runner.drain(wait)
-
-    async def checkpoint(self) -> None:
-        """Checkpoint every session the server can resume later (nothing without
-        `--checkpoint-dir`)."""
-        if self.runner is not None:
-            await self.runner.checkpoint_all()
 
 
 async def serve(
