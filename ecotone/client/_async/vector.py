@@ -19,6 +19,8 @@ import numpy as np
 from ecotone.client._async import io
 from ecotone.client._async.connection import AsyncConnection
 from ecotone.client._async.exchange import DEFAULT_TIMEOUT
+from ecotone.client._async.resuming import RESUME_TIMEOUT
+from ecotone.client._async.vector_resuming import VectorResumer
 from ecotone.client._core import EnvTypes
 from ecotone.client._vector.batching import seeds_for, split_actions
 from ecotone.client._vector.core import VectorCore, reset_plan, select_subs
@@ -26,6 +28,7 @@ from ecotone.client._vector.failures import SubEnvError
 from ecotone.client._vector.policy import AutoresetMode, Policy, VectorOptions, check_options
 from ecotone.client._vector.results import take_ready, wanted
 from ecotone.client._vector.subenvs import Link, StepBatch, Tally
+from ecotone.client._vector.trails import Trails
 from ecotone.client.errors import ConnectionLost, EcotoneError
 from ecotone.recording import ClientRecorder
 from ecotone.specs import (
@@ -98,6 +101,16 @@ class AsyncVectorEnv:
     (through its provider; `ecotone.launch_vector` passes one) and returns its URL, and the
     restarted sub-envs open their sessions there. Sub-envs on other servers never notice.
 
+    **Resuming** (`resume=True`, on servers that keep checkpoints: `serve --checkpoint-dir`).
+    Each sub-env's episode is checkpointed at its start and every `checkpoint_every` steps;
+    when `step` or `reset` finds a server gone (its connection dropped) or going
+    (`shutting_down`), its sub-envs are reopened at the same URL (the server restarted on its
+    directory, or another replica sharing it and the snapshot key), restored, the steps the
+    checkpoint does not hold made again, and the call completed: the caller sees an ordinary
+    result. `step_many` of deterministic envs then goes on step for step as it would have. An
+    episode that can be neither restored nor replayed (no checkpoint, no seed) is reported
+    lost at its next step. `send`/`recv` do not resume.
+
     **Asynchronous stepping**, EnvPool style: `send(actions, env_ids)` then `recv(min_ready=k)`
     returns the first k (or more) sub-envs to answer, in the order they answered, so a slow
     sub-env never holds back the fast ones (each is its own `step` frame here).
@@ -120,12 +133,16 @@ class AsyncVectorEnv:
             (10); `record_to`, a directory where every sub-env episode is recorded (None:
             none; see `ecotone.recording`), in `record_format`, `"jsonl"` (the default) or
             `"msgpack"`; `token`, for servers that require one (else each URL's `?token=`,
-            else `$ECOTONE_TOKEN`).
+            else `$ECOTONE_TOKEN`); `resume`, resume the sub-envs of a server that goes
+            (False; see **Resuming**), with `checkpoint_every`, a checkpoint every this many
+            steps (None: one at each episode's start), and `resume_timeout`, seconds to keep
+            trying to reach a server again (60).
 
     Raises:
         TypeError: A keyword that is not one of the options.
-        ValueError: No URL, fewer than one sub-env, or an autoreset mode, error policy or
-            recording format that is not one.
+        ValueError: No URL, fewer than one sub-env, an autoreset mode, error policy or
+            recording format that is not one, or `resume=True` with a server that keeps no
+            checkpoints.
         ConnectionLost: The blocking face opens as it is made, and raises what `aopen`
             raises: a server cannot be reached (see `aopen`).
 
@@ -169,6 +186,10 @@ class AsyncVectorEnv:
         self._replace_server = replace_server
         self._connect_timeout = options.get("connect_timeout", 10.0)
         self._token = options.get("token")
+        self._resumer: VectorResumer | None = None
+        if options.get("resume", False):
+            trails = Trails(num_envs, options.get("checkpoint_every"))
+            self._resumer = VectorResumer(trails, options.get("resume_timeout", RESUME_TIMEOUT))
         self._opened = False
         self._closed = False
         self._started = False
@@ -206,6 +227,14 @@ class AsyncVectorEnv:
             failures = core.failures(tally.outcomes.values())
             if failures:
                 raise SubEnvError({i: f.error for i, f in failures.items()})
+            if self._resumer is not None:
+                keyless = [sub.link.url for sub in core.subs if sub.resume_key is None]
+                if keyless:
+                    raise ValueError(
+                        f"resume=True: the server at {keyless[0]} keeps no checkpoints (start "
+                        "it with --checkpoint-dir DIR)"
+                    )
+                self._resumer.trails.keys(core.subs)
         except BaseException:
             with io.shielded():
                 await self.aclose()
@@ -299,6 +328,10 @@ class AsyncVectorEnv:
         core = self._core
         subs, seeds, merged = reset_plan(core, seed, options)
         core.check_idle(subs)
+        if self._resumer is not None:
+            result = await self._resumer.reset(self, subs, seeds, merged)
+            self._started = True
+            return result
         tally = Tally()
         core.plan_reset(subs, seeds, merged, tally)
         await self._run(tally, self._deadline())
@@ -334,6 +367,8 @@ class AsyncVectorEnv:
             )
         actions = split_actions(actions, core.num_envs)
         core.check_steppable(core.subs)
+        if self._resumer is not None:
+            return await self._resumer.step(self, actions)
         tally = Tally()
         core.plan_step(actions, core.subs, tally)
         await self._run(tally, self._deadline())
@@ -388,9 +423,12 @@ class AsyncVectorEnv:
         all_seeds = seeds_for(seed, core.num_envs)
         merged = {**core.reset_options, **(options or {})}
         tally = Tally()
-        core.plan_restart(subs, [all_seeds[s.index] for s in subs], merged, tally)
+        seeds = [all_seeds[s.index] for s in subs]
+        core.plan_restart(subs, seeds, merged, tally)
         await self._run(tally, self._deadline())
         self._started = True
+        if self._resumer is not None:
+            await self._resumer.started(self, subs, seeds)
         return core.check(tally.outcomes.values(), core.reset_result(tally, core.num_envs))
 
     async def fork(self, source: int, into: Any) -> list[Any]:
@@ -432,6 +470,7 @@ class AsyncVectorEnv:
         assert isinstance(taken, Snapshotted), taken
         blob: bytes | None = None
         observations: list[Any] = []
+        moved: dict[int, Restored] = {}
         try:
             for sub in targets:
                 there, session = sub.conn, sub.session or ""
@@ -451,6 +490,7 @@ class AsyncVectorEnv:
                     sub.needs_reset = True  # its episode is unknown now: reset it
                     raise
                 assert isinstance(answer, Restored), answer
+                moved[sub.index] = answer
                 result = core.result(answer.observation)
                 sub.obs, sub.needs_reset = result.observation, result.done or result.truncated
                 observations.append(result.observation)
@@ -461,6 +501,8 @@ class AsyncVectorEnv:
                     await conn.request(drop, timeout)
                 except (ConnectionLost, TimeoutError):
                     pass
+            if self._resumer is not None:
+                await self._resumer.forked(self, moved)
         return observations
 
     # --- EnvPool-style asynchronous stepping ---------------------------------------------------

@@ -334,6 +334,7 @@ class Answers(Ledger):
         outcome = sub.outcome
         assert outcome is not None
         sub.session = response.session
+        sub.resume_key = response.resume
         sub.conn = sub.link.conn
         if self.recorder is not None and self.env is None:
             self.recorder.env = response.env  # the server's default env: now we know its name

@@ -27,6 +27,9 @@ class FailureCode(enum.StrEnum):
     """The caller gave up waiting."""
     BAD_OBSERVATION = "bad_observation"
     """The server's observation does not fit `observation_type`."""
+    NOT_RESUMED = "not_resumed"
+    """`resume=True`: its server went, and its episode could be neither restored from a
+    checkpoint nor replayed from a seeded reset (`restart` it)."""
 
 
 class SubEnvError(EcotoneError):

@@ -110,7 +110,8 @@ class VectorOptions(TypedDict, total=False):
     what each does. Defaults: observation_type None (dicts), autoreset_mode `next_step`,
     errors `raise`, step_timeout the connection's `DEFAULT_TIMEOUT` (60 s), reset_options
     none, codec `"json"`, connect_timeout 10 s, record_to None (no recording),
-    record_format `"jsonl"`, token None."""
+    record_format `"jsonl"`, token None, resume False, checkpoint_every None,
+    resume_timeout 60 s."""
 
     observation_type: Any
     autoreset_mode: AutoresetMode | str | enum.Enum  # Gymnasium's members too
@@ -122,6 +123,9 @@ class VectorOptions(TypedDict, total=False):
     record_to: Any
     record_format: str
     token: str | None
+    resume: bool
+    checkpoint_every: int | None
+    resume_timeout: float
 
 
 OPTIONS: Final = frozenset(VectorOptions.__optional_keys__)

@@ -117,6 +117,7 @@ class Sub:
         "needs_reset",
         "obs",
         "outcome",
+        "resume_key",
         "sent",
         "session",
     )
@@ -126,6 +127,8 @@ class Sub:
         self.link = link
         self.conn: Any = None  # the connection its session lives on
         self.session: str | None = None
+        self.resume_key: str | None = None
+        """Its session's resume key, on a server that keeps checkpoints."""
         self.obs: Any = None
         self.needs_reset = True
         self.lost: Failure | None = None  # its session is gone: only `restart` helps
