@@ -32,7 +32,7 @@ _UCI = re.compile(r"[a-h][1-8][a-h][1-8][qrbn]?")
 _MATE: Final = 10_000
 
 
-def _chess() -> ModuleType:
+def chess_package() -> ModuleType:
     """The `chess` package, imported on first use (it is an optional dependency)."""
     try:
         import chess
@@ -82,7 +82,7 @@ class ChessState(ecotone.State, kw_only=True):
 
 
 def _piece_values() -> dict[int, int]:
-    chess = _chess()
+    chess = chess_package()
     return {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9}
 
 
@@ -136,6 +136,31 @@ def _reply_score(board: chess.Board, me: bool, values: Mapping[int, int]) -> int
     return worst
 
 
+def parse_move(board: chess.Board, text: str) -> chess.Move:
+    """A legal move of `board`'s side to move, from UCI (`e2e4`) or SAN (`Nf3`).
+
+    Raises:
+        ecotone.InvalidAction: Naming `move`, with the legal moves (UCI and SAN) in its
+            details.
+    """
+    raw = text.strip()
+    move = None
+    try:
+        move = board.parse_uci(raw) if _UCI.fullmatch(raw) else board.parse_san(raw)
+    except ValueError:
+        move = None
+    if move is None or not board.is_legal(move):
+        legal = sorted(m.uci() for m in board.legal_moves)
+        raise ecotone.InvalidAction(
+            f"{text!r} is not a legal move here (UCI like e2e4 or SAN like Nf3); "
+            f"legal moves: {' '.join(legal)}",
+            field="move",
+            legal_moves=legal,
+            legal_moves_san=sorted(board.san(m) for m in board.legal_moves),
+        )
+    return move
+
+
 def render(board: chess.Board) -> str:
     """The board as text with rank and file labels, white at the bottom."""
     rows = str(board).splitlines()
@@ -167,7 +192,7 @@ class ChessEnv(ecotone.Environment[ChessAction, ChessObservation, ChessState]):
     description = "Chess against a built-in random or greedy opponent; moves in UCI or SAN."
 
     def __init__(self) -> None:
-        self._chess = _chess()
+        self._chess = chess_package()
         self._board: chess.Board = self._chess.Board()
         self._rng = random.Random()
         self._state = ChessState()
@@ -209,7 +234,7 @@ class ChessEnv(ecotone.Environment[ChessAction, ChessObservation, ChessState]):
         return self._observe(None, reply, done=self._over())
 
     def step(self, action: ChessAction) -> ChessObservation:
-        move = self._parse(action.move)
+        move = parse_move(self._board, action.move)
         st = self._state
         st.step_count += 1
         self._push(move)
@@ -227,27 +252,6 @@ class ChessEnv(ecotone.Environment[ChessAction, ChessObservation, ChessState]):
     @property
     def _agent(self) -> bool:
         return self._state.color == "white"  # chess.WHITE is True
-
-    def _parse(self, text: str) -> chess.Move:
-        board, raw = self._board, text.strip()
-        move = None
-        try:
-            if _UCI.fullmatch(raw):
-                move = board.parse_uci(raw)
-            else:
-                move = board.parse_san(raw)
-        except ValueError:
-            move = None
-        if move is None or not board.is_legal(move):
-            legal = sorted(m.uci() for m in board.legal_moves)
-            raise ecotone.InvalidAction(
-                f"{text!r} is not a legal move here (UCI like e2e4 or SAN like Nf3); "
-                f"legal moves: {' '.join(legal)}",
-                field="move",
-                legal_moves=legal,
-                legal_moves_san=sorted(board.san(m) for m in board.legal_moves),
-            )
-        return move
 
     def _push(self, move: chess.Move) -> None:
         self._board.push(move)

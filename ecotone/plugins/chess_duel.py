@@ -1,0 +1,225 @@
+"""`chess-duel`: chess with two seats, white and black, each played by its own agent (or one of
+them by the built-in engine).
+
+A multi-agent env (`ecotone.MultiAgentEnvironment`): the session's owner hands out the seat
+keys, each player joins its seat from its own connection and moves when it is its turn; a
+spectator key reads the public view. Needs the optional `chess` package, as `chess` does.
+Rules are in `ChessDuel`'s docstring.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+import ecotone
+from ecotone.plugins.chess import (
+    COLORS,
+    OPPONENTS,
+    ChessAction,
+    Color,
+    Opponent,
+    chess_package,
+    greedy_move,
+    parse_move,
+    render,
+)
+
+if TYPE_CHECKING:
+    import chess
+
+
+class DuelObservation(ecotone.Observation, kw_only=True):
+    seat: Color | None = None
+    """Whose view this is (None: the public view)."""
+    fen: str = ""
+    """The position (FEN)."""
+    board: str = ""
+    """The board as text, as `chess`'s observation has it."""
+    to_move: Color | None = None
+    """The side to move (None once the game is over)."""
+    legal_moves: list[str] = []
+    """This seat's legal moves in UCI, sorted, when it is its turn ([] otherwise)."""
+    last_move: str | None = None
+    """The last move played (UCI), by either side."""
+    moves: int = 0
+    """Plies played so far."""
+    engine: Color | None = None
+    """The seat the built-in engine plays, if any."""
+    result: str | None = None
+    """`1-0`, `0-1` or `1/2-1/2` once the game is over."""
+    termination: str | None = None
+    """Why the game ended: checkmate, stalemate, threefold_repetition, fifty_moves, ..."""
+    check: bool = False
+    """The side to move is in check."""
+
+
+class DuelState(ecotone.State, kw_only=True):
+    fen: str = ""
+    engine: Color | None = None
+    opponent: Opponent = "random"
+    max_moves: int | None = None
+    moves: list[str] = []
+    """Every move of the game so far, in UCI."""
+    result: str | None = None
+
+
+Seat = Literal["white", "black"]
+
+
+class ChessDuel(ecotone.MultiAgentEnvironment[ChessAction, DuelObservation, DuelState]):
+    """Chess between two seats, `white` and `black`; a step is one seat's move.
+
+    Moves are UCI (`e2e4`) or SAN (`e4`). An illegal or unreadable move is an
+    `invalid_action` naming `move`, with the legal moves in its details; nothing changes.
+    Reward, in each seat's view: +1 when that seat won, -1 when it lost, 0 for a draw, once
+    the game is over (done for both); 0 before. Threefold repetition and the fifty-move rule
+    draw at once. With `max_moves`, the game is truncated after that many plies.
+
+    Reset options: `engine` ("white" or "black"), a seat the built-in engine plays: it
+    replies at once after the other seat's move (and opens the game as white), so that
+    seat's turn never comes; `opponent`, the engine's kind ("random" or "greedy", as in
+    `chess`); `max_moves`; `fen`, a starting position. The engine's random choices come from
+    the seed.
+    """
+
+    name = "chess-duel"
+    version = "1"
+    description = "Chess between two seats (or one seat against the built-in engine)."
+    seats = ("white", "black")
+
+    def __init__(self) -> None:
+        self._chess = chess_package()
+        self._board: chess.Board = self._chess.Board()
+        self._rng = random.Random()
+        self._state = DuelState()
+        self._result: str | None = None
+        self._termination: str | None = None
+
+    def reset(
+        self,
+        *,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        engine: Color | None = None,
+        opponent: Opponent = "random",
+        max_moves: int | None = None,
+        fen: str | None = None,
+    ) -> DuelObservation:
+        if engine is not None and engine not in COLORS:
+            raise ValueError(f"engine must be white, black or None; got {engine!r}")
+        if opponent not in OPPONENTS:
+            raise ValueError(f"opponent must be one of {', '.join(OPPONENTS)}; got {opponent!r}")
+        if max_moves is not None and max_moves < 1:
+            raise ValueError(f"max_moves must be >= 1, got {max_moves}")
+        self._board = self._chess.Board() if fen is None else self._chess.Board(fen)
+        if fen is not None and not self._board.is_valid():
+            raise ValueError(f"fen {fen!r} is not a valid chess position")
+        self._rng = random.Random(seed)
+        self._result = self._termination = None
+        self._state = DuelState(
+            episode_id=episode_id or uuid.uuid4().hex,
+            engine=engine,
+            opponent=opponent,
+            max_moves=max_moves,
+        )
+        self._settle()
+        self._engine_moves()
+        return self.observe(None)
+
+    def current_seat(self) -> str | None:
+        if self._over() or self._truncated():
+            return None
+        return self._side()
+
+    def step(self, seat: str, action: ChessAction) -> None:
+        move = parse_move(self._board, action.move)
+        self._push(move)
+        self._engine_moves()
+
+    def observe(self, seat: str | None) -> DuelObservation:
+        board, st = self._board, self._state
+        over = self._over()
+        truncated = not over and self._truncated()
+        ended = over or truncated
+        side = None if ended else self._side()
+        mine = seat is not None and seat == side
+        return DuelObservation(
+            seat=seat,  # type: ignore[arg-type]
+            fen=board.fen(),
+            board=render(board),
+            to_move=side,
+            legal_moves=sorted(m.uci() for m in board.legal_moves) if mine else [],
+            last_move=st.moves[-1] if st.moves else None,
+            moves=len(st.moves),
+            engine=st.engine,
+            result=self._result,
+            termination=self._termination,
+            check=not ended and board.is_check(),
+            reward=self._reward(seat) if over else 0.0,
+            done=over,
+            truncated=truncated,
+        )
+
+    def state(self) -> DuelState:
+        st = self._state
+        st.fen, st.result = self._board.fen(), self._result
+        return st
+
+    def close(self) -> None:
+        pass
+
+    # --- the game ---------------------------------------------------------------------------
+
+    def _side(self) -> Seat:
+        return "white" if self._board.turn else "black"
+
+    def _truncated(self) -> bool:
+        limit = self._state.max_moves
+        return limit is not None and len(self._state.moves) >= limit
+
+    def _push(self, move: chess.Move) -> None:
+        self._board.push(move)
+        self._state.moves.append(move.uci())
+        self._settle()
+
+    def _engine_moves(self) -> None:
+        """The engine's reply while it is its seat's turn (once: the seats alternate)."""
+        st = self._state
+        if st.engine is None or self.current_seat() != st.engine:
+            return
+        board = self._board
+        if st.opponent == "greedy":
+            move = greedy_move(board, self._rng)
+        else:
+            move = self._rng.choice(sorted(board.legal_moves, key=lambda m: m.uci()))
+        self._push(move)
+
+    def _settle(self) -> None:
+        """Record the result once the game is over (the claimable draws claimed at once)."""
+        if self._result is not None:
+            return
+        board = self._board
+        outcome = board.outcome(claim_draw=False)
+        if outcome is not None:
+            self._result = outcome.result()
+            self._termination = outcome.termination.name.lower()
+        elif board.is_repetition(3):
+            self._result, self._termination = "1/2-1/2", "threefold_repetition"
+        elif board.is_fifty_moves():
+            self._result, self._termination = "1/2-1/2", "fifty_moves"
+
+    def _over(self) -> bool:
+        return self._result is not None
+
+    def _reward(self, seat: str | None) -> float:
+        if seat is None or self._result in (None, "1/2-1/2"):
+            return 0.0
+        return 1.0 if (self._result == "1-0") == (seat == "white") else -1.0
+
+
+@ecotone.hookimpl
+def ecotone_environments() -> Mapping[str, Any]:
+    return {"chess-duel": ChessDuel}
