@@ -149,12 +149,13 @@ def test_the_cli_says_what_it_recorded_and_tokens_required_fails_the_episode(
 
 def test_an_endpoint_without_token_input_records_each_call_whole(tmp_path: Path) -> None:
     """Ids on chat, but no /tokenize nor /v1/completions (404): each call a chat completion,
-    its whole prompt recorded, none continued; /tokenize asked once per run."""
+    its whole prompt recorded, none continued; /tokenize asked once a run (two renderings
+    at once)."""
     with TokenServer(ADD_ONE, mode="chat-only") as server:
         summary = play(server.url, tmp_path, episodes=2)
     assert summary.overall.errors == 0
     chat = "/v1/chat/completions"
-    assert server.paths() == [chat, "/tokenize", chat, chat] + [chat] * 3
+    assert server.paths() == [chat, "/tokenize", "/tokenize", chat, chat] + [chat] * 3
     assert summary.tokens() == (
         "model turns: 6, all with token ids and logprobs; 0 continued from the episode's ids "
         "(token input)"

@@ -172,6 +172,11 @@ FIELDS = {
 """What the `strict` mode knows (OpenAI's fields); anything else is a 400."""
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # as a real server's backlog: 64 clients connect at once
+
+
 class TokenServer:
     """The endpoint, served on 127.0.0.1 in a thread while the `with` block runs."""
 
@@ -218,8 +223,7 @@ class TokenServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._http = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self._http.daemon_threads = True
+        self._http = _Server(("127.0.0.1", port), Handler)
         self.url = f"http://127.0.0.1:{self._http.server_address[1]}/v1"
         self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
 

@@ -30,6 +30,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import anyio
 import attrs
 
 from ecotone.collect.endpoint import Endpoint, EndpointError
@@ -174,8 +175,21 @@ class Continuation:
         """The env's turn since the model's last answer, in the endpoint's tokens; the new
         rendering (before the next answer); the model's context length if the endpoint
         says. None where the rendering does not extend the last one (see the module)."""
-        through, max_len = await self._render(messages[: seq.answer_at + 1], False)
-        rendered, max_len = await self._render(messages, True)
+        got: dict[bool, tuple[Any, Any]] = {}
+        failed: list[Exception] = []
+
+        async def render(upto: int, prompt: bool) -> None:
+            try:
+                got[prompt] = await self._render(messages[:upto], prompt)
+            except Exception as exc:  # raised below as itself, not in a group
+                failed.append(exc)
+
+        async with anyio.create_task_group() as both:  # the two renderings at once
+            both.start_soon(render, seq.answer_at + 1, False)
+            both.start_soon(render, len(messages), True)
+        if failed:
+            raise failed[0]
+        (through, _), (rendered, max_len) = got[False], got[True]
         old = seq.rendered
         if through is None or rendered is None or through[: len(old)] != old:
             return None
