@@ -17,6 +17,7 @@ import attrs
 
 import ecotone
 from ecotone.plugins.counter import CounterAction, CounterObservation, CounterState
+from ecotone.plugins.dilemma import DilemmaEnv
 
 # --- slow: a blocking sync env (time.sleep), run in worker threads ---------------------------
 
@@ -499,6 +500,13 @@ class SlowStateBidsEnv(BidsEnv):
         return super().state()
 
 
+class HastyDilemmaEnv(DilemmaEnv):
+    """`dilemma` whose rounds wait a second for a silent seat."""
+
+    name = "dilemma_hasty"
+    move_deadline = 1.0
+
+
 TEST_ENVS: dict[str, type] = {
     "slow": SlowEnv,
     "inline_probe": InlineProbeEnv,
@@ -514,6 +522,7 @@ TEST_ENVS: dict[str, type] = {
     "bids": BidsEnv,
     "bids_hasty": HastyBidsEnv,
     "bids_threaded": SlowStateBidsEnv,
+    "dilemma_hasty": HastyDilemmaEnv,
 }
 
 
