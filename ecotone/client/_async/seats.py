@@ -9,7 +9,7 @@ or a spectator's): it reads `connection`, `session_id` and `types`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ecotone.client._core import EnvTypes
@@ -83,19 +83,25 @@ class SeatMoves:
         self,
         actions: Mapping[str, Any],
         *,
+        observe: Sequence[str] = (),
         timeout: float | None = None,
         call_timeout: float | None = None,
     ) -> dict[str, SeatResult[Any]]:
         """Move several seats of a simultaneous env's round at once (the owner's seats, or
         those this connection holds): each move waits for the round, so they go together.
 
+        A turn-based env's move goes this way too, with `observe`: one round trip for a move
+        and the other seats' views after it.
+
         Args:
             actions: Seat -> its move (a dict, or an instance of the seat's Action type).
+            observe: More seats whose views to read once the moves are answered (sent with
+                them, answered after them).
             timeout: Seconds to wait for every answer (None: the connection's `timeout`).
             call_timeout: A shorter deadline for the env's call on the server.
 
         Returns:
-            Each seat's view after the round, by seat.
+            Each seat's view after the round, by seat (the moved seats', then `observe`'s).
 
         Raises:
             ServerError: The first refusal among the moves (`not_your_turn`, `forbidden`,
@@ -106,7 +112,7 @@ class SeatMoves:
             TimeoutError: Not every answer came within the timeout.
         """
         core = self.connection.core
-        frames = [
+        frames: list[Any] = [
             Play(
                 id=core.next_id(),
                 session=self.session_id,
@@ -116,8 +122,11 @@ class SeatMoves:
             )
             for seat, action in actions.items()
         ]
+        seats = [*actions, *(seat for seat in observe if seat not in actions)]
+        for seat in seats[len(frames) :]:
+            frames.append(Observe(id=core.next_id(), session=self.session_id, seat=seat))
         answers = await self.connection.request_all(frames, timeout)
-        return {seat: self._seat_result(a) for seat, a in zip(actions, answers, strict=True)}
+        return {seat: self._seat_result(a) for seat, a in zip(seats, answers, strict=True)}
 
     async def observe(
         self, seat: str | None = None, *, wait: bool = False, timeout: float | None = None
