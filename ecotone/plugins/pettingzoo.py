@@ -181,6 +181,9 @@ class _Bridge:
 
         env = self.make(**self.make_kwargs)
         self._env = env
+        self._raw = getattr(env, "unwrapped", env)
+        """The env inside PettingZoo's wrappers: its dicts are read there (a wrapper forwards
+        each attribute through a `__getattr__` per layer, the most of a move's time)."""
         self._read = {s: wire_reader(env.action_space(s)) for s in self.seats}
         self._plain = {s: not _has_structs(env.action_space(s)) for s in self.seats}
         self._write = {s: wire_writer(env.observation_space(s)) for s in self.seats}
@@ -252,31 +255,31 @@ class PettingZooTurns(_Bridge, ecotone.MultiAgentEnvironment[Any, Any, Any]):
         return self.observe(None)
 
     def _live_view(self, seat: str) -> Any:
-        env = self._env
+        raw = self._raw
         return self._view(
             seat,
-            env.observe(seat),
-            env._cumulative_rewards.get(seat, 0.0),
-            env.terminations.get(seat, False),
-            env.truncations.get(seat, False),
-            env.infos.get(seat, {}),
+            self._env.observe(seat),
+            raw._cumulative_rewards.get(seat, 0.0),
+            raw.terminations.get(seat, False),
+            raw.truncations.get(seat, False),
+            raw.infos.get(seat, {}),
         )
 
     def _settle(self) -> None:
         """Step the agents that are done out of the game (PettingZoo's dead steps), each
         once its last view is kept."""
-        env = self._env
+        raw = self._raw
         for _ in range(MAX_DEAD_STEPS):
-            seat = env.agent_selection if env.agents else None
-            if seat is None or not (env.terminations[seat] or env.truncations[seat]):
+            seat = raw.agent_selection if raw.agents else None
+            if seat is None or not (raw.terminations[seat] or raw.truncations[seat]):
                 return
             self._kept[seat] = self._live_view(seat)
-            env.step(None)
+            self._env.step(None)
         raise RuntimeError(f"the env still has agents that are done after {MAX_DEAD_STEPS} steps")
 
     def current_seat(self) -> str | None:
-        env = self._env
-        return str(env.agent_selection) if env.agents else None
+        raw = self._raw
+        return str(raw.agent_selection) if raw.agents else None
 
     def step(self, seat: str, action: Any) -> None:
         self._env.step(self._action(seat, action, self._views.get(seat)))
@@ -284,10 +287,10 @@ class PettingZooTurns(_Bridge, ecotone.MultiAgentEnvironment[Any, Any, Any]):
         self._settle()
 
     def observe(self, seat: str | None) -> Any:
-        env = self._env
+        env, raw = self._env, self._raw
         if seat is None:
-            return self._public(list(env.agents), env.rewards)
-        if seat in env.agents:
+            return self._public(list(raw.agents), raw.rewards)
+        if seat in raw.agents:
             view = self._live_view(seat)
         else:
             view = self._kept.get(seat)
