@@ -29,7 +29,10 @@ from tests.conftest import ecotone_serving, run_server
 CONNECT_FOUR = "pettingzoo:classic/connect_four_v3"
 TICTACTOE = "pettingzoo:classic/tictactoe_v3"
 RPS = "pettingzoo:classic/rps_v2:parallel_env"
-AEC_ENVS = ["dilemma", CONNECT_FOUR, TICTACTOE]
+CHESS = "pettingzoo:classic/chess_v6"
+AEC_ENVS = ["dilemma", CONNECT_FOUR, TICTACTOE, CHESS]
+"""Not `chess-duel`: its moves are free text (UCI or SAN), which no finite space holds;
+PettingZoo's own chess (a Discrete(4672) move with a mask) is served through the bridge."""
 PARALLEL_ENVS = ["dilemma", RPS]
 
 
