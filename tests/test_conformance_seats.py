@@ -82,3 +82,14 @@ def test_a_check_of_the_other_kind_named_explicitly_is_skipped_saying_why() -> N
     report = run("counter", checks=["seat_turns"])
     (result,) = report.results
     assert result.status is Status.SKIP and "no seats" in result.reason
+
+
+def test_an_env_whose_seats_move_at_once_is_played_in_rounds_over_a_server() -> None:
+    from tests.conftest import run_server
+
+    with run_server("dilemma") as server:
+        report = run(url=server.url, reset_options={"rounds": 4})
+    by_name = {r.name: r for r in report.results}
+    assert by_name["seat_turns"].status is Status.PASS, report.text()
+    assert "4 rounds" in by_name["seat_turns"].note
+    assert all(by_name[n].status is Status.PASS for n in ("seat_views", "seat_loss")), report.text()

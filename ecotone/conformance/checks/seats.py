@@ -21,7 +21,7 @@ from ecotone.conformance.generate import generate
 from ecotone.conformance.registry import check
 from ecotone.conformance.report import CheckSkipped
 from ecotone.conformance.runner import REDRAWS, Runner
-from ecotone.specs import ErrorCode
+from ecotone.specs import Error, ErrorCode, Play
 
 PLIES = 40
 """Moves a check plays at most (the episode may end first)."""
@@ -94,24 +94,96 @@ def _move(r: Runner, t: Table, seat: str, rng: random.Random, label: str) -> tup
 
 
 def _play(r: Runner, t: Table, seed: int, out_of_turn: bool) -> list[Any]:
-    """A seeded episode, each seat moving in its turn: every move and view, in order. With
-    `out_of_turn`, before each move every other seat tries one, which must change nothing."""
+    """A seeded episode, each seat moving in its turn (every live seat in each round, for an
+    env whose seats move at once): every move and view, in order. With `out_of_turn`, every
+    move is first tried by the seats whose turn it is not, which must change nothing (in a
+    round: each move but the round's last is sent twice, and the copy refused)."""
     rng = random.Random(seed)
     first = r.reset(t.owner, seed=seed)
     seen: list[Any] = [("reset", first.observation)]
     for ply in range(1, PLIES + 1):
         r.doing = f"ply {ply}: reading whose turn it is"
-        turn = t.owner.observe().turn
-        if turn is None:
-            break
-        if out_of_turn:
-            _refused_out_of_turn(r, t, turn, rng, ply)
-        action, view = _move(r, t, turn, rng, f"ply {ply}")
-        expect(view.seat == turn, f"the view answering ply {ply}", repr(turn), repr(view.seat))
-        seen.append((turn, action, _plain(view)))
-        if view.result.done or view.result.truncated:
+        now = t.owner.observe()
+        if r.info.simultaneous:
+            if not now.acting:
+                break
+            actions, views = _round(r, t, list(now.acting), rng, ply, out_of_turn)
+            seen.append((actions, {seat: _plain(view) for seat, view in views.items()}))
+            ended = any(v.result.done or v.result.truncated for v in views.values())
+        else:
+            turn = now.turn
+            if turn is None:
+                break
+            if out_of_turn:
+                _refused_out_of_turn(r, t, turn, rng, ply)
+            action, view = _move(r, t, turn, rng, f"ply {ply}")
+            what = f"the view answering ply {ply}"
+            expect(view.seat == turn, what, repr(turn), repr(view.seat))
+            seen.append((turn, action, _plain(view)))
+            ended = view.result.done or view.result.truncated
+        if ended:
             break
     return seen
+
+
+def _round(
+    r: Runner, t: Table, acting: list[str], rng: random.Random, ply: int, twice: bool
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One round of an env whose seats move at once, every live seat's move sent together by
+    the owner, whose seats are not joined (each move waits for the round: one connection of
+    this blocking client sends them all at once); with `twice`, each seat's move but the
+    last's goes twice and the second must be `not_your_turn`. The moves and each seat's view
+    after the round."""
+    core = t.owner.connection.core
+    for _ in range(REDRAWS):
+        actions = {seat: _seat_action(r, t, seat, rng) for seat in acting}
+        frames, seats = [], []
+        last = acting[-1]  # its move plays the round: a copy after it would be the next one's
+        for seat, action in actions.items():
+            for _copy in range(2 if twice and seat != last else 1):
+                raw = core.raw(action)
+                frames.append(
+                    Play(id=core.next_id(), session=t.owner.session_id, action=raw, seat=seat)
+                )
+                seats.append(seat)
+        r.doing = f"round {ply}: {show(actions)}{' (moves sent twice)' if twice else ''}"
+        answers = t.owner.connection.request_all(frames)
+        refused = [a for a in answers if isinstance(a, Error)]
+        if (
+            any(a.code == ErrorCode.INVALID_ACTION for a in refused)
+            and not r.target.has_sample_action
+        ):
+            continue  # the env refused the round: draw the moves again
+        views: dict[str, Any] = {}
+        for seat, answer in zip(seats, answers, strict=True):
+            if seat in views:
+                what = f"seat {seat!r}'s second move in round {ply}"
+                code = answer.code if isinstance(answer, Error) else "a move taken"
+                expect(code == ErrorCode.NOT_YOUR_TURN, what, "not_your_turn", str(code))
+            elif isinstance(answer, Error):
+                fail(
+                    f"seat {seat!r}'s move in round {ply}",
+                    "its view",
+                    f"{answer.code}: {answer.message}",
+                )
+            else:
+                views[seat] = t.owner._seat_result(answer)
+                what = f"the view answering seat {seat!r}'s move"
+                expect(views[seat].seat == seat, what, repr(seat), repr(views[seat].seat))
+        return actions, views
+    raise CheckSkipped(
+        f"cannot choose moves the env accepts: {REDRAWS} rounds drawn from the action schemas "
+        f"were refused at round {ply}; give the env a sample_action(rng, seat) and check it "
+        "in process"
+    )
+
+
+def _seat_action(r: Runner, t: Table, seat: str, rng: random.Random) -> Any:
+    action = r.target.sample_seat_action(t.owner, seat, rng)
+    if action is None:
+        schema = r.info.seat_schemas.get(seat, {}).get("action") or r.info.action_schema
+        action = generate(schema, rng)
+    return action
 
 
 def _refused_out_of_turn(r: Runner, t: Table, turn: str, rng: random.Random, ply: int) -> None:
@@ -165,11 +237,13 @@ def check_seat_turns(r: Runner) -> str:
             another seat's view.
         CheckSkipped: no move the env accepts could be drawn.
     """
-    with table(r) as t:
-        seat = next(iter(t.seats))
+    at_once = r.info.simultaneous  # the owner moves every seat of a round (see `_round`)
+    with table(r, seated=not at_once) as t:
+        seat = next(iter(t.keys.keys))
         r.doing = f"seat {seat!r} plays before any reset"
+        mover = functools.partial(t.owner.play, seat=seat) if at_once else t.seats[seat].play
         try:
-            t.seats[seat].play(generate(r.info.action_schema, random.Random(0)))
+            mover(generate(r.info.action_schema, random.Random(0)))
         except ServerError as exc:
             expect(
                 exc.code == ErrorCode.RESET_REQUIRED,
@@ -180,6 +254,8 @@ def check_seat_turns(r: Runner) -> str:
         else:
             fail("a move before reset", "reset_required", "ok")
         played = _play(r, t, r.seed, out_of_turn=True)
+    if at_once:
+        return f"{len(played) - 1} rounds, each move but the last sent twice (the copy refused)"
     return f"{len(played) - 1} moves, each tried out of turn by every other seat first"
 
 
@@ -237,7 +313,7 @@ def check_seat_determinism(r: Runner) -> str:
     """
     runs = []
     for _ in range(2):
-        with table(r) as t:
+        with table(r, seated=not r.info.simultaneous) as t:
             runs.append(_play(r, t, r.seed + 1, out_of_turn=False))
     labels = [f"move {i}" if i else "reset" for i in range(len(runs[0]))]
     same_trajectory(runs[0], runs[1], labels, f"seed {r.seed + 1}, played again on a new session")
