@@ -107,6 +107,18 @@ CASES = [
     ),
     case("collect-file", "collect counter --policy missing_agent:act", 2, "missing_agent"),
     case(
+        "collect-seats",
+        "collect counter --policy a=agent:act --policy b=agent:act",
+        2,
+        "a policy per seat, but env 'counter' has no seats",
+    ),
+    case(
+        "collect-seat-twice",
+        "collect chess-duel --policy white=agent:act --policy white=agent:act",
+        2,
+        "seat 'white' is given twice",
+    ),
+    case(
         "collect-datasets",  # the dev venv has no `datasets`
         "collect counter --policy agent:act --format parquet --out runs",
         2,

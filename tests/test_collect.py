@@ -396,7 +396,8 @@ def test_a_plain_callable_sync_or_async_is_a_policy_and_so_is_module_colon_name(
         as_policy(42)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="cannot import 'no_such_module'"):
         as_policy("no_such_module:act")
-    assert {f.name for f in attrs.fields(Episode)} == {"info", "task", "record", "tools", "fork"}
+    fields = {f.name for f in attrs.fields(Episode)}
+    assert fields == {"info", "task", "record", "tools", "fork", "seat"}
 
 
 def test_fork_plays_k_episodes_from_each_prefix_on_the_server(tmp_path: Path) -> None:

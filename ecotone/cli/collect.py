@@ -24,9 +24,11 @@ def collect_arguments(p: argparse.ArgumentParser) -> None:
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument(
         "--policy",
-        metavar="MODULE:NAME",
+        metavar="[SEAT=]MODULE:NAME",
+        action="append",
         help="a Python callable, observation -> action (MODULE from the installed packages or "
-        "the working directory)",
+        "the working directory); for a multi-agent env it plays every seat (self-play), or "
+        "give one per seat, SEAT=MODULE:NAME, repeated",
     )
     who.add_argument(
         "--base-url", help="an OpenAI-compatible chat endpoint (http://HOST:PORT/v1) to act"
@@ -92,12 +94,26 @@ def collect_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
-def _policy(args: argparse.Namespace) -> Policy:
-    """The policy the flags name. Raises ValueError for --base-url without --model."""
+def _policy(args: argparse.Namespace) -> Policy | dict[str, Policy]:
+    """The policy the flags name, or a policy per seat (`--policy SEAT=MODULE:NAME`, repeated).
+    Raises ValueError for --base-url without --model, and for --policy flags that mix the two
+    forms or name a seat twice."""
     from ecotone.collect import ChatPolicy, load_policy
 
     if args.policy:
-        return load_policy(args.policy)
+        per_seat = [p.partition("=") for p in args.policy]
+        if not any(sep for _, sep, _ in per_seat):
+            if len(args.policy) > 1:
+                raise ValueError("--policy: one MODULE:NAME, or SEAT=MODULE:NAME per seat")
+            return load_policy(args.policy[0])
+        policies: dict[str, Policy] = {}
+        for seat, sep, name in per_seat:
+            if not sep or not seat:
+                raise ValueError(f"--policy {seat}: a policy per seat is SEAT=MODULE:NAME")
+            if seat in policies:
+                raise ValueError(f"--policy: seat {seat!r} is given twice")
+            policies[seat] = load_policy(name)
+        return policies
     if not args.model:
         raise ValueError("--base-url needs --model")
     return ChatPolicy(

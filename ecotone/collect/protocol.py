@@ -57,6 +57,9 @@ class Episode:
     """The env's own tools, in this episode's session."""
     fork: int | None = None
     """Which of the copies of a forked episode this is (`collect`'s `fork`), or None."""
+    seat: str | None = None
+    """The seat this actor plays, in a multi-agent env (`collect` with a policy per seat, or
+    one for every seat), or None."""
 
 
 class Actor(Protocol):

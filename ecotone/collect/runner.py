@@ -19,7 +19,7 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Required, TypedDict, Unpack
 
@@ -31,6 +31,7 @@ from ecotone.client.aio import AsyncConnection, AsyncEnvClient
 from ecotone.client.errors import InvalidActionError, ServerError
 from ecotone.collect.policies import ChatPolicy, PolicyLike, as_policy
 from ecotone.collect.protocol import Decision, Episode, Policy, PolicyError
+from ecotone.collect.seats import SeatedRun, actors, play_seats, seat_policies
 from ecotone.recording.dataset import require_datasets, write_parquet
 from ecotone.recording.reader import is_success, read_episode
 from ecotone.recording.recorder import EpisodeWriter
@@ -76,6 +77,8 @@ class Outcome:
     """Of them, those recorded with token ids and log-probabilities."""
     continued_turns: int = 0
     """Of those, the calls made with the episode's ids as token input."""
+    returns: dict[str, float] = attrs.field(factory=dict)
+    """A multi-agent env's return per seat (`total` is their sum)."""
 
 
 @attrs.frozen
@@ -86,6 +89,8 @@ class TaskSummary:
     success_rate: float
     mean_steps: float
     errors: int
+    seat_returns: dict[str, float] = attrs.field(factory=dict)
+    """A multi-agent env's mean return per seat."""
 
 
 @attrs.frozen
@@ -127,6 +132,8 @@ class Summary:
                 f"{r.task:<{width}}  {r.episodes:>8}  {r.mean_return:>11.3f}  "
                 f"{r.success_rate:>6.0%}  {r.mean_steps:>10.1f}  {r.errors:>6}"
             )
+        for seat, mean in self.overall.seat_returns.items():
+            lines.append(f"seat {seat}: mean return {mean:.3f}")
         if self.tokens():
             lines.append(self.tokens())
         return "\n".join(lines)
@@ -206,6 +213,10 @@ def _summarize(task: str, outcomes: Sequence[Outcome]) -> TaskSummary:
         success_rate=sum(o.success for o in outcomes) / n if n else math.nan,
         mean_steps=statistics.fmean(o.steps for o in outcomes) if n else math.nan,
         errors=sum(o.error is not None for o in outcomes),
+        seat_returns={
+            seat: statistics.fmean(o.returns.get(seat, 0.0) for o in outcomes)
+            for seat in dict.fromkeys(seat for o in outcomes for seat in o.returns)
+        },
     )
 
 
@@ -301,12 +312,15 @@ async def _play(run: _Run, limit: int, settings: CollectSettings) -> None:
 
 def _decided(run: _Run, decision: Decision) -> None:
     """Record how the actor chose (its messages, its model calls in token ids) and count it."""
-    outcome = run.outcome
+    _count_decision(run.outcome, run.writer, decision)
+
+
+def _count_decision(outcome: Outcome, writer: EpisodeWriter, decision: Decision) -> None:
     outcome.model_turns += sum(1 for m in decision.messages if m.get("role") == "assistant")
     outcome.token_turns += len(decision.turns)
     outcome.continued_turns += sum(turn.continued for turn in decision.turns)
     turns = [attrs.asdict(turn) for turn in decision.turns]
-    run.writer.policy(list(decision.messages), turns)
+    writer.policy(list(decision.messages), turns)
 
 
 def _ended(run: _Run) -> Outcome:
@@ -316,7 +330,11 @@ def _ended(run: _Run) -> Outcome:
 
 
 async def _episode(
-    client: AsyncEnvClient[Any, Any], info: EnvInfo, policy: Policy, job: Job, run: CollectSettings
+    client: AsyncEnvClient[Any, Any],
+    info: EnvInfo,
+    policy: Policy | dict[str, Policy],
+    job: Job,
+    run: CollectSettings,
 ) -> list[Outcome]:
     """One job: an episode (or, with `run.fork`, its prefix and the forks made from it),
     recorded whatever ends it; its outcomes."""
@@ -326,6 +344,7 @@ async def _episode(
         task_options = {"split": job.split, "index": job.task_index}
     outcome = Outcome(job, "-")
     play: _Run | None = None
+    writer: EpisodeWriter | None = None
     try:
         result = await client.reset(seed=job.seed, **(run.options or {}), **task_options)
         ref: TaskRef | None = result.task
@@ -340,7 +359,7 @@ async def _episode(
             "episode_id": None,
             "seed": job.seed,
             "task": None if ref is None else msgspec.to_builtins(ref),
-            "policy": policy.name,
+            "policy": policy_name(policy),
         }
         episode = Episode(info=info, task=ref, record=record, tools=_Tools(client))
         name = f"{job.index:05d}-{_safe(outcome.task)}-r{job.repeat}"
@@ -350,6 +369,8 @@ async def _episode(
         writer = EpisodeWriter(run.out / _safe(info.name) / f"{name}.{fmt}", fmt, header)
         outcome.path = str(writer.path)
         writer.reset(result.observation)
+        if isinstance(policy, dict):  # a multi-agent env: an actor per seat
+            return [await _seated(client, info, actors(policy, episode), writer, outcome, run)]
         play = _Run(client, policy.actor(episode), writer, outcome, result.observation)
         play.first = result.observation
         play.done, play.truncated, play.reward = result.done, result.truncated, result.reward
@@ -373,7 +394,42 @@ async def _episode(
     finally:
         if play is not None:
             play.writer.end(outcome.reason or "error", outcome.error)
+        elif writer is not None:
+            writer.end(outcome.reason or "error", outcome.error)
         outcome.seconds = time.perf_counter() - started
+
+
+async def _seated(
+    client: AsyncEnvClient[Any, Any],
+    info: EnvInfo,
+    seat_actors: dict[str, Any],
+    writer: EpisodeWriter,
+    outcome: Outcome,
+    run: CollectSettings,
+) -> Outcome:
+    """A multi-agent env's episode (ecotone/collect/seats.py): its outcome, each seat's
+    return in `returns`, their sum in `total`."""
+    seated = SeatedRun(client, info, seat_actors, writer, dict.fromkeys(seat_actors, 0.0))
+    seated.on_decision = lambda decision: _count_decision(outcome, writer, decision)
+    try:
+        await play_seats(seated, run.max_steps)
+    finally:
+        outcome.steps, outcome.reason = seated.moves, seated.reason
+        outcome.returns = dict(seated.returns)
+        outcome.total = sum(seated.returns.values())
+    outcome.success = seated.done and not seated.truncated
+    return outcome
+
+
+def policy_name(policy: Policy | dict[str, Policy]) -> str:
+    """A policy's name, or a policy per seat's (`seat=name, ...`; one name when every seat
+    has the same policy: self-play)."""
+    if not isinstance(policy, dict):
+        return policy.name
+    names = {p.name for p in policy.values()}
+    if len(names) == 1 and len(set(map(id, policy.values()))) == 1:
+        return f"{names.pop()} (every seat)"
+    return ", ".join(f"{seat}={p.name}" for seat, p in policy.items())
 
 
 async def _forks(
@@ -448,12 +504,17 @@ class Progress:
         self.stream.flush()
 
 
-async def collect(url: str, policy: PolicyLike, **options: Unpack[CollectOptions]) -> Summary:
+async def collect(
+    url: str, policy: PolicyLike | Mapping[str, PolicyLike], **options: Unpack[CollectOptions]
+) -> Summary:
     """Run `policy` over the env at `url` (see the module): trajectories under `out`, the
     summary returned (and written to `out/summary.json`).
 
     `policy` is anything `as_policy` takes (see ecotone/collect/protocol.py): a callable
-    `observation -> action` (sync or async), `"MODULE:NAME"`, or a `Policy`.
+    `observation -> action` (sync or async), `"MODULE:NAME"`, or a `Policy`. For a
+    multi-agent env it plays every seat (self-play: each seat an actor of its own), or
+    `policy` is a mapping from every seat to its policy (ecotone/collect/seats.py); each
+    outcome then has a return per seat (`Outcome.returns`), the summary a mean per seat.
 
     Keyword options (`CollectOptions`; any other keyword is a TypeError that names it):
 
@@ -479,7 +540,11 @@ async def collect(url: str, policy: PolicyLike, **options: Unpack[CollectOptions
       recorded with the prefix copied in front, its actor told `Episode.fork`): rollouts
       that share a prefix, as a GRPO group does (docs/snapshots.md)."""
     run = from_keywords(CollectSettings, options, "collect")
-    policy = as_policy(policy)
+    chosen: Policy | dict[str, Policy]
+    if isinstance(policy, Mapping):
+        chosen = {seat: as_policy(p) for seat, p in policy.items()}
+    else:
+        chosen = as_policy(policy)
     if run.concurrency < 1 or run.repeats < 1 or run.max_steps < 1 or run.fork < 1:
         raise ValueError("concurrency, repeats, max_steps and fork must be at least 1")
     if run.fmt not in FORMATS:
@@ -499,13 +564,20 @@ async def collect(url: str, policy: PolicyLike, **options: Unpack[CollectOptions
     connection = await AsyncConnection.open_url(url, token=run.token)
     try:
         info = await connection.describe(env)
+        if info.seats:  # a multi-agent env: an actor per seat
+            if run.fork > 1:
+                raise ValueError("--fork: a multi-agent env's sessions cannot be forked yet")
+            chosen = seat_policies(chosen, list(info.seats))
+        elif isinstance(chosen, dict):
+            raise ValueError(f"a policy per seat, but env {info.name!r} has no seats")
         jobs = plan(info, run)
         if run.planned is not None:
             run.planned.total = len(jobs) * run.fork
-        if isinstance(policy, ChatPolicy):
+        chats = list(chosen.values()) if isinstance(chosen, dict) else [chosen]
+        for chat in {id(p): p for p in chats if isinstance(p, ChatPolicy)}.values():
             probe = await connection.open(env)
             try:
-                policy.env_tools = await probe.list_tools()
+                chat.env_tools = await probe.list_tools()
             except ServerError as exc:
                 if exc.code != "unsupported":
                     raise
@@ -527,7 +599,7 @@ async def collect(url: str, policy: PolicyLike, **options: Unpack[CollectOptions
                 return
             try:
                 async for job in receive:
-                    for outcome in await _episode(client, info, policy, job, run):
+                    for outcome in await _episode(client, info, chosen, job, run):
                         outcomes.append(outcome)
                         if progress is not None:
                             progress(outcome)
@@ -551,7 +623,7 @@ async def collect(url: str, policy: PolicyLike, **options: Unpack[CollectOptions
         by_task.setdefault(outcome.task, []).append(outcome)
     summary = Summary(
         env=info.name,
-        policy=policy.name,
+        policy=policy_name(chosen),
         episodes=len(outcomes),
         seconds=round(time.perf_counter() - started, 3),
         tasks=tuple(_summarize(t, o) for t, o in by_task.items()),

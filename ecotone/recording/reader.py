@@ -47,6 +47,9 @@ class Episode:
     """The model's calls in token ids, where the endpoint returned them: each `prompt_ids`,
     `completion_ids`, `logprobs`, `continued` (see `ecotone.collect.Turn`) and `t`, the
     steps taken before it."""
+    seats: list[str | None] = attrs.field(factory=list)
+    """Whose move each step was, in a multi-agent env (each step's observation is that
+    seat's view after it); None for a single-agent env's steps."""
 
     @property
     def length(self) -> int:
@@ -178,6 +181,7 @@ def read_episode(
     error: str | None = None
     messages: list[dict[str, Any]] = []
     turns: list[dict[str, Any]] = []
+    seats: list[str | None] = []
     for record in records:
         kind = record.get("kind")
         if kind == "policy":
@@ -194,6 +198,7 @@ def read_episode(
             truncateds.append(bool(record.get("truncated")))
             durations.append(float(record.get("duration_s") or 0.0))
             times.append(float(record.get("time") or 0.0))
+            seats.append(record.get("seat"))
         elif kind == "end":
             end = record.get("reason")
             error = record.get("error")
@@ -219,6 +224,7 @@ def read_episode(
         policy=header.get("policy"),
         messages=messages,
         turns=turns,
+        seats=seats,
     )
 
 

@@ -98,20 +98,38 @@ class EpisodeWriter:
         truncated: bool,
         duration_s: float,
     ) -> None:
-        self.steps += 1
-        self._write(
-            {
-                "kind": "step",
-                "t": self.steps,
-                "action": action,
-                "observation": observation,
-                "reward": reward,
-                "done": done,
-                "truncated": truncated,
-                "duration_s": duration_s,
-                "time": time.time(),
-            }
+        self._write(self._step(action, observation, reward, done, truncated, duration_s))
+
+    def move(self, seat: str, action: Any, result: Any, duration_s: float) -> None:
+        """A multi-agent env's move: a step record naming its `seat`, its observation that
+        seat's view after the move (`result`: a StepResult)."""
+        record = self._step(
+            action, result.observation, result.reward, result.done, result.truncated, duration_s
         )
+        record["seat"] = seat
+        self._write(record)
+
+    def _step(
+        self,
+        action: Any,
+        observation: Any,
+        reward: float | None,
+        done: bool,
+        truncated: bool,
+        duration_s: float,
+    ) -> dict[str, Any]:
+        self.steps += 1
+        return {
+            "kind": "step",
+            "t": self.steps,
+            "action": action,
+            "observation": observation,
+            "reward": reward,
+            "done": done,
+            "truncated": truncated,
+            "duration_s": duration_s,
+            "time": time.time(),
+        }
 
     def policy(self, messages: list[dict[str, Any]], turns: list[dict[str, Any]]) -> None:
         """How the policy chose its next action (written before its step): the

@@ -1,0 +1,150 @@
+"""`ecotone collect` on multi-agent envs: a policy per seat, or one for every seat (self-play),
+each seat shown its own view only; returns per seat; each move recorded with its seat."""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import ecotone.recording
+from ecotone.collect import collect
+from tests.conftest import run_server
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def first_legal(observation: dict[str, Any]) -> dict[str, str]:
+    return {"move": observation["legal_moves"][0]}
+
+
+def last_legal(observation: dict[str, Any]) -> dict[str, str]:
+    return {"move": observation["legal_moves"][-1]}
+
+
+def test_a_policy_per_seat_plays_chess_and_each_seat_sees_its_own_view(tmp_path: Path) -> None:
+    seen: dict[str, list[Any]] = {"white": [], "black": []}
+
+    def as_seat(seat: str, pick: Any) -> Any:
+        def act(observation: dict[str, Any]) -> dict[str, str]:
+            seen[seat].append(observation)
+            return pick(observation)
+
+        return act
+
+    policies = {"white": as_seat("white", first_legal), "black": as_seat("black", last_legal)}
+    with run_server("chess-duel") as server:
+        run = functools.partial(
+            collect,
+            server.url,
+            policies,
+            out=tmp_path,
+            episodes=2,
+            max_steps=30,
+            options={"max_moves": 30},
+        )
+        summary = trio.run(run)
+    assert summary.episodes == 2 and summary.overall.errors == 0, summary.table()
+    for seat, views in seen.items():
+        assert views and all(v["seat"] == seat and v["to_move"] == seat for v in views)
+    episodes = ecotone.recording.read_episodes(tmp_path)
+    assert len(episodes) == 2
+    for episode in episodes:
+        assert episode.seats[:4] == ["white", "black", "white", "black"]
+        assert episode.end in ("done", "truncated") and 4 <= episode.length <= 30
+        assert episode.policy is not None and "white=" in episode.policy
+        assert [o["seat"] for o in episode.observations[1:5]] == episode.seats[:4]
+    assert set(summary.overall.seat_returns) == {"white", "black"}
+
+
+def test_self_play_one_policy_for_every_seat_ends_games_with_opposite_returns(
+    tmp_path: Path,
+) -> None:
+    with run_server("chess-duel") as server:
+        fen = "7k/5Q2/6K1/8/8/8/8/8 w - - 0 1"  # white mates at once with the right move
+        summary = trio.run(
+            functools.partial(
+                collect,
+                server.url,
+                last_legal,
+                out=tmp_path,
+                episodes=1,
+                options={"fen": fen},
+            )
+        )
+    (episode,) = ecotone.recording.read_episodes(tmp_path)
+    outcome_returns = summary.overall.seat_returns
+    assert "(every seat)" in summary.policy
+    if episode.end == "done":
+        assert outcome_returns["white"] == -outcome_returns["black"]
+
+
+def test_a_round_game_is_collected_round_by_round(tmp_path: Path) -> None:
+    def defect(observation: dict[str, Any]) -> dict[str, str]:
+        return {"move": "defect"}
+
+    with run_server("dilemma") as server:
+        summary = trio.run(
+            functools.partial(
+                collect, server.url, defect, out=tmp_path, episodes=1, options={"rounds": 3}
+            )
+        )
+    (episode,) = ecotone.recording.read_episodes(tmp_path)
+    assert (
+        episode.end == "done"
+        and sorted(s or "" for s in episode.seats) == ["player_0"] * 3 + ["player_1"] * 3
+    )
+    assert summary.overall.seat_returns == {"player_0": 3.0, "player_1": 3.0}  # 1 a round
+
+
+def test_a_policy_per_seat_must_name_every_seat_and_only_them(tmp_path: Path) -> None:
+    with run_server("chess-duel") as server:
+        for policies, match in (
+            ({"white": first_legal}, "none for 'black'"),
+            ({"white": first_legal, "black": first_legal, "red": first_legal}, "no seat 'red'"),
+        ):
+            with pytest.raises(ValueError, match=match):
+                trio.run(functools.partial(collect, server.url, policies, out=tmp_path))
+    with run_server("counter") as server, pytest.raises(ValueError, match="has no seats"):
+        trio.run(functools.partial(collect, server.url, {"a": first_legal}, out=tmp_path))
+
+
+def test_the_cli_takes_a_policy_per_seat(tmp_path: Path) -> None:
+    (tmp_path / "players.py").write_text(
+        "def first(o):\n    return {'move': o['legal_moves'][0]}\n"
+        "def last(o):\n    return {'move': o['legal_moves'][-1]}\n"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ecotone",
+            "collect",
+            "chess-duel",
+            "--policy",
+            "white=players:first",
+            "--policy",
+            "black=players:last",
+            "--episodes",
+            "1",
+            "--max-steps",
+            "6",
+            "--out",
+            str(tmp_path / "runs"),
+            "--json",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert set(summary["overall"]["seat_returns"]) == {"white", "black"}
+    assert summary["policy"] == "white=players:first, black=players:last"
