@@ -134,6 +134,14 @@ def serve_arguments(p: argparse.ArgumentParser) -> None:
         help="also serve the web UI at /web (switches the default websocket transport to http, "
         "which serves WebSocket at / too)",
     )
+    p.add_argument(
+        "--isolate",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run each session's env in a process of its own, forked from a warm parent, so a "
+        "crash of env code (a segfault, os.abort(), os._exit()) costs that session an env_error, "
+        'not the server (default: as the env class says, `isolation = "process"`)',
+    )
     _mcp_options(p, prefix="--mcp-")
     p.add_argument(
         "--lifeline-fd",
@@ -209,6 +217,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
             "reveal_reward": args.mcp_reveal_reward,
         },
         "web": args.web,
+        "isolate": args.isolate,
         "tasks": _task_files(args.tasks),
         "rubric": args.rubric,
     }
