@@ -173,6 +173,26 @@ def test_a_killed_envs_session_resumes_from_its_last_checkpoint(tmp_path: Path) 
             env.close()
 
 
+def test_a_killed_zygote_costs_its_sessions_and_the_next_open_starts_another() -> None:
+    with run_server("crashing", plugins=[hostile_envs]) as server:
+        with ecotone.Connection(server.url) as conn:
+            first = conn.open()
+            pid = first.reset().observation["pid"]
+            zygote = _parent(pid)
+            assert zygote is not None and ZYGOTE.encode() in _cmdline(zygote)
+            os.kill(zygote, signal.SIGKILL)
+            assert wait_until(lambda: not alive(pid))  # its worker went with it
+            with pytest.raises(EnvError) as raised:
+                first.step({})
+            assert raised.value.details["reason"] == "env_lost"
+            assert "its zygote died too" in raised.value.message
+            second = conn.open()  # a new zygote
+            fresh = second.reset().observation["pid"]
+            assert _parent(fresh) not in (None, zygote)
+            assert first.reset().observation["pid"] != pid  # the first session goes on too
+            assert first.step({}).observation["count"] == 1
+
+
 def test_an_isolated_session_snapshots_restores_and_forks() -> None:
     with run_server("crashing", plugins=[hostile_envs]) as server:
         with ecotone.connect(server.url) as env:

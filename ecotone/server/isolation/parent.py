@@ -120,6 +120,8 @@ class Zygote:
                 ],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
+                # env code's prints go to the server's stderr: its stdout may be a transport's
+                stdout=2,
                 start_new_session=True,  # a terminal's Ctrl-C is the server's to handle
             )
         except BaseException:
