@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import faulthandler
+import functools
 import inspect
 import os
 import pickle
@@ -54,11 +55,16 @@ class Maker:
     asynchronous: bool
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    """The C library (loaded once, by the zygote: its workers inherit it)."""
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def die_with_parent(parent: int) -> None:
     """Ask the kernel to SIGKILL this process when `parent` ends; exit at once if it already
     has (it ended before the ask)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+    if _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
     if os.getppid() != parent:
         os._exit(0)
