@@ -26,6 +26,7 @@ from ecotone.kernel.contract import (
     InvalidAction,
     MultiAgentEnvironment,
     Observation,
+    SimultaneousEnvironment,
     State,
 )
 from ecotone.kernel.exit import close_at_exit, forget_at_exit
@@ -173,6 +174,7 @@ __all__ = [
     "Resources",
     "ServerError",
     "ServerPool",
+    "SimultaneousEnvironment",
     "StartFailed",
     "State",
     "StepBatch",

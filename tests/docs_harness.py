@@ -8,7 +8,8 @@ in the document's order, as a reader pasting them one after the other would:
 - `python`: executed in the document's namespace, in the document's folder (a temporary
   one; the repository for README.md, whose commands start `.venv/bin/`). A block whose
   first line is a file name (`# my_agent.py`) is that file, written into the folder for the
-  commands after it; a block that needs a Ray cluster runs in .venv-ray's Python.
+  commands after it; a block that needs a Ray cluster runs in .venv-ray's Python, and one
+  that imports `datasets` (which the dev venv does not have) in .venv-trl's.
 - `sh`: each command through bash, in the folder (`cd` moves it); one that serves (`ecotone
   serve`, `ecotone launch`, `podman run`, or any command ending in `&`) is started in the
   background and waited for until it says it serves, and kept until the document ends (or
@@ -79,6 +80,7 @@ ENGINE_WORDS = {
     "docker": re.compile(r"\bdocker\b(?!\.)"),
 }
 RAY = re.compile(r"provider[= ]\"?ray\b|ray://")
+DATASETS = re.compile(r"^(?:import datasets|from datasets import)\b", re.MULTILINE)
 
 
 @attrs.frozen
@@ -233,6 +235,8 @@ class DocRun:
             _missing("mcp-server-everything is not installed (MCP_NODE: make pytest makes it)")
         if RAY.search(source):
             self._ray_cluster()
+        if DATASETS.search(source) and not os.environ.get("TRL_PYTHON"):
+            _missing("TRL_PYTHON is not set: the python of a venv with datasets (make test)")
 
     def _ray_cluster(self) -> None:
         if self.ray_head is not None:
@@ -318,11 +322,15 @@ class DocRun:
         self.require(block.source)
         source = self.localize(block.source)
         pad = "\n" * example.line  # tracebacks name the document's own lines
-        if RAY.search(source):
+        other = "RAY_PYTHON" if RAY.search(source) else None
+        if DATASETS.search(source):
+            other = "TRL_PYTHON"
+        if other is not None:
+            env = {**self.env, "PYTHONPATH": str(ROOT)}  # this checkout's ecotone there too
             done = subprocess.run(
-                [os.environ["RAY_PYTHON"], "-c", source],
+                [os.environ[other], "-c", source],
                 cwd=self.cwd,
-                env=self.env,
+                env=env,
                 capture_output=True,
                 text=True,
                 timeout=300,

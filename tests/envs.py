@@ -17,6 +17,7 @@ import attrs
 
 import ecotone
 from ecotone.plugins.counter import CounterAction, CounterObservation, CounterState
+from ecotone.plugins.dilemma import DilemmaEnv
 
 # --- slow: a blocking sync env (time.sleep), run in worker threads ---------------------------
 
@@ -408,6 +409,104 @@ class ThreadedCardsEnv(CardsEnv):
     seat_lost = "truncate"
 
 
+class Bid(ecotone.Action):
+    amount: int = 0
+
+
+class BidsView(ecotone.Observation):
+    round: int = 0
+    bids: dict[str, int] = {}
+    """Last round's bids (everyone sees them once the round is played)."""
+    out: list[str] = []
+    """The seats out of the game: silent past a round's deadline."""
+    total: int = 0
+    """This seat's own winnings (0 in the public view)."""
+
+
+class BidsState(ecotone.State):
+    totals: dict[str, int] = {}
+
+
+class BidsEnv(ecotone.SimultaneousEnvironment[Bid, BidsView, BidsState]):
+    """Three seats bid at once, three rounds; the highest bid wins it (ties: nobody). A seat
+    silent past a round's deadline is out of the game (the env's rule); a bid above 10 is
+    refused (the whole round starts over)."""
+
+    name = "bids"
+    seats = ("a", "b", "c")
+    move_deadline = 30.0
+    inline = True
+
+    def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> BidsView:
+        self._round = 0
+        self._bids: dict[str, int] = {}
+        self._out: list[str] = []
+        self._totals = dict.fromkeys(self.seats, 0)
+        self._rewards = dict.fromkeys(self.seats, 0.0)
+        self._episode = episode_id
+        return self.observe(None)
+
+    def live_seats(self) -> tuple[str, ...]:
+        live = tuple(s for s in self.seats if s not in self._out)
+        return () if self._round >= 3 or len(live) < 2 else live
+
+    def step(self, actions: dict[str, Bid]) -> None:
+        if any(bid.amount > 10 for bid in actions.values()):
+            raise ecotone.InvalidAction("a bid is 10 at most", field="amount")
+        live = self.live_seats()
+        self._out.extend(s for s in live if s not in actions)
+        self._bids = {s: bid.amount for s, bid in actions.items()}
+        self._rewards = dict.fromkeys(self.seats, 0.0)
+        best = max(self._bids.values(), default=0)
+        winners = [s for s, amount in self._bids.items() if amount == best]
+        if len(winners) == 1:
+            self._totals[winners[0]] += best
+            self._rewards[winners[0]] = float(best)
+        self._round += 1
+
+    def observe(self, seat: str | None) -> BidsView:
+        return BidsView(
+            round=self._round,
+            bids=dict(self._bids),
+            out=list(self._out),
+            total=0 if seat is None else self._totals[seat],
+            reward=None if seat is None else self._rewards[seat],
+            done=not self.live_seats(),
+        )
+
+    def state(self) -> BidsState:
+        return BidsState(
+            episode_id=self._episode, step_count=self._round, totals=dict(self._totals)
+        )
+
+
+class HastyBidsEnv(BidsEnv):
+    """`bids` whose rounds wait a second for silent seats."""
+
+    name = "bids_hasty"
+    move_deadline = 1.0
+
+
+class SlowStateBidsEnv(BidsEnv):
+    """`bids` in a worker thread, whose `state()` takes two seconds (a call that holds the
+    session past a round's deadline)."""
+
+    name = "bids_threaded"
+    inline = False
+    move_deadline = 1.0
+
+    def state(self) -> BidsState:
+        time.sleep(2.0)
+        return super().state()
+
+
+class HastyDilemmaEnv(DilemmaEnv):
+    """`dilemma` whose rounds wait a second for a silent seat."""
+
+    name = "dilemma_hasty"
+    move_deadline = 1.0
+
+
 TEST_ENVS: dict[str, type] = {
     "slow": SlowEnv,
     "inline_probe": InlineProbeEnv,
@@ -420,6 +519,10 @@ TEST_ENVS: dict[str, type] = {
     "restore_fails": RestoreFailsEnv,
     "cards": CardsEnv,
     "cards_threaded": ThreadedCardsEnv,
+    "bids": BidsEnv,
+    "bids_hasty": HastyBidsEnv,
+    "bids_threaded": SlowStateBidsEnv,
+    "dilemma_hasty": HastyDilemmaEnv,
 }
 
 

@@ -13,6 +13,7 @@ BUNDLED = {
     "gridworld": {},
     "wordle": {},
     "chess": {"max_moves": 6},
+    "chess-duel": {"max_moves": 12},
     "coding": {},
 }
 

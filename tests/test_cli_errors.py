@@ -108,6 +108,12 @@ CASES = [
     ),
     case("collect-file", "collect counter --policy missing_agent:act", 2, "missing_agent"),
     case(
+        "collect-datasets",  # the dev venv has no `datasets`
+        "collect counter --policy agent:act --format parquet --out runs",
+        2,
+        "need the `datasets` package: pip install 'ecotone[datasets]'",
+    ),
+    case(
         "collect-closed",
         "collect counter --policy agent:act --episodes 2 --out runs",
         141,

@@ -51,7 +51,8 @@ from tests import broken_envs
 from tests.conftest import make_registry, run_server
 
 REPO = Path(__file__).resolve().parent.parent
-ALL_CHECKS = list(CHECKS)
+ALL_CHECKS = [name for name, chk in CHECKS.items() if chk.seated is not True]
+"""The checks of a single-agent env (the seat checks are tests/test_conformance_seats.py's)."""
 PROTOCOL = list(PROTOCOL_CHECKS)
 URL_EXPECTED = {
     **dict.fromkeys(ALL_CHECKS, Status.PASS),
@@ -701,7 +702,9 @@ def test_a_conformance_suite_subclass_is_one_pytest_test_per_check(tmp_path: Pat
     assert "step_columns: needs seeded_determinism, which failed" in out
     n = len(ALL_CHECKS)
     assert "snapshots: needs seeded_determinism, which failed" in out
-    assert f"1 failed, {2 * n - 4} passed, 3 skipped" in out
+    seat_checks = len(CHECKS) - n  # one test per check: a single-agent env skips them
+    assert f"1 failed, {2 * n - 4} passed, {3 + 2 * seat_checks} skipped" in out
+    assert "seat_turns: a multi-agent env's check: this env has no seats" in out
     assert "SharedKnobs" not in out and "ConformanceSuite" not in out
 
 
@@ -717,11 +720,9 @@ def test_the_base_class_is_not_collected_and_subclasses_with_a_target_are() -> N
     assert Knobs.__test__ is False and TestThing.__test__ is True
     assert [n for n in dir(TestThing) if n.startswith("test_")] == sorted(
         f"test_{c}"
-        for c in [*ALL_CHECKS, *PROTOCOL]  # a URL: the protocol checks too
+        for c in [*CHECKS, *PROTOCOL]  # a URL: the protocol checks too
     )
-    assert [n for n in dir(Knobs) if n.startswith("test_")] == sorted(
-        f"test_{c}" for c in ALL_CHECKS
-    )
+    assert [n for n in dir(Knobs) if n.startswith("test_")] == sorted(f"test_{c}" for c in CHECKS)
 
 
 # --- a real OpenEnv server -------------------------------------------------------------------

@@ -24,6 +24,8 @@ from ecotone.trl.factory import FactoryOptions, FactorySettings
 from tests.conftest import run_server, wait_until
 
 DRIVER = Path(__file__).parent / "trl" / "grpo_driver.py"
+ASYNC_DRIVER = Path(__file__).parent / "trl" / "async_rollout_driver.py"
+ROOT = Path(__file__).resolve().parent.parent
 TRL_PYTHON_VAR = "TRL_PYTHON"
 
 
@@ -153,6 +155,61 @@ def test_grpo_trains_on_an_ecotone_server_with_the_real_trl(trl_python: str) -> 
     assert report["rewards"] == [pytest.approx(1.7), pytest.approx(1.7)]
     # the refused word came back to the model as a tool error: one of three calls failed
     assert report["tool_failures"] == [pytest.approx(1 / 3), pytest.approx(1 / 3)]
+
+
+def test_async_grpos_rollout_worker_plays_through_the_factory_against_a_token_endpoint(
+    trl_python: str,
+) -> None:
+    """TRL's AsyncRolloutWorker (async GRPO's rollout loop, in the spawned process it starts,
+    the factory pickled into it) against a local endpoint that speaks vLLM's
+    /v1/completions with token ids (tests/trl/async_rollout_driver.py says what is left
+    out: the trainer's vLLM weight sync). Its training rows hold the endpoint's ids and
+    logprobs where the mask is 1, the env's turns where it is 0."""
+    from tests.token_server import logprob
+
+    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH", "")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}  # this tree's ecotone
+    probe = subprocess.run([trl_python, "-c", "import aiohttp"], env=env, capture_output=True)
+    if probe.returncode != 0:
+        reason = "the TRL venv has no aiohttp (tests/trl/requirements.txt: `make` installs it)"
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    with run_server("wordle") as server:
+        done = subprocess.run(
+            [trl_python, str(ASYNC_DRIVER), server.url],
+            capture_output=True, text=True, timeout=600, env=env, cwd=ROOT,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-4000:]
+        guesses = [action.guess for _, _, action, _ in list(server.recorder.steps)]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["paths"] == ["/v1/completions"] and report["prompts_are_ids"]
+    assert report["asked"] == [[True, 0]]  # return_token_ids, logprobs=0
+    samples, written = report["samples"], report["written"]
+    assert len(samples) == 4 and {"slate", "crane"} == set(guesses)
+    for sample, decoded in zip(samples, report["decoded"], strict=True):
+        assert sample["reward"] == pytest.approx(0.2 + 1.5) and sample["advantage"] == 0.0
+        roles = [m["role"] for m in sample["completion"]]
+        assert roles == ["assistant", "tool", "assistant", "tool", "assistant"]
+        ids, mask, logprobs = (
+            sample["input_ids"],
+            sample["completion_mask"],
+            sample["old_log_probs"],
+        )
+        runs: list[list[int]] = []  # the stretches of mask 1: one per model turn
+        for i, m in enumerate(mask):
+            if m and (not runs or runs[-1][-1] != i - 1):
+                runs.append([])
+            if m:
+                runs[-1].append(i)
+        assert len(runs) == 3
+        for run in runs:
+            assert [ids[i] for i in run] in written  # the endpoint's ids, as it wrote them
+            expected = [logprob(j, ids[i]) for j, i in enumerate(run)]
+            assert [logprobs[i] for i in run] == pytest.approx(expected)
+        assert "2. CRANE  G G G G G" in decoded  # the env's turn, masked 0
+        env_part = [ids[i] for i in range(runs[0][-1] + 1, runs[1][0])]
+        assert env_part and not any(mask[runs[0][-1] + 1 : runs[1][0]])
 
 
 def test_env_tools_become_methods_beside_the_action() -> None:

@@ -35,6 +35,20 @@ def collect_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-key", help="its key (default: $OPENAI_API_KEY)")
     p.add_argument("--temperature", type=float, help="sampling temperature for --base-url")
     p.add_argument("--max-tokens", type=int, help="tokens per answer for --base-url")
+    tokens = p.add_mutually_exclusive_group()
+    tokens.add_argument(
+        "--tokens",
+        action="store_const",
+        const=True,
+        help="require token ids and logprobs from --base-url (default: kept where it gives them)",
+    )
+    tokens.add_argument(
+        "--no-tokens",
+        dest="tokens",
+        action="store_const",
+        const=False,
+        help="never ask --base-url for token ids (plain chat requests)",
+    )
     p.add_argument("--env", help="which of the server's envs (default: its default)")
     p.add_argument("--split", help="the task split (default: the env's first)")
     p.add_argument("--tasks", type=int, metavar="N", help="the split's first N tasks (default all)")
@@ -69,9 +83,10 @@ def collect_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="where the trajectories go (default runs/collect-ENV-TIME)")
     p.add_argument(
         "--format",
-        choices=["jsonl", "msgpack"],
+        choices=["jsonl", "msgpack", "parquet"],
         default="jsonl",
-        help="the trajectories' recording format (jsonl)",
+        help="the trajectories' recording format (jsonl); parquet: recorded as jsonl, and one "
+        "row per episode in OUT/episodes.parquet (needs the `datasets` package)",
     )
     p.add_argument("--token", help="the server's token, if it needs one")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -91,6 +106,7 @@ def _policy(args: argparse.Namespace) -> Policy:
         api_key=args.api_key,
         temperature=args.temperature,
         max_tokens=args.max_tokens,
+        tokens=args.tokens,
     )
 
 
@@ -149,8 +165,9 @@ def run_collect(args: argparse.Namespace) -> int:
         print(json.dumps(summary.to_dict(), indent=2))
     else:
         print(summary.table())
+        dataset = " and episodes.parquet" if args.format == "parquet" else ""
         print(
             f"\n{summary.episodes} episodes of {summary.env!r} by {summary.policy} in "
-            f"{summary.seconds:.1f} s; trajectories and summary.json in {summary.out}"
+            f"{summary.seconds:.1f} s; trajectories, summary.json{dataset} in {summary.out}"
         )
     return 0

@@ -124,14 +124,18 @@ class SeatResult(msgspec.Struct, Generic[ObsT], frozen=True, kw_only=True):
         result: The view, as a step's result: `observation` (a dict, or the client's
             `observation_type`), the seat's own `reward`, `done` and `truncated`.
         seat: Whose view it is (None: the public view).
-        turn: Whose turn it is now (None: nobody's: the episode is over).
+        turn: Whose turn it is now (None: nobody's: the episode is over, or the seats move
+            at once).
         lost: The seats released after their connection dropped, when that ended the episode.
+        acting: The seats whose move the episode waits for now (whose turn it is; in a
+            simultaneous env, the live seats that have not moved in this round).
     """
 
     result: StepResult[ObsT]
     seat: str | None = None
     turn: str | None = None
     lost: list[str] = []
+    acting: list[str] = []
 
 
 class SeatKeys(msgspec.Struct, frozen=True, kw_only=True):

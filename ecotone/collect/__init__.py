@@ -11,7 +11,9 @@
 A policy is a plain callable `observation -> action`, `"MODULE:NAME"` naming one, or an
 object of the `Policy` protocol (`ecotone.collect.protocol`), such as a model behind an
 OpenAI-compatible chat endpoint (`ChatPolicy(base_url, model)`); `as_policy` makes any of
-them a `Policy`. See `ecotone.collect.runner` for what a run does, and docs/llm-training.md.
+them a `Policy`. See `ecotone.collect.runner` for what a run does, `ecotone.collect.tokens`
+for the token ids a chat policy records (and how it continues an episode from them), and
+docs/llm-training.md.
 """
 
 from ecotone.collect.policies import (
@@ -21,13 +23,14 @@ from ecotone.collect.policies import (
     as_policy,
     load_policy,
 )
-from ecotone.collect.protocol import Actor, Episode, Policy, PolicyError
+from ecotone.collect.protocol import Actor, Decision, Episode, Policy, PolicyError, Turn
 from ecotone.collect.runner import Outcome, Progress, Summary, TaskSummary, collect, plan
 
 __all__ = [
     "Actor",
     "CallablePolicy",
     "ChatPolicy",
+    "Decision",
     "Episode",
     "Outcome",
     "Policy",
@@ -36,6 +39,7 @@ __all__ = [
     "Progress",
     "Summary",
     "TaskSummary",
+    "Turn",
     "as_policy",
     "collect",
     "load_policy",

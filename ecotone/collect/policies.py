@@ -8,12 +8,9 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
-import anyio
 import attrs
 
 from ecotone.client.llm import (
@@ -22,7 +19,24 @@ from ecotone.client.llm import (
     observation_text,
     openai_tools,
 )
-from ecotone.collect.protocol import Actor, Episode, Policy, PolicyError, ToolCaller
+from ecotone.collect.endpoint import Endpoint, EndpointError
+from ecotone.collect.protocol import (
+    Actor,
+    Decision,
+    Episode,
+    Policy,
+    PolicyError,
+    ToolCaller,
+    Turn,
+)
+from ecotone.collect.tokens import (
+    Continuation,
+    TokenSequence,
+    ToolParser,
+    chat_tokens,
+    hermes_tool_calls,
+    not_served,
+)
 from ecotone.kernel.loading import load_named
 from ecotone.specs import EnvInfo, ToolInfo
 from ecotone.specs.keywords import from_keywords
@@ -130,26 +144,14 @@ def as_policy(policy: PolicyLike, name: str = "") -> Policy:
 # --- a model behind an OpenAI-compatible chat-completions endpoint ---------------------------
 
 
+TOKEN_FIELDS = frozenset({"return_token_ids", "logprobs"})
+"""What a chat request asks of vLLM for token ids; left out for an endpoint that refuses it."""
+
 SYSTEM_PROMPT = (
     "You are playing the environment {name!r}: {description}\n"
     "Act by calling the tool `{tool}`. Each call is one step; its result is what you "
     "observe next. The episode ends when the environment says so."
 )
-
-
-def _post(url: str, body: dict[str, Any], headers: dict[str, str], timeout: float) -> Any:
-    data = json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method="POST", headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        detail = exc.read()[:500].decode("utf-8", "replace")
-        raise PolicyError(f"the model endpoint answered {exc.code}: {detail}") from None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        raise PolicyError(f"the model endpoint is unreachable: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise PolicyError(f"the model endpoint's answer is not JSON: {exc}") from None
 
 
 class _ChatActor:
@@ -173,6 +175,20 @@ class _ChatActor:
         """The id of the tool call whose result the next observation is."""
         self.first = True
         self.just_refused = False
+        self.recorded = 0
+        """The messages already handed over in a Decision."""
+        self.turns: list[Turn] = []
+        """The model's calls since the last Decision, in token ids."""
+        self.sequence: TokenSequence | None = None
+        """The episode's token ids, once the endpoint has returned some."""
+        self.continuation = Continuation(
+            policy.endpoint,
+            policy.model,
+            self.specs,
+            policy.sampling,
+            policy.settings.tool_parser or hermes_tool_calls,
+        )
+        self.calls = 0
 
     def _observe(self, observation: Mapping[str, Any]) -> None:
         text = observation_text(observation, first=self.first)
@@ -183,30 +199,70 @@ class _ChatActor:
             self.messages.append({"role": "tool", "tool_call_id": self.pending, "content": text})
             self.pending = None
 
-    async def _complete(self) -> dict[str, Any]:
+    async def _chat(self, with_tokens: bool) -> Any:
         p, settings = self.policy, self.policy.settings
         body: dict[str, Any] = {
             "model": p.model,
             "messages": self.messages,
             "tools": self.specs,
             "tool_choice": "auto",
+            **p.sampling,
         }
-        if settings.temperature is not None:
-            body["temperature"] = settings.temperature
-        if settings.max_tokens is not None:
-            body["max_tokens"] = settings.max_tokens
-        headers = {"content-type": "application/json"}
-        if settings.api_key:
-            headers["authorization"] = f"Bearer {settings.api_key}"
-        url = p.base_url.rstrip("/") + "/chat/completions"
-        answer = await anyio.to_thread.run_sync(_post, url, body, headers, settings.timeout)
+        if with_tokens:  # vLLM's names: the prompt's and the output's ids, and logprobs
+            body["return_token_ids"] = True
+            body["logprobs"] = True
+        url = p.endpoint.under("/chat/completions")
+        try:
+            return await p.endpoint.call(url, body)
+        except EndpointError as exc:
+            if not with_tokens or settings.tokens is True or exc.status != 400:
+                raise
+        plain = {k: v for k, v in body.items() if k not in TOKEN_FIELDS}
+        answer = await p.endpoint.call(url, plain)
+        p.plain = True  # it refuses vLLM's fields and takes the request without them
+        return answer
+
+    async def _complete(self) -> dict[str, Any]:
+        p, settings = self.policy, self.policy.settings
+        if self.sequence is not None and p.token_input is not False:
+            try:
+                continued = await self.continuation.next_turn(self.messages, self.sequence)
+            except EndpointError as exc:
+                if not not_served(exc):
+                    raise
+                continued = None
+                p.token_input = False  # no /tokenize or /v1/completions: chat from now on
+            if continued is not None:
+                message, turn = continued
+                self.turns.append(turn)
+                return message
+        with_tokens = settings.tokens is not False and not p.plain
+        answer = await self._chat(with_tokens)
         try:
             message = answer["choices"][0]["message"]
         except (KeyError, IndexError, TypeError):
             raise PolicyError(f"the model endpoint's answer has no message: {answer!r}") from None
         if not isinstance(message, dict):
             raise PolicyError(f"the model's message is not an object: {message!r}")
+        tokens = chat_tokens(answer) if with_tokens else None
+        if tokens is None:
+            if settings.tokens is True:
+                raise PolicyError(
+                    "the model endpoint returned no token ids (`prompt_token_ids`, "
+                    "`token_ids`, `logprobs`) and tokens=True asks for them"
+                )
+            self.sequence = None
+            return message
+        prompt, output, logprobs = tokens
+        self.turns.append(Turn(prompt_ids=prompt, completion_ids=output, logprobs=logprobs))
+        self.sequence = TokenSequence(prompt + output, prompt, len(self.messages), output)
         return message
+
+    def _decision(self, action: Any) -> Decision:
+        messages = tuple(self.messages[self.recorded :])
+        self.recorded = len(self.messages)
+        turns, self.turns = tuple(self.turns), []
+        return Decision(action=action, messages=messages, turns=turns)
 
     async def act(self, observation: Mapping[str, Any]) -> Any:
         if self.just_refused:  # the observation is unchanged: the error was the answer
@@ -215,14 +271,19 @@ class _ChatActor:
             self._observe(observation)
         for _ in range(self.policy.settings.max_tool_calls):
             message = await self._complete()
-            calls = message.get("tool_calls") or []
+            calls = []
+            for call in message.get("tool_calls") or []:
+                if isinstance(call, dict) and not call.get("id"):
+                    self.calls += 1
+                    call = {"id": f"call_{self.calls}", **call}
+                calls.append(call)
             self.messages.append(
                 {"role": "assistant", "content": message.get("content"), "tool_calls": calls}
                 if calls
                 else {"role": "assistant", "content": message.get("content") or ""}
             )
             if not calls:
-                return None  # the model stopped calling tools: the episode ends here
+                return self._decision(None)  # the model stopped calling tools: the end
             action = None
             for call in calls:
                 function = call.get("function") or {}
@@ -246,7 +307,7 @@ class _ChatActor:
                 else:
                     self._tool_reply(cid, f"error: no tool {name!r} (or one action per turn)")
             if action is not None:
-                return action
+                return self._decision(action)
         raise PolicyError(
             f"the model made {self.policy.settings.max_tool_calls} calls without acting"
         )
@@ -271,6 +332,8 @@ class ChatOptions(TypedDict, total=False):
     action_tool: str | None
     max_tool_calls: int
     timeout: float
+    tokens: bool | None
+    tool_parser: ToolParser | None
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -284,6 +347,8 @@ class ChatSettings:
     action_tool: str | None = None
     max_tool_calls: int = 8
     timeout: float = 120.0
+    tokens: bool | None = None
+    tool_parser: ToolParser | None = None
 
 
 class ChatPolicy:
@@ -291,7 +356,9 @@ class ChatPolicy:
     calling: the env's action is a tool (its schema from `describe`), and so are the env's
     own tools; every observation goes back as the tool call's result (the first as the user
     message), a refused action as an error result. An answer without a tool call ends the
-    episode."""
+    episode. Each `act` returns a `Decision`: the action, the conversation's new messages,
+    and the model's calls in token ids where the endpoint returns them (vLLM's; see
+    `ecotone.collect.tokens`)."""
 
     def __init__(self, base_url: str, model: str, **options: Unpack[ChatOptions]) -> None:
         """`model`: the model's name in the endpoint's requests. Keyword options
@@ -304,7 +371,14 @@ class ChatPolicy:
         - `action_tool` (None: the action's only field, else `step`): the action's tool name;
         - `max_tool_calls` (8): model calls in one turn without an action before the episode
           fails with a PolicyError;
-        - `timeout` (120.0): seconds for one request to the endpoint."""
+        - `timeout` (120.0): seconds for one request to the endpoint;
+        - `tokens` (None: where the endpoint gives them): ask for token ids and
+          log-probabilities (vLLM's `return_token_ids`, `logprobs`) and continue each
+          episode from its ids; an endpoint that refuses the fields (400) is asked without
+          them from then on, and one that returns none gives text-only turns. True: an
+          endpoint without them fails the episode; False: never ask (plain requests);
+        - `tool_parser` (None: `hermes_tool_calls`): reads tool calls from the text of a
+          call continued from token ids (`text -> (content, calls)`)."""
         settings = from_keywords(ChatSettings, options, "ChatPolicy")
         if settings.api_key is None:
             settings = attrs.evolve(settings, api_key=os.environ.get("OPENAI_API_KEY"))
@@ -313,6 +387,20 @@ class ChatPolicy:
         self.settings = settings
         self.name = f"chat:{model}"
         self.env_tools: Sequence[ToolInfo] = ()
+        headers = {"content-type": "application/json"}
+        if settings.api_key:
+            headers["authorization"] = f"Bearer {settings.api_key}"
+        self.endpoint = Endpoint(base_url, headers, settings.timeout)
+        self.sampling = {
+            k: v
+            for k, v in (("temperature", settings.temperature), ("max_tokens", settings.max_tokens))
+            if v is not None
+        }
+        self.plain = False
+        """Learned: the endpoint refuses vLLM's token fields (asked without them since)."""
+        self.token_input: bool | None = None
+        """Learned: False once the endpoint turned out to have no `/tokenize` or
+        `/v1/completions` (each call a chat completion since)."""
 
     def actor(self, episode: Episode) -> Actor:
         return _ChatActor(self, episode.info, episode.tools, self.env_tools)

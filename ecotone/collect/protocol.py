@@ -19,8 +19,10 @@ The records are where what comes later goes, as fields rather than new parameter
 no policy written today breaks: which seat of a multi-agent env an actor plays, when collect
 takes a policy per seat (`{seat: policy}`, each made a `Policy` by `as_policy`); which fork of
 an episode restored from a snapshot it is, when collect forks each state a number of times;
-and, beside the action an actor returns, what a trainer keeps of how it was chosen (token
-ids, log-probabilities), an `act` that returns a record of the action with those fields.
+and, beside the action an actor returns, what a trainer keeps of how it was chosen: an `act`
+may return a `Decision`, the action with the conversation's new messages and the model's
+calls as token ids (`Turn`: the prompt's ids, the generated ids, their log-probabilities),
+which collect records beside the step.
 """
 
 from __future__ import annotations
@@ -61,7 +63,8 @@ class Actor(Protocol):
     """One episode's decisions."""
 
     async def act(self, observation: Mapping[str, Any]) -> Any:
-        """The next action (a dict), or None to end the episode here."""
+        """The next action (a dict), or None to end the episode here; or a `Decision` holding
+        it with what a trainer keeps of how it was chosen."""
         ...
 
     async def refused(self, action: Any, reason: str) -> None:
@@ -79,9 +82,49 @@ class Policy(Protocol):
         ...
 
 
+@attrs.frozen(kw_only=True)
+class Turn:
+    """One call to the model, in token ids, as a trainer learns from it.
+
+    The ids of an episode's turns, laid end to end (`prompt_ids` then `completion_ids`, turn
+    after turn), are the one sequence the model saw and wrote, when every turn after the
+    first is `continued`: its `prompt_ids` are then only what came between the last call's
+    output and this call (the env's turn, as the endpoint's own tokenizer renders it),
+    and the call was made with the whole sequence as token input. A turn that is not
+    continued holds its whole prompt. The loss mask is 0 over `prompt_ids`, 1 over
+    `completion_ids`."""
+
+    prompt_ids: list[int]
+    """The tokens before the model's own in this call: its whole prompt on a first call (or
+    one not continued), else the env's tokens since the last call's output."""
+    completion_ids: list[int]
+    """The tokens the model generated (its end-of-turn token included, as the endpoint
+    returns it)."""
+    logprobs: list[float]
+    """The log-probability of each generated token, as the endpoint sampled it."""
+    continued: bool = False
+    """The call's prompt was the previous call's prompt, its output and `prompt_ids`, sent
+    as token ids (not text the endpoint tokenized again)."""
+
+
+@attrs.frozen(kw_only=True)
+class Decision:
+    """What an actor's `act` may return instead of the bare action: the action and how it was
+    chosen, recorded beside the step (`ecotone.recording` reads it back)."""
+
+    action: Any
+    """The action (a dict), or None to end the episode here."""
+    messages: tuple[dict[str, Any], ...] = ()
+    """The conversation's messages since the last decision (chat-completions form): the
+    observation as the model read it, the model's answers and tool calls, tool results."""
+    turns: tuple[Turn, ...] = ()
+    """The model's calls since the last decision as token ids; empty when the endpoint
+    returns none (text-only turns)."""
+
+
 class PolicyError(RuntimeError):
     """The policy could not produce an action (a model endpoint that fails, a callable that
     raises): the episode ends with this error recorded."""
 
 
-__all__ = ["Actor", "Episode", "Policy", "PolicyError", "ToolCaller"]
+__all__ = ["Actor", "Decision", "Episode", "Policy", "PolicyError", "ToolCaller", "Turn"]

@@ -30,7 +30,9 @@ import trio
 from ecotone.client.aio import AsyncConnection, AsyncEnvClient
 from ecotone.client.errors import InvalidActionError, ServerError
 from ecotone.collect.policies import ChatPolicy, PolicyLike, as_policy
-from ecotone.collect.protocol import Episode, Policy, PolicyError
+from ecotone.collect.protocol import Decision, Episode, Policy, PolicyError
+from ecotone.recording.dataset import require_datasets, write_parquet
+from ecotone.recording.reader import is_success, read_episode
 from ecotone.recording.recorder import EpisodeWriter
 from ecotone.specs import EnvInfo, TaskRef
 from ecotone.specs.keywords import from_keywords
@@ -66,6 +68,14 @@ class Outcome:
     reason: str = ""
     error: str | None = None
     seconds: float = 0.0
+    path: str | None = None
+    """The episode's recording."""
+    model_turns: int = 0
+    """The model's answers (a chat policy's), recorded beside the steps."""
+    token_turns: int = 0
+    """Of them, those recorded with token ids and log-probabilities."""
+    continued_turns: int = 0
+    """Of those, the calls made with the episode's ids as token input."""
 
 
 @attrs.frozen
@@ -87,6 +97,25 @@ class Summary:
     tasks: tuple[TaskSummary, ...]
     overall: TaskSummary
     out: str
+    model_turns: int = 0
+    """The model's answers over the run (0 for a policy that records none)."""
+    token_turns: int = 0
+    """Of them, those with token ids and log-probabilities."""
+    continued_turns: int = 0
+    """Of those, the calls continued from the episode's ids (token input)."""
+
+    def tokens(self) -> str:
+        """What the run recorded of the model's turns, in a line; "" when it recorded none."""
+        n, ids, continued = self.model_turns, self.token_turns, self.continued_turns
+        if n == 0:
+            return ""
+        if ids == 0:
+            return f"model turns: {n}, text only (the endpoint returned no token ids)"
+        kept = "all" if ids == n else f"{ids} of {n}"
+        return (
+            f"model turns: {n}, {kept} with token ids and logprobs; {continued} continued "
+            "from the episode's ids (token input)"
+        )
 
     def table(self) -> str:
         rows = [*self.tasks, self.overall] if len(self.tasks) > 1 else [*self.tasks]
@@ -98,6 +127,8 @@ class Summary:
                 f"{r.task:<{width}}  {r.episodes:>8}  {r.mean_return:>11.3f}  "
                 f"{r.success_rate:>6.0%}  {r.mean_steps:>10.1f}  {r.errors:>6}"
             )
+        if self.tokens():
+            lines.append(self.tokens())
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -144,6 +175,8 @@ class CollectSettings:
     options: dict[str, Any] | None = None
     """Reset options for every episode."""
     fmt: str = "jsonl"
+    """`jsonl` or `msgpack` (the recording format), or `parquet`: recorded as jsonl, and the
+    run's episodes a dataset in `out/episodes.parquet` at the end."""
     progress: Callable[[Outcome], None] | None = None
     token: str | None = None
     planned: Progress | None = None
@@ -152,6 +185,16 @@ class CollectSettings:
     one request: a GRPO group); 1: no fork."""
     fork_at: int = 0
     """Steps the policy plays before the fork (0: from the reset)."""
+
+    @property
+    def recording(self) -> str:
+        """The episodes' recording format (jsonl for `parquet`)."""
+        return "jsonl" if self.fmt == "parquet" else self.fmt
+
+
+FORMATS = ("jsonl", "msgpack", "parquet")
+PARQUET = "episodes.parquet"
+"""`fmt="parquet"`'s file, under `out`."""
 
 
 def _summarize(task: str, outcomes: Sequence[Outcome]) -> TaskSummary:
@@ -194,13 +237,6 @@ def plan(info: EnvInfo, run: CollectSettings) -> list[Job]:
     return jobs
 
 
-def _is_success(observation: Any, done: bool, truncated: bool, reward: float | None) -> bool:
-    metadata = observation.get("metadata") if isinstance(observation, dict) else None
-    if isinstance(metadata, dict) and "is_success" in metadata:
-        return bool(metadata["is_success"])
-    return bool(done and not truncated and (reward or 0.0) > 0)
-
-
 class _Tools:
     def __init__(self, client: AsyncEnvClient[Any, Any]) -> None:
         self.client = client
@@ -238,6 +274,9 @@ async def _play(run: _Run, limit: int, settings: CollectSettings) -> None:
             outcome.reason = "max_steps"
             return
         action = await run.actor.act(run.observation)
+        if isinstance(action, Decision):
+            _decided(run, action)
+            action = action.action
         if action is None:
             outcome.reason = "policy"
             return
@@ -260,9 +299,19 @@ async def _play(run: _Run, limit: int, settings: CollectSettings) -> None:
     outcome.reason = "done" if run.done else "truncated"
 
 
+def _decided(run: _Run, decision: Decision) -> None:
+    """Record how the actor chose (its messages, its model calls in token ids) and count it."""
+    outcome = run.outcome
+    outcome.model_turns += sum(1 for m in decision.messages if m.get("role") == "assistant")
+    outcome.token_turns += len(decision.turns)
+    outcome.continued_turns += sum(turn.continued for turn in decision.turns)
+    turns = [attrs.asdict(turn) for turn in decision.turns]
+    run.writer.policy(list(decision.messages), turns)
+
+
 def _ended(run: _Run) -> Outcome:
     outcome = run.outcome
-    outcome.success = _is_success(run.observation, run.done, run.truncated, run.reward)
+    outcome.success = is_success(run.observation, run.done, run.truncated, run.reward)
     return outcome
 
 
@@ -297,7 +346,9 @@ async def _episode(
         name = f"{job.index:05d}-{_safe(outcome.task)}-r{job.repeat}"
         if run.fork > 1:
             header["forks"], header["forked_at"] = run.fork, run.fork_at
-        writer = EpisodeWriter(run.out / _safe(info.name) / f"{name}.{run.fmt}", run.fmt, header)
+        fmt = run.recording
+        writer = EpisodeWriter(run.out / _safe(info.name) / f"{name}.{fmt}", fmt, header)
+        outcome.path = str(writer.path)
         writer.reset(result.observation)
         play = _Run(client, policy.actor(episode), writer, outcome, result.observation)
         play.first = result.observation
@@ -340,8 +391,10 @@ async def _forks(
             job = prefix.outcome.job
             outcome = Outcome(job, prefix.outcome.task, steps=prefix.outcome.steps)
             outcome.total = prefix.outcome.total
-            path = run.out / _safe(episode.info.name) / f"{name}-f{i}.{run.fmt}"
-            writer = EpisodeWriter(path, run.fmt, {**header, "fork": i, "session": copy.session_id})
+            path = run.out / _safe(episode.info.name) / f"{name}-f{i}.{run.recording}"
+            own = {**header, "fork": i, "session": copy.session_id}
+            writer = EpisodeWriter(path, run.recording, own)
+            outcome.path = str(path)
             writer.reset(prefix.first)
             actor = policy.actor(attrs.evolve(episode, fork=i))
             branch = _Run(copy, actor, writer, outcome, prefix.observation, prefix.first)
@@ -414,7 +467,10 @@ async def collect(url: str, policy: PolicyLike, **options: Unpack[CollectOptions
       refused actions in a row, before it is cut off;
     - `options` (None): reset options for every episode (not collect's own: `seed`,
       `episode_id`, `task`, `split`, `index`);
-    - `fmt` (`"jsonl"`): the recording format, `jsonl` or `msgpack`;
+    - `fmt` (`"jsonl"`): the recording format, `jsonl` or `msgpack`; or `parquet`: the
+      episodes recorded as jsonl and, when the run ends, one row each in
+      `out/episodes.parquet` (`ecotone.recording.write_parquet`; the `datasets` package,
+      `pip install 'ecotone[datasets]'`, checked first);
     - `progress` (None): called with each episode's Outcome; `planned` (None): a Progress,
       told the number of episodes first;
     - `token` (None): the server's token;
@@ -426,6 +482,10 @@ async def collect(url: str, policy: PolicyLike, **options: Unpack[CollectOptions
     policy = as_policy(policy)
     if run.concurrency < 1 or run.repeats < 1 or run.max_steps < 1 or run.fork < 1:
         raise ValueError("concurrency, repeats, max_steps and fork must be at least 1")
+    if run.fmt not in FORMATS:
+        raise ValueError(f"unknown format {run.fmt!r}; expected one of {', '.join(FORMATS)}")
+    if run.fmt == "parquet":
+        require_datasets()
     if not 0 <= run.fork_at < run.max_steps:
         raise ValueError(f"fork_at must be from 0 to max_steps - 1, not {run.fork_at}")
     reserved = sorted(RESERVED_OPTIONS & set(run.options or {}))
@@ -497,10 +557,20 @@ async def collect(url: str, policy: PolicyLike, **options: Unpack[CollectOptions
         tasks=tuple(_summarize(t, o) for t, o in by_task.items()),
         overall=_summarize("all", outcomes),
         out=str(run.out),
+        model_turns=sum(o.model_turns for o in outcomes),
+        token_turns=sum(o.token_turns for o in outcomes),
+        continued_turns=sum(o.continued_turns for o in outcomes),
     )
     run.out.mkdir(parents=True, exist_ok=True)
     (run.out / "summary.json").write_bytes(msgspec.json.encode(summary.to_dict()))
+    if run.fmt == "parquet":
+        paths = [Path(o.path) for o in outcomes if o.path is not None]
+        await trio.to_thread.run_sync(_parquet, paths, run.out / PARQUET)
     return summary
+
+
+def _parquet(paths: list[Path], out: Path) -> None:
+    write_parquet([read_episode(p) for p in paths], out)
 
 
 __all__ = [

@@ -29,6 +29,13 @@ class Check:
     """Checks that must pass first (a failed one makes this one a skip)."""
     openenv_skip: str = ""
     """Why the check does not apply to an OpenEnv server (empty: it does)."""
+    seated: bool | None = None
+    """Which envs it applies to: multi-agent ones (True: their sessions have seats), the
+    others (False: their moves are `step`s), or both (None)."""
+
+    def applies(self, seats: list[str]) -> bool:
+        """Whether the check applies to an env with these seats (none: a single-agent env)."""
+        return self.seated is None or self.seated == bool(seats)
 
     def __call__(self, runner: Any) -> str | None:
         """Run the check's function (the runner's `run` also memoizes and reports it)."""
@@ -44,7 +51,11 @@ They run by default against a URL; in process only when asked for."""
 
 
 def check(
-    name: str, *, needs: tuple[str, ...] = (), openenv_skip: str = ""
+    name: str,
+    *,
+    needs: tuple[str, ...] = (),
+    openenv_skip: str = "",
+    seated: bool | None = None,
 ) -> Callable[[CheckFn], Check]:
     """Declare a check: the decorated function becomes a `Check` (not registered yet), its
     title the first paragraph of its docstring, joined into one line.
@@ -58,7 +69,7 @@ def check(
     """
 
     def declare(fn: CheckFn) -> Check:
-        return Check(name, title_of(fn), fn, needs, openenv_skip)
+        return Check(name, title_of(fn), fn, needs, openenv_skip, seated)
 
     return declare
 

@@ -161,6 +161,10 @@ class Runner:
     def _blocker(self, chk: Check) -> str:
         if self.target.openenv and chk.openenv_skip:
             return chk.openenv_skip
+        if not chk.applies(self.info.seats):
+            if chk.seated:
+                return "a multi-agent env's check: this env has no seats"
+            return "a single-agent env's check: this env's moves are its seats' (seat checks)"
         for need in chk.needs:
             status = self.run(need).status
             if status is not Status.PASS:
@@ -182,7 +186,9 @@ class Runner:
         part of what is checked)."""
         if protocol is None:
             protocol = self.target.engine is None
-        return [*CHECKS, *PROTOCOL_CHECKS] if protocol else list(CHECKS)
+        seats = self.info.seats
+        env_checks = [name for name, chk in CHECKS.items() if chk.applies(seats)]
+        return [*env_checks, *PROTOCOL_CHECKS] if protocol else env_checks
 
     def report(self, names: Iterable[str] | None = None, protocol: bool | None = None) -> Report:
         results = tuple(self.run(name) for name in (names or self.default_checks(protocol)))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import logging
 import random
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -71,6 +72,8 @@ class Target:
         openenv: bool = False,
     ) -> None:
         self.connection = connection
+        self.reconnect: Callable[[], Connection] | None = None
+        """Opens another connection to the same engine or server (`connect`)."""
         self.info = info
         self.label = label
         self.env = env
@@ -97,6 +100,26 @@ class Target:
     def open(self) -> EnvClient[Any, Any]:
         """A new session (its own env instance)."""
         return self.connection.open(self.env)
+
+    def connect(self) -> Connection:
+        """Another connection to the same engine or server (a seat's holder, a spectator).
+
+        Raises:
+            TargetError: The target cannot be reached again (it was given as a connection).
+        """
+        if self.reconnect is None:
+            raise TargetError("this target cannot open another connection")
+        return self.reconnect()
+
+    def sample_seat_action(
+        self, client: EnvClient[Any, Any], seat: str, rng: random.Random
+    ) -> Any | None:
+        """The env's own `sample_action(rng, seat)` for a seat of this session, or None
+        without one."""
+        if not self.has_sample_action:
+            return None
+        env = self.instance(client)
+        return None if env is None else env.env.sample_action(rng, seat)  # its SeatedEnv's
 
     def instance(self, client: EnvClient[Any, Any]) -> Any | None:
         """The env instance behind a session, in process; None for a URL or a closed session."""
@@ -167,14 +190,20 @@ def open_target(
             raise TargetError("name an environment, or give the URL of a running server")
         spec = _spec(env, registry)
         engine = Engine(spec)
-        channel = InprocSyncChannel(engine, "json")
-        connection = Connection(f"inproc://{spec.name}", timeout=timeout, channel=channel)
-        return Target(
-            connection,
+
+        def inproc(channel: InprocSyncChannel | None = None) -> Connection:
+            channel = channel or InprocSyncChannel(engine, "json")
+            return Connection(f"inproc://{spec.name}", timeout=timeout, channel=channel)
+
+        first = InprocSyncChannel(engine, "json")
+        target = Target(
+            inproc(first),
             spec.info(),
             label=f"env {spec.name!r} in an in-process engine",
-            in_process=InProcess(engine, channel.peer.owner),
+            in_process=InProcess(engine, first.peer.owner),
         )
+        target.reconnect = inproc
+        return target
     if env is not None and not isinstance(env, str):
         raise TargetError("with a URL, `env` can only be the name of one of the server's envs")
     try:
@@ -187,10 +216,12 @@ def open_target(
     except (EcotoneError, OSError, TimeoutError) as exc:
         connection.close()
         raise TargetError(f"{url} did not describe its environment: {exc}") from exc
-    return Target(
+    target = Target(
         connection,
         info,
         label=f"env {info.name!r} at {url}",
         env=env,
         openenv=url.startswith(OPENENV_PREFIX),
     )
+    target.reconnect = lambda: Connection(url, timeout=timeout, connect_timeout=min(timeout, 10.0))
+    return target

@@ -128,7 +128,10 @@ def _bound(data: Any, dtype: np.dtype[Any]) -> Any:
 
 def box(shape: tuple[int, ...], dtype: np.dtype[Any], low: Any, high: Any) -> spaces.Box:
     """A Box from JSON bounds: numbers or nested lists, "inf"/"-inf" (or floats) unbounded."""
-    return spaces.Box(low=_bound(low, dtype), high=_bound(high, dtype), shape=shape, dtype=dtype)
+    lo, hi = _bound(low, dtype), _bound(high, dtype)
+    if dtype.kind == "b":  # Gymnasium takes a bool Box's bounds as arrays only
+        lo, hi = (np.broadcast_to(np.asarray(b, dtype=dtype), shape).copy() for b in (lo, hi))
+    return spaces.Box(low=lo, high=hi, shape=shape, dtype=dtype)
 
 
 def describe_space(space: spaces.Space[Any], where: str = "space") -> dict[str, Any]:

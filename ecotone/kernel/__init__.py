@@ -12,6 +12,7 @@ from ecotone.kernel.contract import (
     InvalidAction,
     MultiAgentEnvironment,
     Observation,
+    SimultaneousEnvironment,
     State,
 )
 from ecotone.kernel.engine import Engine
@@ -39,6 +40,7 @@ __all__ = [
     "Peer",
     "Registry",
     "RegistryError",
+    "SimultaneousEnvironment",
     "State",
     "hookimpl",
 ]

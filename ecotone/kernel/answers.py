@@ -138,6 +138,35 @@ def episode_done(session: str, rid: RequestId) -> Error:
     )
 
 
+def moved_already(seat: str, waiting: list[str], rid: RequestId, session: str) -> Error:
+    """A simultaneous env's seat moving again in a round, or not moving in it at all."""
+    why = (
+        f"waiting for {', '.join(waiting)}"
+        if waiting
+        else "no seat moves now (the round is being played)"
+    )
+    return error(
+        ErrorCode.NOT_YOUR_TURN,
+        f"{seat} does not move now in this round: {why}",
+        rid,
+        session,
+        seat=seat,
+        turn=None,
+        acting=waiting,
+    )
+
+
+def round_dropped(why: str, rid: RequestId, session: str) -> Error:
+    """A simultaneous env's move whose round was never played: the episode ended or was reset
+    before every seat moved."""
+    return error(
+        ErrorCode.EPISODE_DONE,
+        f"the round this move was for was never played: {why}",
+        rid,
+        session,
+    )
+
+
 def broken(session: str, rid: RequestId | None) -> Error:
     """A request for a session whose env was set aside after a call outlived its deadline."""
     return error(

@@ -30,6 +30,7 @@ from ecotone.kernel.snapshots import Saved, aapply, acapture, afork, apply, capt
 
 if TYPE_CHECKING:
     from ecotone.kernel.envspec import EnvSpec
+    from ecotone.kernel.seats import Move
     from ecotone.kernel.sessions import Session
     from ecotone.specs import (
         CallTool,
@@ -231,6 +232,21 @@ class PlayCall(SessionCall):
         self.request = request
         self.seat = seat
         self.rid = request.id
+
+
+@final
+class RoundCall(SessionCall):
+    """A simultaneous env's round (`SeatedEnv.play_round(actions)`; `value`: every seat's view
+    after it). It answers every `play` of the round (`moves`), not one peer."""
+
+    __slots__ = ("moves",)
+    op = "play"
+    what = "round"
+
+    def __init__(self, mode: Mode, session: Session, moves: dict[str, Move]) -> None:
+        actions = {seat: move.action for seat, move in moves.items()}
+        super().__init__(mode, session.env.play_round, session, None, (actions,))
+        self.moves = moves
 
 
 @final

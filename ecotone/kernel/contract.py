@@ -8,8 +8,9 @@ registered: an env's methods are all plain or all coroutines (its optional `rend
 `list_tools` and `call_tool` included).
 
 Several agents in one episode, each in a seat with a view of its own: subclass
-`MultiAgentEnvironment` (its docstring states its contract); the rules below hold for it too,
-with `step(seat, action)` in place of `step(action)`.
+`MultiAgentEnvironment` (turns: `step(seat, action)`) or `SimultaneousEnvironment` (every seat
+moves, then the env steps once: `step(actions)`); their docstrings state their contracts, and
+the rules below hold for them too, with their `step` in place of `step(action)`.
 
 The rules every environment keeps (the conformance suite checks them):
 
@@ -47,6 +48,7 @@ The rules every environment keeps (the conformance suite checks them):
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 import attrs
@@ -384,7 +386,58 @@ class AsyncEnvironment(_EnvironmentClass, Generic[ActT, ObsT, StateT]):
         return None
 
 
-class MultiAgentEnvironment(_EnvironmentClass, Generic[ActT, ObsT, StateT]):
+class _SeatedEnvironment(_EnvironmentClass, Generic[ActT, ObsT, StateT]):
+    """What both kinds of multi-agent env declare.
+
+    See `MultiAgentEnvironment` (turns) and `SimultaneousEnvironment` (rounds).
+    """
+
+    seats: ClassVar[tuple[str, ...]] = ()
+    seat_action_types: ClassVar[dict[str, type[Any]]] = {}
+    seat_observation_types: ClassVar[dict[str, type[Any]]] = {}
+    seat_lost: ClassVar[str] = "wait"
+    snapshot_unsupported: ClassVar[str] = "a multi-agent env's sessions cannot be saved yet"
+    simultaneous: ClassVar[bool] = False
+    """Every seat moves, then the env steps once (`SimultaneousEnvironment`)."""
+
+    def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> ObsT:
+        """Start a new episode; its public view (as `Environment.reset`).
+
+        Args:
+            seed: Seeds the episode's randomness; None: the env's own choice.
+            episode_id: The id the caller gives the episode; None: the env may choose one.
+
+        Returns:
+            The public view of the episode's start.
+        """
+        raise NotImplementedError
+
+    def observe(self, seat: str | None) -> ObsT:
+        """What `seat` may see now, or (None) what anyone may.
+
+        Args:
+            seat: One of `seats`, or None for the public view.
+
+        Returns:
+            The view: its `reward` the seat's since its last move, `done` and `truncated`
+            its own termination and truncation (the public view's: the episode's).
+        """
+        raise NotImplementedError
+
+    def state(self) -> StateT:
+        """Report the episode's state (the owner's to read).
+
+        Returns:
+            The State: at least `episode_id` and `step_count`, plus the env's own fields.
+        """
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release everything this instance holds; idempotent (as `Environment.close`)."""
+        return None
+
+
+class MultiAgentEnvironment(_SeatedEnvironment[ActT, ObsT, StateT]):
     """Base class for turn-based environments of several agents, each in a seat of its own.
 
     `seats` names them. One episode, several connections: the session's owner resets it and
@@ -452,24 +505,6 @@ class MultiAgentEnvironment(_EnvironmentClass, Generic[ActT, ObsT, StateT]):
         'b'
     """
 
-    seats: ClassVar[tuple[str, ...]] = ()
-    seat_action_types: ClassVar[dict[str, type[Any]]] = {}
-    seat_observation_types: ClassVar[dict[str, type[Any]]] = {}
-    seat_lost: ClassVar[str] = "wait"
-    snapshot_unsupported: ClassVar[str] = "a multi-agent env's sessions cannot be saved yet"
-
-    def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> ObsT:
-        """Start a new episode; its public view (as `Environment.reset`).
-
-        Args:
-            seed: Seeds the episode's randomness; None: the env's own choice.
-            episode_id: The id the caller gives the episode; None: the env may choose one.
-
-        Returns:
-            The public view of the episode's start.
-        """
-        raise NotImplementedError
-
     def current_seat(self) -> str | None:
         """Whose turn it is.
 
@@ -491,26 +526,102 @@ class MultiAgentEnvironment(_EnvironmentClass, Generic[ActT, ObsT, StateT]):
         """
         raise NotImplementedError
 
-    def observe(self, seat: str | None) -> ObsT:
-        """What `seat` may see now, or (None) what anyone may.
+
+class SimultaneousEnvironment(_SeatedEnvironment[ActT, ObsT, StateT]):
+    """Base class for environments of several seats that move at once, each seeing its own view.
+
+    As PettingZoo's parallel API. A session is opened, reset, shared out (`seats`, `join`) and
+    watched as a `MultiAgentEnvironment`'s. What differs is the move: each round, every live
+    seat (`live_seats()`) sends its own (`play`); the kernel keeps the moves until every live
+    seat has moved, or until `move_deadline` seconds have passed since the round's first move,
+    then calls `step(actions)` once with the moves it has. A live seat missing from `actions`
+    did not move in time: what it does is the env's rule, written in its `step` (a default move,
+    no move, or it loses the round or the game). Each seat's `play` is answered after the round,
+    with that seat's own view; a seat waiting for the others holds back no other request of the
+    session (another seat's move, an `observe`, the owner's `state`). Its methods are plain
+    functions (an async multi-agent env is not supported yet).
+
+    Subclasses implement:
+
+    * `reset(self, *, seed=None, episode_id=None, **options) -> Observation`: the public view
+      of the new episode (its `done`/`truncated` end the episode for every seat);
+    * `live_seats(self) -> Sequence[str]`: the seats that move in this round (PettingZoo's
+      `agents`); empty when nobody may (the episode is over);
+    * `step(self, actions) -> None`: the round, `actions` a dict from seat to move (each an
+      instance of the seat's action type); raise `ecotone.InvalidAction` to refuse the round
+      before changing any state: every seat's `play` of the round is answered
+      `invalid_action`, and the round starts over;
+    * `observe(self, seat) -> Observation`: what `seat` may see, with its own `reward` (for
+      the last round), `done` and `truncated`; `observe(None)`: the public view;
+    * `state(self) -> State`, read by the owner only; `close(self)` as `Environment`'s.
+
+    Class attributes:
+        seats: The seats' names, in a fixed order.
+        move_deadline: Seconds a round waits for the seats that have not moved, counted from
+            its first move (None: it waits for every live seat, however long). The server
+            keeps the deadline: a connection to an in-process engine (`inproc://`) has no
+            timer, and waits for every seat.
+        seat_lost: As `MultiAgentEnvironment.seat_lost`.
+
+    Example:
+        Matching pennies, three rounds; a seat silent past the deadline shows heads:
+
+        >>> class Coin(ecotone.Action):
+        ...     heads: bool
+        >>> class Score(ecotone.Observation):
+        ...     round: int
+        >>> class Pennies(ecotone.SimultaneousEnvironment[Coin, Score, ecotone.State]):
+        ...     seats = ("even", "odd")
+        ...     move_deadline = 5.0
+        ...     inline = True
+        ...
+        ...     def reset(self, *, seed=None, episode_id=None) -> Score:
+        ...         self._round, self._won = 0, {"even": 0.0, "odd": 0.0}
+        ...         return self.observe(None)
+        ...
+        ...     def live_seats(self) -> tuple[str, ...]:
+        ...         return () if self._round >= 3 else self.seats
+        ...
+        ...     def step(self, actions: dict[str, Coin]) -> None:
+        ...         shown = [actions.get(s, Coin(heads=True)).heads for s in self.seats]
+        ...         winner = "even" if shown[0] == shown[1] else "odd"
+        ...         self._won = {s: 1.0 if s == winner else -1.0 for s in self.seats}
+        ...         self._round += 1
+        ...
+        ...     def observe(self, seat: str | None) -> Score:
+        ...         reward = None if seat is None else self._won[seat]
+        ...         return Score(round=self._round, reward=reward, done=self._round >= 3)
+        ...
+        ...     def state(self) -> ecotone.State:
+        ...         return ecotone.State(step_count=self._round)
+        >>> env = Pennies()
+        >>> env.reset().round, env.live_seats()
+        (0, ('even', 'odd'))
+        >>> env.step({"even": Coin(heads=True)}); env.observe("odd").reward
+        -1.0
+    """
+
+    simultaneous: ClassVar[bool] = True
+    move_deadline: ClassVar[float | None] = None
+
+    def live_seats(self) -> Sequence[str]:
+        """The seats that move in this round.
+
+        Returns:
+            Their names, in seat order; empty when nobody may (the episode is over).
+        """
+        raise NotImplementedError
+
+    def step(self, actions: dict[str, ActT]) -> None:
+        """Play one round: every live seat's move, or those made in time.
 
         Args:
-            seat: One of `seats`, or None for the public view.
+            actions: Seat -> its move (an instance of the seat's action type, checked against
+                its schema). A live seat missing did not move before the deadline: the env's
+                rule says what it does.
 
-        Returns:
-            The view: its `reward` the seat's since its last move, `done` and `truncated`
-            its own termination and truncation (the public view's: the episode's).
+        Raises:
+            InvalidAction: The round is refused (raised before changing any state): every
+                seat's move of it is answered `invalid_action`, and the round starts over.
         """
         raise NotImplementedError
-
-    def state(self) -> StateT:
-        """Report the episode's state (the owner's to read).
-
-        Returns:
-            The State: at least `episode_id` and `step_count`, plus the env's own fields.
-        """
-        raise NotImplementedError
-
-    def close(self) -> None:
-        """Release everything this instance holds; idempotent (as `Environment.close`)."""
-        return None

@@ -219,6 +219,36 @@ class EngineCore:
         """A multi-agent session's reset was answered (seating.py)."""
         raise NotImplementedError
 
+    def seats_moved(self, session: Session) -> None:
+        """A multi-agent session's reset, move or round happened (seating.py)."""
+        raise NotImplementedError
+
+    def waiting_for(self, session: Session) -> list[str]:
+        """The seats whose move a multi-agent session waits for now (rounds.py)."""
+        raise NotImplementedError
+
+    def round_move(
+        self, session: Session, peer: Peer, req: Any, seat: str, action: Any, jobs: list[Call]
+    ) -> Any:
+        """A simultaneous env's move, kept for its round or making it (rounds.py)."""
+        raise NotImplementedError
+
+    def drop_round(self, session: Session, why: str, closed: bool = False) -> None:
+        """Answer the moves kept for a round that will not be played (rounds.py)."""
+        raise NotImplementedError
+
+    def round_overdue(self, session: Session, jobs: list[Call]) -> None:
+        """Play a free session's round whose deadline passed while it was busy (rounds.py)."""
+        raise NotImplementedError
+
+    def round_timed_out(self, call: Any, answer: Any) -> None:
+        """Answer every move of a round past its call's deadline (rounds.py)."""
+        raise NotImplementedError
+
+    def rounds_due(self, now: float, jobs: list[Call]) -> None:
+        """Play the rounds whose deadline passed (rounds.py)."""
+        raise NotImplementedError
+
     def forget_checkpoint(self, session: Session, jobs: list[Call]) -> None:
         """Remove a closed session's checkpoint (snapshotting.py)."""
         raise NotImplementedError

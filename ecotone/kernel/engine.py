@@ -8,15 +8,17 @@ thread in the inproc channels), and tests can drive it by hand.
 
 The engine is one class composed of parts, each a module: `stepping.py` (the one step path),
 `batches.py` (`step_many`, `step_columns`), `snapshotting.py` (snapshots, restores, forks),
-`seating.py` (multi-agent seats), `draining.py` (stopping in one order), `operations.py`
-(every other request), on `core.py` (what they share). A session's phase
-follows one table (`states.py`). The rules this module keeps:
+`seating.py` (multi-agent seats), `rounds.py` (their simultaneous moves), `draining.py`
+(stopping in one order), `operations.py` (every other request), on `core.py` (what they
+share). A session's phase follows one table (`states.py`). The rules this module keeps:
 
 * **One request of a session at a time, in arrival order.** A request for a session that is
   busy (a call in flight, or held by a batch) waits in the session's queue; each answer of a
   session is produced after the answer to the request before it. The queue belongs to the
   session, not to a connection, so the rule holds for requests arriving on any peer of the
   owner (concurrent HTTP requests included). Across sessions, requests run concurrently.
+  Two kinds of request leave the queue to wait: a waiting `observe` and a simultaneous
+  env's move kept for its round (`seating.py`, `rounds.py`), answered when their time comes.
 * **How a call runs** (`Mode`): inline on the feeding thread for `inline = True` envs' plain
   methods, a worker thread for other plain methods, awaited for coroutines. Inline work is
   answered before `receive` returns, with no call handed out.
@@ -57,6 +59,7 @@ from ecotone.kernel.calls import (
     ForkCall,
     Mode,
     OpenCall,
+    RoundCall,
 )
 from ecotone.kernel.core import log
 from ecotone.kernel.draining import BATCHES, NEW_EPISODES, Draining
@@ -64,6 +67,7 @@ from ecotone.kernel.envspec import EnvSpec
 from ecotone.kernel.limits import Limits
 from ecotone.kernel.operations import Operations
 from ecotone.kernel.peers import NO_CALLS, Owner, Peer, Sink, token_number
+from ecotone.kernel.rounds import Rounds
 from ecotone.kernel.seating import Seating
 from ecotone.kernel.sessions import Session
 from ecotone.kernel.snapshotting import Snapshotting
@@ -125,7 +129,7 @@ class _Queued:
         self.request = request
 
 
-class Engine(Batches, Operations, Snapshotting, Seating, Draining):
+class Engine(Batches, Operations, Snapshotting, Seating, Rounds, Draining):
     """Serves a set of environments to any number of peers, under one set of rules."""
 
     def __init__(
@@ -222,6 +226,8 @@ class Engine(Batches, Operations, Snapshotting, Seating, Draining):
             self._retire(session, session.closing, jobs)
         elif self.stopping:
             self.freed(session, jobs)
+        elif session.seating is not None and session.seating.overdue:
+            self.round_overdue(session, jobs)
         self._ready.append(session)
 
     def abandon(self, call: Call, why: str) -> Sequence[Call]:
@@ -265,6 +271,9 @@ class Engine(Batches, Operations, Snapshotting, Seating, Draining):
                 answer = self.abandoned_at_stop(session, what, rid)
             else:
                 answer = answers.timed_out(what, seconds, rid, session.id, why)
+            if type(call) is RoundCall:  # every move of the round hears of it
+                sid = session.id
+                self.round_timed_out(call, lambda r: answers.timed_out(what, seconds, r, sid, why))
             env = session.env
             advance(session, Event.TIMED_OUT)
             session.env = None
@@ -293,10 +302,12 @@ class Engine(Batches, Operations, Snapshotting, Seating, Draining):
     def expire(self) -> Sequence[Call]:
         """Close sessions idle past `idle_timeout` (never a busy one), and loose sessions
         nobody claimed within `stateless_grace` (`leases.py`; a busy one once its call
-        ends)."""
+        ends); play the simultaneous rounds past their deadline (`rounds.py`: the driver
+        calls this at `wake_at` too)."""
         jobs: list[Call] = []
         now = self.clock()
         self.release_seats(now)
+        self.rounds_due(now, jobs)
         for session in self.sessions.expired(now):
             log.info("closing idle session %s (%s)", session.id, session.spec.name)
             self._retire(session, "idle", jobs)

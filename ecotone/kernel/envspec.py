@@ -19,7 +19,13 @@ from typing import Any, Unpack, get_args, get_origin, get_type_hints
 import attrs
 import msgspec
 
-from ecotone.kernel.contract import AsyncEnvironment, Environment, MultiAgentEnvironment
+from ecotone.kernel.contract import (
+    AsyncEnvironment,
+    Environment,
+    MultiAgentEnvironment,
+    SimultaneousEnvironment,
+    _SeatedEnvironment,
+)
 from ecotone.kernel.modes import Mode, mode_of
 from ecotone.kernel.rubrics import Rubric, check_rubric, scored_factory, scored_mode
 from ecotone.kernel.seats import seated_factory
@@ -37,7 +43,7 @@ def _generic_types(cls: type) -> tuple[Any, Any, Any] | None:
         for base in getattr(klass, "__orig_bases__", ()):
             origin = get_origin(base)
             if isinstance(origin, type) and issubclass(
-                origin, Environment | AsyncEnvironment | MultiAgentEnvironment
+                origin, Environment | AsyncEnvironment | _SeatedEnvironment
             ):
                 args = get_args(base)
                 if len(args) == 3 and not any(isinstance(a, type(Any)) for a in args):
@@ -159,7 +165,7 @@ METHODS = ("reset", "step", "state", "close", "render", "list_tools", "call_tool
 def _inherited(env_cls: type, method: str) -> bool:
     """`method` is the base class's placeholder, not the env's own."""
     found = getattr(env_cls, method)
-    bases = (Environment, AsyncEnvironment, MultiAgentEnvironment)
+    bases = (Environment, AsyncEnvironment, MultiAgentEnvironment, SimultaneousEnvironment)
     return any(found is getattr(base, method, None) for base in bases)
 
 
@@ -287,7 +293,19 @@ def _seating(env_cls: type, label: str, types: list[Any], asynchronous: bool) ->
         seat: (own["action"].get(seat, types[0]), own["observation"].get(seat, types[1]))
         for seat in seats
     }
-    return {"seats": seats, "seat_types": seat_types, "seat_lost": rule}
+    seating: dict[str, Any] = {"seats": seats, "seat_types": seat_types, "seat_lost": rule}
+    if issubclass(env_cls, SimultaneousEnvironment):
+        deadline = getattr(env_cls, "move_deadline", None)
+        if deadline is not None and (
+            isinstance(deadline, bool) or not isinstance(deadline, int | float) or deadline <= 0
+        ):
+            raise EnvDefinitionError(
+                f"environment {label!r}: move_deadline must be a number of seconds > 0 or "
+                f"None, got {deadline!r}"
+            )
+        seating["simultaneous"] = True
+        seating["move_deadline"] = None if deadline is None else float(deadline)
+    return seating
 
 
 @attrs.frozen(slots=True)
@@ -338,6 +356,10 @@ class EnvSpec:
     """`process`: a server runs each session's env in a process of its own (the env class's
     `isolation`; `ecotone.server.isolation`), so a crash costs one session; None: in the
     server's process, unless the server isolates every env (`serve --isolate`)."""
+    simultaneous: bool = False
+    """Its seats move at once (`SimultaneousEnvironment`): a round, then one env step."""
+    move_deadline: float | None = None
+    """Seconds a simultaneous round waits for its silent seats after its first move."""
     mode: Mode = attrs.field(init=False)
     """How every method of the env runs (ecotone.kernel.calls): awaited, inline, or in a
     worker thread."""
@@ -354,7 +376,7 @@ class EnvSpec:
             make = scored_factory(self.factory, self.rubric, mode.value)
             mode = Mode(scored_mode(self.rubric, mode.value))
         if self.seats:
-            make = seated_factory(make, self.seats)
+            make = seated_factory(make, self.seats, self.simultaneous)
         object.__setattr__(self, "mode", mode)
         object.__setattr__(self, "make", make)
 
@@ -382,10 +404,11 @@ class EnvSpec:
                 f"method: drop @property and write `def state(self) -> {state_name}:` "
                 "(`async def` in an AsyncEnvironment)"
             )
-        seated = isinstance(env_cls, type) and issubclass(env_cls, MultiAgentEnvironment)
+        seated = isinstance(env_cls, type) and issubclass(env_cls, _SeatedEnvironment)
+        simultaneous = seated and issubclass(env_cls, SimultaneousEnvironment)
         methods: tuple[str, ...] = ("reset", "step", "state", "close")
         if seated:
-            methods += ("current_seat", "observe")
+            methods += ("live_seats" if simultaneous else "current_seat", "observe")
         for method in methods:
             if not callable(getattr(env_cls, method, None)) or (
                 method != "close" and _inherited(env_cls, method)
@@ -491,4 +514,6 @@ class EnvSpec:
                 for seat, (action, observation) in self.seat_types.items()
                 if (action, observation) != (self.action_type, self.observation_type)
             },
+            simultaneous=self.simultaneous,
+            move_deadline=self.move_deadline,
         )

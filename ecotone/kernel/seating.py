@@ -14,7 +14,8 @@ by its owner like any other; its seats are played by whoever holds their keys. R
   Anything else they send about the session is `unknown_session`, as for a stranger.
 * **Turns.** A `play` of a seat whose turn it is not is `not_your_turn`, its details naming
   whose turn it is; the env is not called and nothing changes. A `play` is ordered with the
-  session's other requests and counts as a step.
+  session's other requests and counts as a step. A simultaneous env's moves wait for their
+  round instead (`rounds.py`), outside the session's queue.
 * **Views.** Each answer carries one view: a seat's only to its holder (or the owner), the
   public view to anyone admitted. A waiting `observe` (`wait`) leaves the session's queue: it
   is answered when its seat's turn comes or the episode ends (the public view: at the next
@@ -166,8 +167,8 @@ class Seating(EngineCore):
         if seat is None:
             if not held:
                 return None
-            turn = session.env.turn if session.env is not None else None
-            return turn if turn in held else held[0]
+            due = self.waiting_for(session) if session.env is not None else []
+            return next((s for s in held if s in due), held[0])
         if seat not in held:
             return PermissionError(f"seat {seat!r} is not this connection's")
         return seat
@@ -185,7 +186,16 @@ class Seating(EngineCore):
         env = session.env
         seat = self._whose(session, seating, peer, req.seat)
         if seat is None and peer.owner is session.owner:
-            seat = env.turn
+            free = (s for s in self.waiting_for(session) if s not in seating.holders)
+            seat = next(free, env.turn)
+            if seat is None:
+                return answers.error(
+                    ErrorCode.INVALID_ARGUMENT,
+                    "no seat this connection may play moves now: name the seat",
+                    req.id,
+                    session.id,
+                    acting=self.waiting_for(session),
+                )
         if seat is None:
             return answers.error(
                 ErrorCode.FORBIDDEN, "a spectator holds no seat to play", req.id, session.id
@@ -200,7 +210,11 @@ class Seating(EngineCore):
                 req.id,
                 session.id,
             )
-        if seat != env.turn:
+        if env.simultaneous:
+            waiting = self.waiting_for(session)
+            if seat not in waiting:
+                return answers.moved_already(seat, waiting, req.id, session.id)
+        elif seat != env.turn:
             return answers.error(
                 ErrorCode.NOT_YOUR_TURN,
                 f"it is not {seat}'s turn: it is "
@@ -219,6 +233,8 @@ class Seating(EngineCore):
             return answers.invalid_action(exc, spec.name, req.id, session.id)
         except RecursionError:
             return answers.too_deep(spec.name, req.id, session.id)
+        if env.simultaneous:
+            return self.round_move(session, peer, req, seat, action, jobs)
         call = PlayCall(spec.mode, session, peer, req, seat, action)
         return self._make(call, jobs, self._limit(spec, req.call_timeout))
 
@@ -246,6 +262,7 @@ class Seating(EngineCore):
             seat=call.seat,
             turn=env.turn,
             lost=list(session.seating.lost),
+            acting=list(env.acting),
         )
 
     # --- observe ------------------------------------------------------------------------------
@@ -277,11 +294,12 @@ class Seating(EngineCore):
             return False
         if waiter.seat is None:
             return bool(session.seating.moves > waiter.after)
-        return bool(session.env.turn == waiter.seat)
+        return waiter.seat in self.waiting_for(session)
 
     def _view(self, session: Session, waiter: Waiter) -> Response:
         """The `seat_view` answering `waiter` (a seat's view, or the public one)."""
         env = session.env
+        running = session.phase is Phase.RUNNING
         view = env.public if waiter.seat is None else env.views[waiter.seat]
         try:
             raw = waiter.peer.codec.raw(view)
@@ -292,8 +310,9 @@ class Seating(EngineCore):
             session=session.id,
             observation=raw,
             seat=waiter.seat,
-            turn=env.turn if session.phase is Phase.RUNNING else None,
+            turn=env.turn if running else None,
             lost=list(session.seating.lost),
+            acting=self.waiting_for(session) if running else [],
         )
 
     def seats_moved(self, session: Session) -> None:
@@ -347,6 +366,7 @@ class Seating(EngineCore):
             if not seating.dropped:
                 self._holding.discard(session)
             if due and seating.rule == "truncate" and session.phase is Phase.RUNNING:
+                self.drop_round(session, f"the episode ended: {', '.join(due)} left")
                 seating.lost.extend(due)
                 advance(session, Event.SEAT_LOST)
                 session.last_used = now
@@ -369,9 +389,11 @@ class Seating(EngineCore):
         waiters, seating.waiters = seating.waiters, []
         for waiter in waiters:
             waiter.peer.emit(answers.unknown_session(session.id, waiter.rid))
+        self.drop_round(session, "the session closed", closed=True)
 
     def reset_seats(self, session: Session) -> None:
         """A reset's answer is known: the seats lost in the last episode are forgotten, and
         waiting `observe`s that are now due are answered."""
+        self.drop_round(session, "the episode was reset")
         session.seating.lost.clear()
         self.seats_moved(session)

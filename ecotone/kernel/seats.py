@@ -2,15 +2,17 @@
 
 Rules:
 
-* A multi-agent env (`ecotone.MultiAgentEnvironment`) is held by its session as a
-  `SeatedEnv`: after every reset and every move, in the same env call, it reads whose turn it
-  is and every seat's view and the public view, so the engine answers `observe` and checks
+* A multi-agent env (`ecotone.MultiAgentEnvironment`, `ecotone.SimultaneousEnvironment`) is
+  held by its session as a `SeatedEnv`: after every reset and every move (a simultaneous
+  env's: every round), in the same env call, it reads whose turn it is (or which seats are
+  live) and every seat's view and the public view, so the engine answers `observe` and checks
   turns without calling the env again, and never on its own thread for a threaded env.
 * A plain `step` of a seated session is refused (`invalid_action`): a move names its seat
   (`play`). So the single-agent step path carries no seat logic at all.
 * `SeatTable` is the engine's side: the seat keys, which connection holds which seat, the
-  spectators, the seats whose connection dropped (held since when), and the `observe`s
-  waiting for a turn, which wait outside the session's queue.
+  spectators, the seats whose connection dropped (held since when), the `observe`s waiting
+  for a turn and a simultaneous round's moves waiting for the others (`Move`), which both
+  wait outside the session's queue.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 import attrs
 
 from ecotone.kernel.contract import InvalidAction
+from ecotone.kernel.states import ends_episode
 
 
 class SeatedEnv:
@@ -29,15 +32,21 @@ class SeatedEnv:
     Args:
         env: The env instance.
         seats: Its seats.
+        simultaneous: Its seats move at once (`SimultaneousEnvironment`).
     """
 
-    __slots__ = ("env", "public", "seats", "turn", "views")
+    __slots__ = ("acting", "env", "public", "seats", "simultaneous", "turn", "views")
 
-    def __init__(self, env: Any, seats: tuple[str, ...]) -> None:
+    def __init__(self, env: Any, seats: tuple[str, ...], simultaneous: bool = False) -> None:
         self.env = env
         self.seats = seats
+        self.simultaneous = simultaneous
         self.turn: str | None = None
-        """Whose turn it is, as the env said after the last reset or move."""
+        """Whose turn it is, as the env said after the last reset or move (None for a
+        simultaneous env)."""
+        self.acting: tuple[str, ...] = ()
+        """The seats that move next: whose turn it is, or a simultaneous env's live seats
+        (none once the episode is over)."""
         self.views: dict[str, Any] = {}
         """Each seat's view after the last reset or move."""
         self.public: Any = None
@@ -45,12 +54,23 @@ class SeatedEnv:
 
     def _look(self) -> None:
         env = self.env
-        turn = env.current_seat()
-        if turn is not None and turn not in self.seats:
-            raise ValueError(f"current_seat() returned {turn!r}, not one of {list(self.seats)}")
+        turn: str | None = None
+        if self.simultaneous:
+            acting = tuple(env.live_seats())
+            strange = [seat for seat in acting if seat not in self.seats]
+            if strange:
+                raise ValueError(f"live_seats() named {strange!r}, not among {list(self.seats)}")
+        else:
+            turn = env.current_seat()
+            if turn is not None and turn not in self.seats:
+                raise ValueError(f"current_seat() returned {turn!r}, not one of {list(self.seats)}")
+            acting = () if turn is None else (turn,)
         self.views = {seat: env.observe(seat) for seat in self.seats}
         self.public = env.observe(None)
+        if self.simultaneous and ends_episode(self.public):
+            acting = ()
         self.turn = turn
+        self.acting = acting
 
     def reset(self, **kwargs: Any) -> Any:
         """The env's reset; its public view."""
@@ -63,6 +83,12 @@ class SeatedEnv:
         self.env.step(seat, action)
         self._look()
         return self.views[seat]
+
+    def play_round(self, actions: dict[str, Any]) -> dict[str, Any]:
+        """A simultaneous env's round (the moves made in time); every seat's view after it."""
+        self.env.step(actions)
+        self._look()
+        return self.views
 
     def step(self, action: Any) -> Any:
         """A plain `step`: refused, a move names its seat."""
@@ -87,11 +113,13 @@ class SeatedEnv:
         self.env.close()
 
 
-def seated_factory(factory: Callable[[], Any], seats: tuple[str, ...]) -> Callable[[], Any]:
+def seated_factory(
+    factory: Callable[[], Any], seats: tuple[str, ...], simultaneous: bool = False
+) -> Callable[[], Any]:
     """Makes a session's env: `factory()` behind its seats."""
 
     def make() -> SeatedEnv:
-        return SeatedEnv(factory(), seats)
+        return SeatedEnv(factory(), seats, simultaneous)
 
     return make
 
@@ -105,6 +133,15 @@ class Waiter:
     rid: Any
     seat: str | None
     after: int
+
+
+@attrs.define(slots=True, eq=False)
+class Move:
+    """A `play` of a simultaneous env's seat, waiting for its round: answered after it."""
+
+    peer: Any
+    rid: Any
+    action: Any
 
 
 @attrs.define(slots=True, eq=False)
@@ -127,6 +164,13 @@ class SeatTable:
     waiters: list[Waiter] = attrs.field(factory=list)
     moves: int = 0
     """Moves and resets so far (what a waiting public `observe` counts from)."""
+    moved: dict[str, Move] = attrs.field(factory=dict)
+    """A simultaneous env's round: the moves made so far, by seat, waiting for the others."""
+    deadline: float | None = None
+    """When the round is played with the moves it has (the engine's clock; None: no
+    deadline, or no move yet)."""
+    overdue: bool = False
+    """The round's deadline passed while a call held the session: played once it is free."""
 
     def held_by(self, owner: Any) -> list[str]:
         """The seats `owner` holds, in seat order."""

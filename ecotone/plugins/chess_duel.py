@@ -168,6 +168,10 @@ class ChessDuel(ecotone.MultiAgentEnvironment[ChessAction, DuelObservation, Duel
         st.fen, st.result = self._board.fen(), self._result
         return st
 
+    def sample_action(self, rng: random.Random, seat: str | None = None) -> ChessAction:
+        """A uniformly random legal move (UCI) of the side to move."""
+        return ChessAction(move=rng.choice(sorted(m.uci() for m in self._board.legal_moves)))
+
     def close(self) -> None:
         pass
 

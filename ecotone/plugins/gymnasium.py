@@ -75,13 +75,17 @@ class GymnasiumBridgeError(ValueError):
     a space with no schema, or Gymnasium not installed."""
 
 
-def parse_name(name: str) -> tuple[str, dict[str, Any]]:
-    """`gymnasium:ID?k=v&...` -> (ID, make kwargs). Values are JSON where they parse."""
-    if not name.startswith(PREFIX):
-        raise GymnasiumBridgeError(f"{name!r} does not start with {PREFIX!r}")
-    gym_id, _, query = name[len(PREFIX) :].partition("?")
+def parse_name(name: str, prefix: str = PREFIX) -> tuple[str, dict[str, Any]]:
+    """`gymnasium:ID?k=v&...` -> (ID, make kwargs). Values are JSON where they parse.
+
+    `prefix` is another bridge's (`pettingzoo:`), whose names are read the same way.
+    """
+    if not name.startswith(prefix):
+        raise GymnasiumBridgeError(f"{name!r} does not start with {prefix!r}")
+    gym_id, _, query = name[len(prefix) :].partition("?")
     if not gym_id:
-        raise GymnasiumBridgeError(f"{name!r} names no Gymnasium env: use gymnasium:ID")
+        what = "Gymnasium env" if prefix == PREFIX else "env"
+        raise GymnasiumBridgeError(f"{name!r} names no {what}: use {prefix}ID")
     kwargs: dict[str, Any] = {}
     try:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True) if query else []

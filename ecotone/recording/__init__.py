@@ -18,6 +18,7 @@ MessagePack maps (`msgpack`, readable by any MessagePack stream unpacker):
     {"kind": "episode", "version": 1, "source": "server" | "client", "env": ..., "session": ...,
      "episode_id": ..., "seed": ..., "env_index": ... (client), "time": UNIX_SECONDS}
     {"kind": "reset", "observation": {...}, "time": ...}
+    {"kind": "policy", "t": 0, "messages": [...], "turns": [...], "time": ...} (collect)
     {"kind": "step", "t": 1, "action": {...}, "observation": {...}, "reward": 1.0, "done": false,
      "truncated": false, "duration_s": 0.00012, "time": ...}
     ...
@@ -27,9 +28,18 @@ MessagePack maps (`msgpack`, readable by any MessagePack stream unpacker):
 A file without an `end` record is an episode still running (or cut off by a crash); a partial
 last record is ignored by the reader. Writes are buffered and flushed when an episode ends, so
 recording costs the step path one encode and one buffered write.
+
+`ecotone collect` also writes, before a step, how its policy chose the action when the
+policy says (`ecotone.collect.Decision`): the conversation's new messages and the model's
+calls in token ids (`prompt_ids`, `completion_ids`, `logprobs`, `continued`); `t` counts
+the steps before it. A reader that does not know a record's kind passes over it.
+
+`write_parquet(runs, path)` (and `to_dataset`) turn recorded episodes into a dataset, one
+row per episode, through the optional `datasets` package (see `ecotone.recording.dataset`).
 """
 
-from ecotone.recording.reader import Episode, read_episode, read_episodes
+from ecotone.recording.dataset import episode_row, to_dataset, token_sequence, write_parquet
+from ecotone.recording.reader import Episode, is_success, read_episode, read_episodes
 from ecotone.recording.recorder import ClientRecorder, EpisodeWriter, TrajectoryRecorder
 
 __all__ = [
@@ -37,6 +47,11 @@ __all__ = [
     "Episode",
     "EpisodeWriter",
     "TrajectoryRecorder",
+    "episode_row",
+    "is_success",
     "read_episode",
     "read_episodes",
+    "to_dataset",
+    "token_sequence",
+    "write_parquet",
 ]

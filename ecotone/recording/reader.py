@@ -36,6 +36,17 @@ class Episode:
     times: list[float]
     end: str | None
     error: str | None
+    task: dict[str, Any] | None = None
+    """The task played (`id`, `split`, `index`), as `ecotone collect` records it."""
+    policy: str | None = None
+    """Who played it (`ecotone collect`'s policy name)."""
+    messages: list[dict[str, Any]] = attrs.field(factory=list)
+    """The conversation, where the policy recorded one (a chat policy): every message in
+    order, the system's first."""
+    turns: list[dict[str, Any]] = attrs.field(factory=list)
+    """The model's calls in token ids, where the endpoint returned them: each `prompt_ids`,
+    `completion_ids`, `logprobs`, `continued` (see `ecotone.collect.Turn`) and `t`, the
+    steps taken before it."""
 
     @property
     def length(self) -> int:
@@ -130,6 +141,16 @@ def _records(path: Path) -> Iterator[dict[str, Any]]:
         pos = end
 
 
+def is_success(observation: Any, done: bool, truncated: bool, reward: float | None) -> bool:
+    """Whether an episode that ended on `observation` succeeded: the env's word when it gives
+    one, `metadata["is_success"]` (Gymnasium's and Stable-Baselines' convention); otherwise
+    an episode that terminated (`done`, not cut short) with a positive last reward."""
+    metadata = observation.get("metadata") if isinstance(observation, dict) else None
+    if isinstance(metadata, dict) and "is_success" in metadata:
+        return bool(metadata["is_success"])
+    return bool(done and not truncated and (reward or 0.0) > 0)
+
+
 def _convert(value: Any, type_: Any) -> Any:
     if type_ is None or value is None:
         return value
@@ -155,8 +176,14 @@ def read_episode(
     times: list[float] = []
     end: str | None = None
     error: str | None = None
+    messages: list[dict[str, Any]] = []
+    turns: list[dict[str, Any]] = []
     for record in records:
         kind = record.get("kind")
+        if kind == "policy":
+            messages.extend(record.get("messages") or [])
+            t = record.get("t")
+            turns.extend({**turn, "t": t} for turn in record.get("turns") or [])
         if kind == "reset":
             observations.append(_convert(record["observation"], observation_type))
         elif kind == "step":
@@ -188,6 +215,10 @@ def read_episode(
         times=times,
         end=end,
         error=error,
+        task=header.get("task"),
+        policy=header.get("policy"),
+        messages=messages,
+        turns=turns,
     )
 
 
@@ -211,4 +242,4 @@ def read_episodes(
     return episodes
 
 
-__all__ = ["Episode", "read_episode", "read_episodes"]
+__all__ = ["Episode", "is_success", "read_episode", "read_episodes"]

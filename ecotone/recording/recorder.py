@@ -113,6 +113,20 @@ class EpisodeWriter:
             }
         )
 
+    def policy(self, messages: list[dict[str, Any]], turns: list[dict[str, Any]]) -> None:
+        """How the policy chose its next action (written before its step): the
+        conversation's new messages and the model's calls in token ids (`prompt_ids`,
+        `completion_ids`, `logprobs`, `continued`), `t` the steps taken before it."""
+        self._write(
+            {
+                "kind": "policy",
+                "t": self.steps,
+                "messages": messages,
+                "turns": turns,
+                "time": time.time(),
+            }
+        )
+
     def end(self, reason: str, error: str | None = None) -> None:
         """Write the end record and close the file (idempotent)."""
         if self._file is None:

@@ -112,6 +112,8 @@ class Runner:
         """The server's TLS context (`[tls]`), for the transports over TCP; None: plain."""
         self.metrics: Any = None
         """The server's `ecotone.server.metrics.Metrics`, when its composition made one."""
+        self._timer: trio.CancelScope | None = None
+        """The reaper's sleep (`reap_idle`), whose deadline a round's deadline may move."""
 
     # --- for transports -----------------------------------------------------------------------
 
@@ -120,11 +122,15 @@ class Runner:
         calls = peer.receive(data)
         if calls:
             self.start(calls)
+        if self.engine.wake_changed:
+            self._rearm()
 
     def submit(self, peer: Peer, request: Request) -> None:
         calls = peer.submit(request)
         if calls:
             self.start(calls)
+        if self.engine.wake_changed:
+            self._rearm()
 
     def start(self, calls: Sequence[Call]) -> None:
         for call in calls:
@@ -163,6 +169,8 @@ class Runner:
                 calls = peer.submit(request)
             if calls:
                 self.start(calls)
+            if self.engine.wake_changed:
+                self._rearm()
             await self.flush()
             while not peer.outbox:
                 await arrived.wait()
@@ -189,13 +197,28 @@ class Runner:
             self.nursery.start_soon(self.flush)
 
     async def reap_idle(self) -> None:
-        """Close idle and unclaimed sessions every so often (`Engine.expiring`)."""
+        """Close idle and unclaimed sessions every so often (`Engine.expiring`), and play
+        simultaneous rounds at their deadline (`Engine.wake_at`: the timer is moved earlier
+        as soon as a request sets an earlier one)."""
         period = self.engine.expiring()
-        if period is None:
-            return
         while True:
-            await trio.sleep(period)
+            with trio.CancelScope() as timer:
+                timer.deadline = trio.current_time() + (math.inf if period is None else period)
+                self._timer = timer
+                self._rearm()
+                await trio.sleep_forever()
+            self._timer = None
             self.reap()
+
+    def _rearm(self) -> None:
+        """Wake the reaper at the engine's earliest round deadline, if that is sooner."""
+        engine = self.engine
+        engine.wake_changed = False
+        timer, wake = self._timer, engine.wake_at
+        if timer is not None and wake is not None:
+            at = trio.current_time() + max(0.0, wake - engine.clock())
+            if at < timer.deadline:
+                timer.deadline = at
 
     async def drain(self, wait: bool = True) -> None:
         """Stop in one order (`ecotone.kernel.draining`), the connections still open: admit no
@@ -245,6 +268,8 @@ class Runner:
             calls = self.engine.complete(call) if made else self._given_up(call, None)
             if calls:
                 self.start(calls)
+            if self.engine.wake_changed:
+                self._rearm()
             await self.flush()
         finally:
             self.in_flight -= 1

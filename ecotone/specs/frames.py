@@ -371,7 +371,7 @@ class Play(EnvCallFrame, tag="play"):
 
     `seat` may be omitted: the connection's seat (its owner: whose turn it is). Out of turn is
     `not_your_turn` naming whose turn it is, and nothing changes; a seat this connection does
-    not hold is `forbidden`.
+    not hold is `forbidden`. A simultaneous env's move is answered once its round is played.
     """
 
     session: str
@@ -461,6 +461,9 @@ class EnvInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
     seat_schemas: dict[str, dict[str, Any]] = {}
     """The action and observation schemas (`action`, `observation`) of each seat whose types
     are not the env's own."""
+    simultaneous: bool = False
+    """Its seats move at once: a round waits for every live seat, or `move_deadline` s."""
+    move_deadline: float | None = None
 
 
 class TaskRef(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -745,9 +748,9 @@ class Joined(Frame, tag="joined"):
 class SeatView(Frame, tag="seat_view"):
     """Answer to `play` and `observe`: one seat's view (null `seat`: the public view).
 
-    `turn` is whose turn it is now (null: nobody's: the episode is over or not started);
-    `lost` names the seats released after their connection dropped, when the env's rule
-    ended the episode for it.
+    `turn`: whose turn it is (null: nobody's, or the seats move at once); `acting`: the seats
+    the episode waits for (whose turn it is, or those yet to move in the round); `lost`: the
+    seats released after their connection dropped, when that ended the episode.
     """
 
     session: str
@@ -755,6 +758,7 @@ class SeatView(Frame, tag="seat_view"):
     seat: str | None = None
     turn: str | None = None
     lost: list[str] = []
+    acting: list[str] = []
 
 
 class Pong(Frame, tag="pong"):

@@ -9,6 +9,7 @@ no background reader (whoever waits reads, and hands each answer to its owner).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any, Self
 
 from ecotone.client._async import io
@@ -176,6 +177,61 @@ class AsyncExchange:
         finally:
             match.forget(rid)
         return slot.response
+
+    async def request_all(
+        self,
+        frames: Sequence[Any],
+        timeout: float | None = None,
+    ) -> list[Response]:
+        """Send several request frames at once and wait for every answer.
+
+        For requests the server answers together (a simultaneous round's moves of several
+        seats, played on one connection): each waits for the others, so they cannot be sent
+        one after another's answer.
+
+        Args:
+            frames: Request frames (`ecotone.specs`), their `id`s fresh.
+            timeout: Seconds to wait for all the answers (None: the connection's `timeout`).
+
+        Returns:
+            The answers, in the order of `frames`, error frames included.
+
+        Raises:
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: Not every answer came within the timeout (late ones are dropped).
+        """
+        self._check()
+        timeout = self.timeout if timeout is None else timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        match = self._match
+        slots = [match.expect(frame.id) for frame in frames]
+        try:
+            with io.bounded(deadline):
+                for frame in frames:
+                    await self._send(frame)
+                for slot in slots:
+                    while slot.response is None:
+                        async with self._read_lock:
+                            if slot.response is not None:
+                                break
+                            self._check()
+                            await self._read_once(deadline, slot)
+        except TimeoutError:
+            for frame, slot in zip(frames, slots, strict=True):
+                if slot.response is None:
+                    match.abandon(frame.id)
+            raise TimeoutError(
+                f"no answer to {len(frames)} requests within {timeout}s "
+                "(their late answers will be ignored)"
+            ) from None
+        finally:
+            for frame in frames:
+                match.forget(frame.id)
+        answers: list[Response] = []
+        for slot in slots:
+            assert slot.response is not None
+            answers.append(slot.response)
+        return answers
 
     # --- pipelining: send now, collect answers later -------------------------------------------
 

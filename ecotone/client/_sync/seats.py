@@ -9,6 +9,7 @@ or a spectator's): it reads `connection`, `session_id` and `types`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ecotone.client._core import EnvTypes
@@ -30,7 +31,13 @@ class SeatMoves:
         answer = core.check(answer)
         assert isinstance(answer, SeatView), answer
         result = core.observation(answer.observation, self.types)
-        return SeatResult(result=result, seat=answer.seat, turn=answer.turn, lost=answer.lost)
+        return SeatResult(
+            result=result,
+            seat=answer.seat,
+            turn=answer.turn,
+            lost=answer.lost,
+            acting=answer.acting,
+        )
 
     def play(
         self,
@@ -49,7 +56,9 @@ class SeatMoves:
             call_timeout: A shorter deadline for the env's call on the server.
 
         Returns:
-            The seat's view after the move, and whose turn it is now.
+            The seat's view after the move, and whose turn it is now. In a simultaneous
+            env's session, the answer comes once the round is played (every live seat
+            moved, or the env's `move_deadline` passed): the seat's view after it.
 
         Raises:
             ServerError: `not_your_turn` (details: `turn`; nothing changed), `forbidden` (a
@@ -69,6 +78,55 @@ class SeatMoves:
             call_timeout=call_timeout,
         )
         return self._seat_result(self.connection.request(frame, timeout))
+
+    def play_round(
+        self,
+        actions: Mapping[str, Any],
+        *,
+        observe: Sequence[str] = (),
+        timeout: float | None = None,
+        call_timeout: float | None = None,
+    ) -> dict[str, SeatResult[Any]]:
+        """Move several seats of a simultaneous env's round at once (the owner's seats, or
+        those this connection holds): each move waits for the round, so they go together.
+
+        A turn-based env's move goes this way too, with `observe`: one round trip for a move
+        and the other seats' views after it.
+
+        Args:
+            actions: Seat -> its move (a dict, or an instance of the seat's Action type).
+            observe: More seats whose views to read once the moves are answered (sent with
+                them, answered after them).
+            timeout: Seconds to wait for every answer (None: the connection's `timeout`).
+            call_timeout: A shorter deadline for the env's call on the server.
+
+        Returns:
+            Each seat's view after the round, by seat (the moved seats', then `observe`'s).
+
+        Raises:
+            ServerError: The first refusal among the moves (`not_your_turn`, `forbidden`,
+                `episode_done`...), once every answer is in.
+            InvalidActionError: A move failed validation, or the env refused the round.
+            EnvError: The env raised.
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: Not every answer came within the timeout.
+        """
+        core = self.connection.core
+        frames: list[Any] = [
+            Play(
+                id=core.next_id(),
+                session=self.session_id,
+                action=core.raw(action),
+                seat=seat,
+                call_timeout=call_timeout,
+            )
+            for seat, action in actions.items()
+        ]
+        seats = [*actions, *(seat for seat in observe if seat not in actions)]
+        for seat in seats[len(frames) :]:
+            frames.append(Observe(id=core.next_id(), session=self.session_id, seat=seat))
+        answers = self.connection.request_all(frames, timeout)
+        return {seat: self._seat_result(a) for seat, a in zip(seats, answers, strict=True)}
 
     def observe(
         self, seat: str | None = None, *, wait: bool = False, timeout: float | None = None

@@ -9,6 +9,10 @@ registered here in the order they run and are reported in.
     hidden        what a task hides is in no id, listing or answer
     columns       step_columns against step_many
     snapshots     restores and forks replay as the original did
+    seats         a multi-agent env's turns, views, seeded play and dropped seats
+
+A check applies to single-agent envs, multi-agent ones, or both (`Check.seated`); `ecotone
+validate` runs those that apply.
 """
 
 from ecotone.conformance.checks.closing import check_close_idempotent, check_close_releases_session
@@ -31,6 +35,12 @@ from ecotone.conformance.checks.episodes import (
     check_step_count,
 )
 from ecotone.conformance.checks.hidden import check_hidden_task_fields
+from ecotone.conformance.checks.seats import (
+    check_seat_determinism,
+    check_seat_loss,
+    check_seat_turns,
+    check_seat_views,
+)
 from ecotone.conformance.checks.snapshots import check_snapshots
 from ecotone.conformance.checks.tasks import check_tasks
 from ecotone.conformance.registry import CHECKS, register
@@ -54,6 +64,10 @@ ENV_CHECKS = (
     check_step_columns,
     check_step_columns_malformed,
     check_snapshots,
+    check_seat_turns,
+    check_seat_views,
+    check_seat_determinism,
+    check_seat_loss,
 )
 """The env's checks in the order they run (`ecotone validate` prints them in it)."""
 

@@ -50,7 +50,7 @@ def _close_twice_on_the_wire(r: Runner) -> tuple[Any | None, int]:
     return instance, mark
 
 
-@check("close_idempotent", openenv_skip=_OPENENV_CLOSE)
+@check("close_idempotent", openenv_skip=_OPENENV_CLOSE, seated=False)
 def check_close_idempotent(r: Runner) -> str | None:
     """closing a session twice: the second close is unknown_session on the wire and a no-op through
     EnvClient.close(); the env's close() may be called again
@@ -82,7 +82,7 @@ def check_close_idempotent(r: Runner) -> str | None:
     return None if instance is not None else "wire level only: the env instance is remote"
 
 
-@check("close_releases_session", openenv_skip=_OPENENV_CLOSE)
+@check("close_releases_session", openenv_skip=_OPENENV_CLOSE, seated=False)
 def check_close_releases_session(r: Runner) -> None:
     """after close, reset, step and state on the session are unknown_session
 

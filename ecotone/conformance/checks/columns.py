@@ -202,7 +202,12 @@ def _same_as_step_many(
             )
 
 
-@check("step_columns", needs=("seeded_determinism", "concurrent_sessions"), openenv_skip=_OPENENV)
+@check(
+    "step_columns",
+    needs=("seeded_determinism", "concurrent_sessions"),
+    openenv_skip=_OPENENV,
+    seated=False,
+)
 def check_step_columns(r: Runner) -> str:
     """where the server lists step_columns: a step_columns of two sessions answers what the
     step_many of the same items answers (steps and a reset, by position)
@@ -304,7 +309,7 @@ def _expect_unchanged(before: list[dict[str, Any]], after: list[dict[str, Any]])
             )
 
 
-@check("step_columns_malformed", openenv_skip=_OPENENV)
+@check("step_columns_malformed", openenv_skip=_OPENENV, seated=False)
 def check_step_columns_malformed(r: Runner) -> str:
     """where the server lists step_columns: a malformed step_columns is one clear error that steps
     nothing

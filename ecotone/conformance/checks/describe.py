@@ -59,6 +59,7 @@ def check_describe(r: Runner) -> str:
         "OpenEnv observations have no `truncated`, and ecotone's adapter fills in reward and "
         "done itself"
     ),
+    seated=False,
 )
 def check_observation_flags(r: Runner) -> str:
     """every observation has reward (a number; null after reset), done and truncated (booleans)
@@ -114,7 +115,7 @@ def _schema_check(r: Runner, kind: str) -> str:
     return f"{count} {kind}s"
 
 
-@check("observation_schema")
+@check("observation_schema", seated=False)
 def check_observation_schema(r: Runner) -> str:
     """observations match the observation schema from describe()
 
@@ -125,7 +126,7 @@ def check_observation_schema(r: Runner) -> str:
     return _schema_check(r, "observation")
 
 
-@check("state_schema")
+@check("state_schema", seated=False)
 def check_state_schema(r: Runner) -> str:
     """states match the state schema from describe()
 

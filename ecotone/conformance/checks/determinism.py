@@ -12,7 +12,7 @@ from ecotone.conformance.registry import check
 from ecotone.conformance.runner import Played, Runner
 
 
-@check("seeded_determinism")
+@check("seeded_determinism", seated=False)
 def check_seeded_determinism(r: Runner) -> str:
     """the same seed gives the same first observation, and the same actions then give the same
     observations, on the same session and on a fresh one
@@ -44,7 +44,7 @@ def check_seeded_determinism(r: Runner) -> str:
     return f"{len(r.settings.seeds)} seeds, {total} steps each replayed twice"
 
 
-@check("concurrent_sessions", needs=("seeded_determinism",))
+@check("concurrent_sessions", needs=("seeded_determinism",), seated=False)
 def check_concurrent_sessions(r: Runner) -> str:
     """two sessions stepped in turn (different seeds and actions) each see what they would alone
 

@@ -18,7 +18,7 @@ from ecotone.specs import ErrorCode
 _OPENENV_NO_RULE = "OpenEnv's protocol has no {} error: the rule cannot be checked there"
 
 
-@check("reset_before_step", openenv_skip=_OPENENV_NO_RULE.format("reset_required"))
+@check("reset_before_step", openenv_skip=_OPENENV_NO_RULE.format("reset_required"), seated=False)
 def check_reset_before_step(r: Runner) -> str | None:
     """a step before the first reset is refused with reset_required; reset then works
 
@@ -56,7 +56,7 @@ def _step_count_is(r: Runner, client: EnvClient[Any, Any], count: int, when: str
     )
 
 
-@check("step_count")
+@check("step_count", seated=False)
 def check_step_count(r: Runner) -> None:
     """state().step_count is 0 after reset, counts each step, and a reset (mid-episode too) sets it
     back to 0
@@ -96,7 +96,7 @@ def _episode_id(r: Runner, client: EnvClient[Any, Any], when: str) -> Any:
     return state["episode_id"]
 
 
-@check("episode_id")
+@check("episode_id", seated=False)
 def check_episode_id(r: Runner) -> None:
     """reset(episode_id=X) keeps X for the episode; each reset without one makes a new id
 
@@ -133,7 +133,7 @@ def check_episode_id(r: Runner) -> None:
             previous = seen
 
 
-@check("step_after_done", openenv_skip=_OPENENV_NO_RULE.format("episode_done"))
+@check("step_after_done", openenv_skip=_OPENENV_NO_RULE.format("episode_done"), seated=False)
 def check_step_after_done(r: Runner) -> str:
     """once an episode is done or truncated, steps are refused with episode_done until reset
 
@@ -172,7 +172,7 @@ def check_step_after_done(r: Runner) -> str:
     return f"episode {ended}"
 
 
-@check("invalid_action")
+@check("invalid_action", seated=False)
 def check_invalid_action(r: Runner) -> str:
     """an action with a wrong-typed required field (or an unknown field) is refused with
     invalid_action naming the field; the step does not count and the episode goes on

@@ -42,6 +42,7 @@ def _observations(r: Runner, client: Any, actions: list[Any], label: str) -> lis
         "episode_id",
     ),
     openenv_skip="OpenEnv's protocol has no snapshots",
+    seated=False,
 )
 def check_snapshots(r: Runner) -> str:
     """after restoring a snapshot, and in each of two forks, the same actions give the same

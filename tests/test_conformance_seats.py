@@ -1,0 +1,84 @@
+"""The conformance suite on multi-agent envs: the seat checks run (and only the checks that
+apply), pass on a sound env and fail, saying where, on one whose seeded play is not
+reproducible."""
+
+from __future__ import annotations
+
+import random
+
+import ecotone
+from ecotone.conformance import run
+from ecotone.conformance.report import Status
+
+
+class Add(ecotone.Action):
+    n: int
+
+
+class Tally(ecotone.Observation):
+    count: int
+
+
+class Turns(ecotone.MultiAgentEnvironment[Add, Tally, ecotone.State]):
+    """Two seats adding to a count in turn, until it reaches 6."""
+
+    name = "turns"
+    seats = ("a", "b")
+    inline = True
+    salt = False
+    resets = 0
+
+    def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> Tally:
+        self._count, self._moves = 0, 0
+        if self.salt:  # a count the seed does not decide: each reset's differs from the last
+            Turns.resets += 1
+            self._count = Turns.resets % 2
+        return self.observe(None)
+
+    def current_seat(self) -> str | None:
+        return None if self._count >= 6 else self.seats[self._moves % 2]
+
+    def step(self, seat: str, action: Add) -> None:
+        if not 1 <= action.n <= 2:
+            raise ecotone.InvalidAction("n must be 1 or 2", field="n")
+        self._count += action.n
+        self._moves += 1
+
+    def observe(self, seat: str | None) -> Tally:
+        return Tally(count=self._count, done=self._count >= 6)
+
+    def state(self) -> ecotone.State:
+        return ecotone.State(step_count=self._moves)
+
+    def sample_action(self, rng: random.Random, seat: str | None = None) -> Add:
+        return Add(n=rng.choice((1, 2)))
+
+
+class Salted(Turns):
+    name = "salted"
+    salt = True
+
+
+def test_a_sound_multi_agent_env_passes_the_seat_checks_and_only_the_checks_that_apply() -> None:
+    report = run(Turns)
+    assert report.ok, report.text()
+    names = [r.name for r in report.results]
+    assert names[-4:] == ["seat_turns", "seat_views", "seat_determinism", "seat_loss"]
+    assert "step_count" not in names and "seeded_determinism" not in names
+    assert all(r.status is Status.PASS for r in report.results), report.text()
+
+
+def test_a_seeded_play_that_is_not_reproducible_fails_seat_determinism() -> None:
+    report = run(Salted, checks=["seat_determinism"])
+    (result,) = [r for r in report.results if r.name == "seat_determinism"]
+    assert result.status is Status.FAIL, report.text()
+    assert "played again on a new session" in result.what
+
+
+def test_a_check_of_the_other_kind_named_explicitly_is_skipped_saying_why() -> None:
+    report = run(Turns, checks=["step_count"])
+    (result,) = report.results
+    assert result.status is Status.SKIP and "single-agent" in result.reason
+    report = run("counter", checks=["seat_turns"])
+    (result,) = report.results
+    assert result.status is Status.SKIP and "no seats" in result.reason
