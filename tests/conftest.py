@@ -165,6 +165,7 @@ class ServerOptions(TypedDict, total=False):
     openenv: OpenEnvConfig
     tasks: dict[str, str]
     snapshots: SnapshotConfig
+    isolate: bool
 
 
 @contextlib.contextmanager

@@ -4,6 +4,8 @@ Contributed to a registry as the plugin module `tests.hostile_envs`."""
 
 from __future__ import annotations
 
+import ctypes
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -107,10 +109,69 @@ class AsyncHostile(ecotone.AsyncEnvironment[Misbehave, Seen, ecotone.State]):
         return self._state
 
 
+class Blow(ecotone.Action, kw_only=True, forbid_unknown_fields=True):
+    do: Literal["ok", "abort", "segfault", "exit", "hang", "abort_once"] = "ok"
+    flag: str = ""
+    """`abort_once`: a file whose presence makes the step abort (it is removed first), so the
+    step made again after a resume goes through."""
+
+
+class Count(ecotone.Observation, kw_only=True):
+    count: int = 0
+    pid: int = 0
+    """The process the env runs in."""
+
+
+class CountState(ecotone.State, kw_only=True):
+    count: int = 0
+
+
+def blow(action: Blow) -> None:
+    if action.do == "abort":
+        os.abort()
+    if action.do == "segfault":
+        ctypes.string_at(0)  # reads address 0: SIGSEGV
+    if action.do == "exit":
+        os._exit(3)
+    if action.do == "hang":
+        time.sleep(3600)
+    if action.do == "abort_once" and os.path.exists(action.flag):
+        os.unlink(action.flag)
+        os.abort()
+
+
+class CrashingEnv(ecotone.Environment[Blow, Count, CountState]):
+    """Kills its own process when told to: served with each session's env in a process of
+    its own, which the crash costs that session only (tests/test_isolation.py)."""
+
+    name = "crashing"
+    isolation = "process"
+
+    def __init__(self) -> None:
+        self._state = CountState()
+
+    def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> Count:
+        self._state = CountState(episode_id=episode_id)
+        return Count(pid=os.getpid())
+
+    def step(self, action: Blow) -> Count:
+        blow(action)
+        self._state.count += 1
+        self._state.step_count += 1
+        return Count(count=self._state.count, pid=os.getpid(), reward=1.0)
+
+    def state(self) -> CountState:
+        return self._state
+
+    def load_state(self, state: CountState) -> None:
+        self._state = state
+
+
 HOSTILE: dict[str, type] = {
     "thread_hostile": ThreadHostile,
     "inline_hostile": InlineHostile,
     "async_hostile": AsyncHostile,
+    "crashing": CrashingEnv,
 }
 
 

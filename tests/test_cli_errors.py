@@ -75,6 +75,7 @@ CASES = [
     case("serve-file", f"serve counter --config {MISSING}.toml", 2, f"{MISSING}.toml"),
     case("serve-reward", "serve mcp+stdio:true#reward=nope:fn", 2, "reward='nope:fn'"),
     case("serve-tasks-file", f"serve wordle --tasks {MISSING}.jsonl", 2, f"{MISSING}.jsonl"),
+    case("serve-isolate", "serve chess-duel --isolate", 2, "cannot run in a process of its own"),
     case(
         "serve-closed",
         "serve counter --transport stdio",

@@ -23,9 +23,14 @@ from ecotone.server.admission import is_loopback, resolve_token, tls_context
 from ecotone.server.logs import configure as configure_logs
 from ecotone.serving import Stopping, build_engine, serve, transport_for, web_url
 
-# Past a lifeline's end, or a signal's shutdown_timeout, the process exits within this many
-# seconds even if an env call that cannot be cancelled holds the shutdown up.
+# Past a lifeline's end the process exits within this many seconds even if an env call that
+# cannot be cancelled holds the shutdown up.
 HARD_EXIT_GRACE = 5.0
+SIGNAL_EXIT_MARGIN = 3.0
+"""Seconds past a signal's own deadline (`drain_timeout` + 2 x `shutdown_timeout`) after which
+the process exits whatever still runs: more than the drain's last notices take (1 s), less
+than the margin of the Deployment's grace period (`k8s_deployment.HARD_EXIT_GRACE`, 5 s), so
+the process ends before the kubelet kills it."""
 
 
 def _mcp_options(parser: argparse.ArgumentParser, prefix: str) -> None:
@@ -129,6 +134,14 @@ def serve_arguments(p: argparse.ArgumentParser) -> None:
         help="also serve the web UI at /web (switches the default websocket transport to http, "
         "which serves WebSocket at / too)",
     )
+    p.add_argument(
+        "--isolate",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run each session's env in a process of its own, forked from a warm parent, so a "
+        "crash of env code (a segfault, os.abort(), os._exit()) costs that session an env_error, "
+        'not the server (default: as the env class says, `isolation = "process"`)',
+    )
     _mcp_options(p, prefix="--mcp-")
     p.add_argument(
         "--lifeline-fd",
@@ -204,6 +217,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
             "reveal_reward": args.mcp_reveal_reward,
         },
         "web": args.web,
+        "isolate": args.isolate,
         "tasks": _task_files(args.tasks),
         "rubric": args.rubric,
     }
@@ -234,11 +248,75 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _exit_hard_after(seconds: float) -> None:
-    """Exit the process with status 1 in `seconds`, whatever still runs (a daemon timer)."""
-    hard_exit = threading.Timer(seconds, os._exit, (1,))
+def _exit_hard_after(seconds: float, why: str = "") -> None:
+    """Exit the process with status 1 in `seconds`, whatever still runs (a daemon timer),
+    saying `why` on stderr first."""
+    hard_exit = threading.Timer(seconds, _exit_now, (why,))
     hard_exit.daemon = True
     hard_exit.start()
+
+
+def _exit_now(why: str) -> None:
+    """Say `why` on stderr (one write: no lock another thread may hold) and exit with 1."""
+    try:
+        if why:
+            os.write(2, f"ecotone: {why}; exiting now\n".encode())
+    finally:
+        os._exit(1)
+
+
+class _HardExit:
+    """The last word on a signal: a hard exit armed by the signal's handler itself, not by the
+    event loop. Env code that blocks the loop (an inline env's step that sleeps) keeps trio's
+    receiver from ever seeing the signal, but a Python signal handler still runs in the main
+    thread between two bytecodes (and a `time.sleep` or a blocking read is interrupted for
+    it), so the deadline starts the moment the signal arrives and a timer thread ends the
+    process past it, whatever holds the loop.
+
+    Not covered: C code that holds the GIL and never returns to the interpreter (the handler
+    cannot run); the kubelet's SIGKILL at the end of the grace period is the last word then.
+    """
+
+    def __init__(self, limits: Any) -> None:
+        self.limits = limits
+        self.armed = False
+
+    def deadline(self, signum: int) -> float:
+        """Seconds the shutdown after `signum` may take: SIGTERM drains (`drain_timeout`),
+        SIGINT does not; then checkpoints and closes (`shutdown_timeout` each), and the
+        margin."""
+        drain = self.limits.drain_timeout if signum == signal.SIGTERM else 0.0
+        return drain + 2 * self.limits.shutdown_timeout + SIGNAL_EXIT_MARGIN
+
+    def arm(self, signum: int) -> None:
+        """Start the countdown (once: a second signal does not push it back)."""
+        if self.armed:
+            return
+        self.armed = True
+        seconds = self.deadline(signum)
+        name = signal.Signals(signum).name
+        _exit_hard_after(
+            seconds,
+            f"{name} came {seconds:g}s ago and the shutdown has not ended (drain_timeout "
+            f"{self.limits.drain_timeout:g}s + 2 x shutdown_timeout "
+            f"{self.limits.shutdown_timeout:g}s + {SIGNAL_EXIT_MARGIN:g}s): env code holds "
+            "the event loop or a call that cannot be cancelled",
+        )
+
+    def watch(self, signums: tuple[int, ...]) -> None:
+        """Arm at the first of `signums`, in the handler itself, then hand the signal to the
+        handler installed before (trio's receiver's: call this inside
+        `trio.open_signal_receiver`, which puts back the handlers it replaced, and so
+        removes these, when it ends)."""
+        for signum in signums:
+            before = signal.getsignal(signum)
+
+            def handler(num: int, frame: Any, before: Any = before) -> None:
+                self.arm(num)
+                if callable(before):
+                    before(num, frame)
+
+            signal.signal(signum, handler)
 
 
 async def _watch_lifeline(fd: int, scope: trio.CancelScope) -> None:
@@ -257,7 +335,10 @@ async def _watch_lifeline(fd: int, scope: trio.CancelScope) -> None:
         file=sys.stderr,
         flush=True,
     )
-    _exit_hard_after(HARD_EXIT_GRACE)
+    _exit_hard_after(
+        HARD_EXIT_GRACE,
+        f"the lifeline closed {HARD_EXIT_GRACE:g}s ago and the shutdown has not ended",
+    )
     scope.cancel()
 
 
@@ -290,7 +371,9 @@ async def _serve_until_stopped(
                 file=sys.stderr,
                 flush=True,
             )
+        hard_exit = _HardExit(config.limits)
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            hard_exit.watch((signal.SIGINT, signal.SIGTERM))
             async for signum in signals:
                 limits = config.limits
                 drain = limits.drain_timeout if signum == signal.SIGTERM else 0.0
@@ -301,9 +384,9 @@ async def _serve_until_stopped(
                     flush=True,
                 )
                 # Episodes get drain_timeout; the checkpoints, then the closes,
-                # shutdown_timeout each; past that and the grace the process exits anyway,
-                # whatever env code still holds on.
-                _exit_hard_after(drain + 2 * limits.shutdown_timeout + HARD_EXIT_GRACE)
+                # shutdown_timeout each; past that and a margin the process exits anyway,
+                # whatever env code still holds on (armed by the handler already, when it ran).
+                hard_exit.arm(signum)
                 # SIGTERM (a pod's end): admit nothing new, let running episodes end, then
                 # checkpoint the sessions left (with --checkpoint-dir) and tell their clients.
                 await stopping.drain(wait=signum == signal.SIGTERM)

@@ -7,6 +7,7 @@ from typing import Any
 
 import msgspec
 
+from ecotone.kernel.calls import EnvLost
 from ecotone.kernel.contract import InvalidAction
 from ecotone.kernel.validation import describe_validation_error
 from ecotone.specs import Error, ErrorCode
@@ -25,8 +26,22 @@ def error(
 
 
 def env_error(exc: BaseException, id: RequestId | None, session: str | None, what: str) -> Error:
-    """The env raised in `what` (`step`, `reset`, `tool 'x'`...)."""
+    """The env raised in `what` (`step`, `reset`, `tool 'x'`...), or the process it ran in
+    died (`EnvLost`: `details.reason` is `env_lost`)."""
     kind = type(exc).__qualname__
+    if isinstance(exc, EnvLost):
+        return error(
+            ErrorCode.ENV_ERROR,
+            f"the env's process died in {what}: {exc}; a client connected with resume=True "
+            "resumes from the session's last checkpoint, any other may reset (a fresh process) "
+            "or close",
+            id,
+            session,
+            type=kind,
+            message=str(exc),
+            reason="env_lost",
+            **exc.details,
+        )
     return error(
         ErrorCode.ENV_ERROR,
         f"environment raised {kind} in {what}: {exc}",

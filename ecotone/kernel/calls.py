@@ -48,6 +48,24 @@ if TYPE_CHECKING:
     from ecotone.specs.frames import RequestId
 
 
+class EnvLost(Exception):
+    """The env a call was made on is gone with the process it ran in: what a driver that runs
+    each session's env in a process of its own (`ecotone.server.isolation`) raises when that
+    process dies (a segfault, `os.abort()`, `os._exit()`, a kill). Answered `env_error` with
+    `details.reason` `env_lost` and what the driver knows of the death (`signal`,
+    `exit_status`), which a client connected with `resume=True` takes as its cue to resume
+    the session from its last checkpoint.
+
+    Args:
+        message: How the process ended (`killed by signal SIGSEGV (11)`).
+        **details: The same, as data (plain values).
+    """
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.details = details
+
+
 class Call:
     """One env call the driver must make (`mode` THREAD or AWAIT), and what became of it.
 

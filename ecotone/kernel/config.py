@@ -7,6 +7,7 @@ command-line flags. Structured with cattrs, so a wrong key or type is an error n
     host = "127.0.0.1"
     port = 8000
     web = false            # true: also serve the web UI at /web (implies the http transport)
+    isolate = true         # each session's env in a process of its own (default: as the env says)
 
     [limits]               # every limit: ecotone/kernel/limits.py
     max_sessions = 1024
@@ -61,7 +62,7 @@ command-line flags. Structured with cattrs, so a wrong key or type is an error n
     [launch.options]       # provider-specific: sandbox = true (process), user = "1000:1000"...
 
 Environment variables: `ECOTONE_ENV`, `ECOTONE_TRANSPORT`, `ECOTONE_HOST`, `ECOTONE_PORT`,
-`ECOTONE_WEB` (`true`/`false`, `1`/`0`, `yes`/`no`, `on`/`off`), and
+`ECOTONE_WEB`, `ECOTONE_ISOLATE` (`true`/`false`, `1`/`0`, `yes`/`no`, `on`/`off`), and
 `ECOTONE_LIMITS_<NAME>` for each limit (`ECOTONE_LIMITS_MAX_SESSIONS=64`),
 `ECOTONE_RECORDING_DIR`, `ECOTONE_RECORDING_FORMAT`, `ECOTONE_AUTH_TOKEN`,
 `ECOTONE_AUTH_TOKEN_FILE`, `ECOTONE_AUTH_REQUIRED`, `ECOTONE_MCP_<NAME>`,
@@ -262,6 +263,11 @@ class ServerConfig:
     web: bool = False
     """Serve the web UI at `/web`. The page speaks HTTP, so with the default `websocket`
     transport this switches to `http`, which serves ecotone's WebSocket at `/` as well."""
+    isolate: bool | None = None
+    """Run each session's env in a process of its own, forked from a warm parent, so that a
+    crash of env code (a segfault, `os.abort()`, `os._exit()`) is that session's
+    `env_error`, not the server's end (`ecotone.server.isolation`). None (the default): as
+    the env class says (`isolation = "process"`); false: never, whatever it says."""
 
     def __attrs_post_init__(self) -> None:
         if self.web and self.transport == "websocket":
@@ -332,7 +338,7 @@ def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-_TOP_KEYS = ("env", "transport", "host", "port", "web", "rubric", "config")
+_TOP_KEYS = ("env", "transport", "host", "port", "web", "isolate", "rubric", "config")
 _TABLES = (
     "limits",
     "recording",
@@ -358,7 +364,7 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
         table = next((t for t in _TABLES if key.startswith(f"{t}_")), None)
         if table is not None:
             data.setdefault(table, {})[key[len(table) + 1 :]] = parsed
-        elif key in ("env", "transport", "host", "port", "web", "rubric"):
+        elif key in ("env", "transport", "host", "port", "web", "isolate", "rubric"):
             data[key] = parsed
         elif key == "config" or not difflib.get_close_matches(key, _TOP_KEYS, n=1, cutoff=0.75):
             continue  # not ours: plugins keep their own ECOTONE_<PLUGIN>_... variables
@@ -366,7 +372,8 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
             tables = ", ".join(f"ECOTONE_{t.upper()}_<name>" for t in _TABLES)
             raise ConfigError(
                 f"unknown environment variable {name}: ecotone reads ECOTONE_ENV, "
-                "ECOTONE_TRANSPORT, ECOTONE_HOST, ECOTONE_PORT, ECOTONE_WEB, ECOTONE_RUBRIC, "
+                "ECOTONE_TRANSPORT, ECOTONE_HOST, ECOTONE_PORT, ECOTONE_WEB, ECOTONE_ISOLATE, "
+                "ECOTONE_RUBRIC, "
                 f"ECOTONE_CONFIG and {tables}"
             )
     return data

@@ -41,6 +41,8 @@ The rules every environment keeps (the conformance suite checks them):
   on the event loop and skip the thread hop. An async env's coroutines are awaited on the
   server's event loop: they must not block it. One session's calls never overlap: the engine
   calls an instance once at a time.
+* An env whose code may crash the interpreter sets `isolation = "process"`: each session's
+  env then runs in a process of its own, and a crash is that session's `env_error`.
 """
 
 from __future__ import annotations
@@ -192,6 +194,12 @@ class _EnvironmentClass:
     """Seconds one call of this env may take (None: the server's `call_timeout`). Past it the
     request is answered `timeout` and the instance is set aside (closed once the call ends);
     the session's next reset gets a fresh instance."""
+    isolation: ClassVar[str | None] = None
+    """`"process"`: a server runs each session's env in a process of its own, forked from a
+    warm parent that imported the env's module, so a crash of its code (a segfault in a C
+    extension, `os.abort()`, `os._exit()`) costs that session an `env_error`, not the
+    server. Its calls then cross a pipe (actions, observations and States as MessagePack
+    of their declared types). `serve --isolate` does it for any env; `inproc://` never."""
 
 
 class Environment(_EnvironmentClass, Generic[ActT, ObsT, StateT]):

@@ -212,6 +212,27 @@ def _call_timeout(env_cls: type, label: str) -> float | None:
     return float(value)
 
 
+ISOLATIONS = ("process",)
+"""What an env class may ask for as its `isolation` (None: none)."""
+
+
+def _isolation(env_cls: type, label: str, seated: bool) -> str | None:
+    value = getattr(env_cls, "isolation", None)
+    if value is None:
+        return None
+    if value not in ISOLATIONS:
+        raise EnvDefinitionError(
+            f"environment {label!r}: isolation must be one of {', '.join(ISOLATIONS)} or None, "
+            f"got {value!r}"
+        )
+    if seated:
+        raise EnvDefinitionError(
+            f"environment {label!r}: a multi-agent env cannot run in a process of its own "
+            "(isolation = None)"
+        )
+    return str(value)
+
+
 def _names(methods: list[str]) -> str:
     return ", ".join(f"{m}()" for m in methods)
 
@@ -331,6 +352,10 @@ class EnvSpec:
     """Each seat's action and observation types."""
     seat_lost: str = "wait"
     """A multi-agent env's rule for a seat lost (`MultiAgentEnvironment.seat_lost`)."""
+    isolation: str | None = None
+    """`process`: a server runs each session's env in a process of its own (the env class's
+    `isolation`; `ecotone.server.isolation`), so a crash costs one session; None: in the
+    server's process, unless the server isolates every env (`serve --isolate`)."""
     simultaneous: bool = False
     """Its seats move at once (`SimultaneousEnvironment`): a round, then one env step."""
     move_deadline: float | None = None
@@ -447,6 +472,7 @@ class EnvSpec:
                 str(k): str(v)
                 for k, v in (getattr(env_cls, "snapshot_identity", None) or {}).items()
             },
+            isolation=_isolation(env_cls, label, seated),
             **seating,
         )
 

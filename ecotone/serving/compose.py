@@ -19,6 +19,7 @@ from ecotone.kernel.rubrics import load_rubric
 from ecotone.kernel.sealing import Seal
 from ecotone.server.admission import admission_for, is_loopback, resolve_tokens, tls_context
 from ecotone.server.checkpoints import CheckpointDir
+from ecotone.server.isolation import Workers, check, isolated
 from ecotone.server.logs import SessionLog
 from ecotone.server.metrics import Metrics
 from ecotone.server.runner import Runner
@@ -29,7 +30,15 @@ NETWORK_TRANSPORTS = frozenset({"websocket", "http", "tcp"})
 """Transports that listen on an address (unix, stdio, mcp and inproc do not)."""
 
 
-def build_engine(config: ServerConfig, registry: Registry, tokens: tuple[str, ...] = ()) -> Engine:
+def build_engine(
+    config: ServerConfig,
+    registry: Registry,
+    tokens: tuple[str, ...] = (),
+    workers: Workers | None = None,
+) -> Engine:
+    """The engine serving `config`'s env. An env to run in processes of its own
+    (`config.isolate`, or the env's `isolation`) is checked here, and its zygote started
+    by `workers` (None: only checked, as before the event loop starts)."""
     if not config.env:
         raise ValueError("no environment to serve: name one (ecotone serve ENV) or set `env`")
     spec = registry.env_spec(config.env)
@@ -37,6 +46,10 @@ def build_engine(config: ServerConfig, registry: Registry, tokens: tuple[str, ..
         spec = spec.with_task_files(config.tasks)
     if config.rubric:
         spec = spec.with_rubric(load_rubric(config.rubric))
+    if isolated(spec, config.isolate):
+        check(spec)
+        if workers is not None:
+            spec = workers.isolate(spec, config.limits)
     engine = Engine(spec, limits=config.limits, hooks=registry.pm.hook, tokens=tokens)
     snapshots = config.snapshots
     key_file = snapshots.key_file
@@ -112,9 +125,14 @@ async def serve(
     token = tokens[0] if tokens else None
     # Before the engine (and any env) is made: envs may be stricter on an exposed server.
     mark_served(config.transport in NETWORK_TRANSPORTS and not is_loopback(config.host))
-    engine = build_engine(config, registry, tokens)
-    admission = admission_for(tokens, config.access.origins, config.access.hosts, config.host)
-    tls = tls_context(config.tls.cert, config.tls.key, config.transport)
+    workers = Workers()
+    try:
+        engine = build_engine(config, registry, tokens, workers)
+        admission = admission_for(tokens, config.access.origins, config.access.hosts, config.host)
+        tls = tls_context(config.tls.cert, config.tls.key, config.transport)
+    except BaseException:
+        workers.stop()
+        raise
     options = {"web": True} if config.web else {}
     runner: Runner | None = None
     if made and token is not None:
@@ -147,6 +165,9 @@ async def serve(
         with trio.CancelScope(shield=True):
             if runner is not None:
                 await runner.shutdown()
+            # Every session is closed (its worker gone); what is left (a worker whose close
+            # outlived shutdown_timeout) ends with its zygote.
+            await trio.to_thread.run_sync(workers.stop)
             if recorder is not None:
                 recorder.close()
                 registry.pm.unregister(recorder)

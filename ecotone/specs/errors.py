@@ -84,7 +84,9 @@ ERROR_DESCRIPTIONS: dict[ErrorCode, str] = {
     ),
     ErrorCode.ENV_ERROR: (
         "The environment raised; details carry the exception type and message. "
-        "The session stays open and may be reset."
+        "The session stays open and may be reset. On a server that runs each session's env in "
+        "a process of its own, `reason: env_lost` says that process died (with `signal` or "
+        "`exit_status`): a reset starts a fresh one, or a restore of the session's checkpoint."
     ),
     ErrorCode.TIMEOUT: (
         "The env call did not end within its deadline (the server's `call_timeout`, the env's, "

@@ -563,7 +563,7 @@ class Error(Frame, tag="error"):
     `id` is the failed request's id when it could be read, else null. `session` names the session
     concerned, if any. `details` is structured: for validation errors, `path` is the JSON path of
     the bad field and `field` its dotted name; for `env_error`, `type` and `message` of the
-    exception.
+    exception, or `reason: env_lost` when the env's process died (`signal`, `exit_status`).
     """
 
     id: RequestId | None  # always present: null when the failed request's id is unknown

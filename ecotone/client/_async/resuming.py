@@ -24,6 +24,12 @@ For an env whose episodes are deterministic (the conformance suite's `seeded_det
 A server that is stopping (`shutting_down`: it drains, then checkpoints its sessions and
 refuses their requests) counts as a broken connection: the client resumes elsewhere. A server
 that answers `open` with `shutting_down` is tried again until one admits the session.
+
+An env whose process died (`env_error` with `details.reason` `env_lost`: a server that runs
+each session's env in a process of its own, `serve --isolate`) is resumed the same way, in
+the same session (the server lives): the last checkpoint restored in it (a fresh process),
+the logged actions replayed, and the call made again, once. A step whose env dies again is
+raised: it is what kills the env.
 """
 
 from __future__ import annotations
@@ -47,10 +53,20 @@ RETRY_SECONDS = (0.05, 0.1, 0.2, 0.5, 1.0)
 
 
 def _gone(exc: Exception) -> bool:
-    """Whether `exc` says the session's server is gone or going: resume elsewhere."""
+    """Whether `exc` says the session's server is gone or going, or its env's process died:
+    resume elsewhere."""
     if isinstance(exc, ConnectionLost):
         return True
-    return isinstance(exc, ServerError) and exc.code == ErrorCode.SHUTTING_DOWN
+    return (isinstance(exc, ServerError) and exc.code == ErrorCode.SHUTTING_DOWN) or _lost(exc)
+
+
+def _lost(exc: Exception) -> bool:
+    """Whether `exc` says the session's env died with its process (the server lives)."""
+    return (
+        isinstance(exc, ServerError)
+        and exc.code == ErrorCode.ENV_ERROR
+        and exc.details.get("reason") == "env_lost"
+    )
 
 
 class Resumer:
@@ -109,7 +125,8 @@ class Resumer:
             except (ConnectionLost, ServerError) as exc:
                 if attempt or not _gone(exc):
                     raise
-                await self._reconnect(client, restore=False)
+                if not _lost(exc):  # a dead env's reset is made again in a fresh process
+                    await self._reconnect(client, restore=False)
         self.reset_args = dict(args)
         self.log.clear()
         self.steps = self.checkpointed = 0
@@ -123,6 +140,7 @@ class Resumer:
         """`client`'s step; a broken connection is resumed and the step made again (or taken
         from the checkpoint, when it holds it)."""
         index = self.steps
+        deaths = 0
         while True:
             try:
                 result: StepResult[Any] = await client._step_once(action, timeout, call_timeout)
@@ -130,7 +148,10 @@ class Resumer:
             except (ConnectionLost, ServerError) as exc:
                 if not _gone(exc):
                     raise
-                resumed = await self._resume(client, index)
+                deaths += _lost(exc)
+                if deaths > 1:  # made again after a resume, it killed its env again
+                    raise
+                resumed = await self._resume(client, index, here=_lost(exc))
                 if resumed is not None:  # the checkpoint holds this step: its answer
                     result = resumed
                     break
@@ -174,10 +195,15 @@ class Resumer:
 
     # --- resuming -------------------------------------------------------------------------------
 
-    async def _resume(self, client: Any, inflight: int) -> StepResult[Any] | None:
-        """Reconnect, restore, replay up to step `inflight`; that step's answer when the
-        restored episode holds it already, else None (make it again)."""
-        resumed = await self._reconnect(client, restore=True)
+    async def _resume(self, client: Any, inflight: int, here: bool) -> StepResult[Any] | None:
+        """Reconnect (`here`: stay, the server lives but the env's process died), restore,
+        replay up to step `inflight`; that step's answer when the restored episode holds it
+        already, else None (make it again)."""
+        if here:
+            resumed = await self._restored(client, client, restore=True)
+            self.resumes += 1
+        else:
+            resumed = await self._reconnect(client, restore=True)
         at = resumed.step_count
         if at > inflight:  # written after the step ran (the shutdown's): its answer is lost
             if at == inflight + 1:
