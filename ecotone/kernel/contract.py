@@ -396,7 +396,6 @@ class _SeatedEnvironment(_EnvironmentClass, Generic[ActT, ObsT, StateT]):
     seat_action_types: ClassVar[dict[str, type[Any]]] = {}
     seat_observation_types: ClassVar[dict[str, type[Any]]] = {}
     seat_lost: ClassVar[str] = "wait"
-    snapshot_unsupported: ClassVar[str] = "a multi-agent env's sessions cannot be saved yet"
     simultaneous: ClassVar[bool] = False
     """Every seat moves, then the env steps once (`SimultaneousEnvironment`)."""
 

@@ -215,8 +215,8 @@ class EngineCore:
         (snapshotting.py)."""
         raise NotImplementedError
 
-    def reset_seats(self, session: Session) -> None:
-        """A multi-agent session's reset was answered (seating.py)."""
+    def reset_seats(self, session: Session, why: str = "the episode was reset") -> None:
+        """A multi-agent session's reset (or restore: `why`) was answered (seating.py)."""
         raise NotImplementedError
 
     def seats_moved(self, session: Session) -> None:

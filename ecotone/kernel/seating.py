@@ -24,7 +24,10 @@ by its owner like any other; its seats are played by whoever holds their keys. R
   `idle_timeout` the seat is released, and the env's rule (`seat_lost`) applies: `wait` (the
   episode goes on waiting for the key) or `truncate` (a running episode ends, SEAT_LOST, and
   every view answered says which seats were lost). No other session is touched.
-* A multi-agent session cannot be saved (snapshot, fork) yet: `unsupported`.
+* **Saved and forked** like any session, when the env can be saved (`snapshot`/`restore` or
+  `load_state`): a restore keeps the session's seats, keys and holders, answers a round's
+  kept moves `episode_done` and the waiting `observe`s now due; a fork's copies are new
+  sessions of the owner, with keys of their own (asked for with `seats`) and nobody seated.
 """
 
 from __future__ import annotations
@@ -391,9 +394,10 @@ class Seating(EngineCore):
             waiter.peer.emit(answers.unknown_session(session.id, waiter.rid))
         self.drop_round(session, "the session closed", closed=True)
 
-    def reset_seats(self, session: Session) -> None:
-        """A reset's answer is known: the seats lost in the last episode are forgotten, and
-        waiting `observe`s that are now due are answered."""
-        self.drop_round(session, "the episode was reset")
+    def reset_seats(self, session: Session, why: str = "the episode was reset") -> None:
+        """A reset's (or a restore's: `why`) answer is known: a round's kept moves are
+        answered, the seats lost in the last episode are forgotten, and waiting `observe`s
+        that are now due are answered."""
+        self.drop_round(session, why)
         session.seating.lost.clear()
         self.seats_moved(session)

@@ -100,6 +100,18 @@ class SeatedEnv:
     def state(self) -> Any:
         return self.env.state()
 
+    def snapshot(self) -> Any:
+        """The env's own snapshot (the views are read again after a restore)."""
+        return self.env.snapshot()
+
+    def restore(self, data: bytes, *, episode_id: str | None) -> None:
+        self.env.restore(data, episode_id=episode_id)
+        self._look()
+
+    def load_state(self, state: Any) -> None:
+        self.env.load_state(state)
+        self._look()
+
     def render(self) -> Any:
         return self.env.render()
 

@@ -9,10 +9,13 @@ Rules are in `ChessDuel`'s docstring.
 
 from __future__ import annotations
 
+import pickle
 import random
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
 
 import ecotone
 from ecotone.plugins.chess import (
@@ -166,7 +169,22 @@ class ChessDuel(ecotone.MultiAgentEnvironment[ChessAction, DuelObservation, Duel
     def state(self) -> DuelState:
         st = self._state
         st.fen, st.result = self._board.fen(), self._result
+        st.step_count = len(st.moves)
         return st
+
+    def snapshot(self) -> bytes:
+        """The game (the board with its move stack, the engine's random generator, the
+        result so far), pickled: the server keeps it, and seals what leaves it."""
+        state = (self._board, self._rng.getstate(), self._state, self._result, self._termination)
+        return pickle.dumps(state)
+
+    def restore(self, data: bytes, *, episode_id: str | None) -> None:
+        """Put back a `snapshot()`, as episode `episode_id`."""
+        board, rng, state, self._result, self._termination = pickle.loads(data)
+        self._board = board
+        self._rng = random.Random()
+        self._rng.setstate(rng)
+        self._state = msgspec.structs.replace(state, episode_id=episode_id)
 
     def sample_action(self, rng: random.Random, seat: str | None = None) -> ChessAction:
         """A uniformly random legal move (UCI) of the side to move."""

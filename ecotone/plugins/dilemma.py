@@ -116,6 +116,16 @@ class DilemmaEnv(ecotone.SimultaneousEnvironment[DilemmaMove, DilemmaView, Dilem
     def state(self) -> DilemmaState:
         return self._state
 
+    def load_state(self, state: DilemmaState) -> None:
+        """Put a saved game back: its State holds every round's moves, the scores and the last
+        rewards follow from them."""
+        self._state = state
+        self._scores, self._rewards = [0, 0], [0.0, 0.0]
+        for first_move, second_move in state.moves:
+            first, second = PAYOFF[(first_move, second_move)]
+            self._scores = [self._scores[0] + first, self._scores[1] + second]
+            self._rewards = [float(first), float(second)]
+
 
 @ecotone.hookimpl
 def ecotone_environments() -> Mapping[str, Any]:
