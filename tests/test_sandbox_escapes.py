@@ -134,7 +134,10 @@ def test_memory_spread_over_many_processes_meets_the_run_wide_limit(served: Serv
         "for i in range(6):\n"
         "    pid = os.fork()\n"
         "    if pid == 0:\n"
-        "        open('/proc/self/oom_score_adj', 'w').write('1000')  # a child, not the parent\n"
+        "        try:  # a child, not the parent (/proc is closed to rlimits-only's Landlock)\n"
+        "            open('/proc/self/oom_score_adj', 'w').write('1000')\n"
+        "        except OSError:\n"
+        "            pass\n"
         "        block = bytearray(120 * 2**20)  # under the 256 MiB each process may map\n"
         "        for j in range(0, len(block), 4096): block[j] = 1\n"
         "        time.sleep(1.5)\n"
@@ -226,6 +229,31 @@ def test_every_observation_says_what_guards_the_run(served: Served) -> None:
     ]
     if not served.bwrap:
         assert "seccomp" not in obs.isolation
+        assert obs.isolation[1] == ("landlock" if served.landlock else "no-landlock")
+
+
+def test_a_run_holds_no_capabilities(served: Served) -> None:
+    """Even when the server is root: bubblewrap drops them all in its user namespace, and
+    rlimits-only's harness drops them (and the bounding set, and sets no_new_privs) before
+    the submission starts. Tried with harmless uses: chown, mknod, a raw socket."""
+    code = (
+        "import errno, os, socket, stat\n"
+        "def attempt(name, call):\n"
+        "    try:\n"
+        "        call()\n"
+        "        print(name, 'ok')\n"
+        "    except OSError as exc:\n"
+        "        print(name, errno.errorcode[exc.errno])\n"
+        "open('mine', 'w').close()\n"
+        "attempt('chown', lambda: os.chown('mine', 12345, 12345))\n"
+        "attempt('mknod', lambda: os.mknod('null', stat.S_IFCHR | 0o666, os.makedev(1, 3)))\n"
+        "attempt('raw', lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, 1).close())\n"
+    )
+    obs = run(served, code)
+    said = obs.stdout.splitlines()
+    assert said[0] in ("chown EPERM", "chown EINVAL"), obs.stdout + obs.stderr  # EINVAL: unmapped
+    assert said[1] in ("mknod EPERM", "mknod EACCES")  # EACCES: Landlock refused it first
+    assert said[2] == "raw EPERM"
 
 
 def test_the_seccomp_tables_match_this_machines_kernel_headers() -> None:
@@ -289,4 +317,8 @@ def test_ecotone_list_names_the_sandbox_a_mode_gives() -> None:
     coding = next(i for i, line in enumerate(lines) if line.strip().startswith("coding "))
     said = lines[coding + 1].strip()
     assert said.startswith("sandbox (rlimits): rlimits-only")
-    assert said.endswith("(weaker: rlimits only; see docs/sandbox.md)")
+    assert "(weaker than bwrap: see docs/sandbox.md)" in said
+    # and which tests are the weaker kind
+    assert said.endswith(
+        "; tests: cases judged on the server; asserts left in the sandbox are weak"
+    )
