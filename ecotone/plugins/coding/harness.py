@@ -62,15 +62,15 @@ def set_limits(limits: dict[str, int]) -> None:
 
 # --- walls: what a run outside bubblewrap may reach (Landlock), and no capabilities -------
 #
-# Under rlimits-only the run shares the server's file system, processes and network. When the
-# server asks (`"walls"` in LIMITS, from `landlock.py`), the harness, before any submitted code
-# runs: drops every capability (the bounding and ambient sets too, so that no exec gives them
-# back, with no_new_privs), then restricts itself and all it starts with a Landlock ruleset:
-# files only beneath the paths given (read and execute; read and write beneath the scratch
-# directory; a few devices), no TCP bind or connect, and (Landlock ABI 6) no signals to and no
-# abstract unix sockets of processes outside the run. Landlock also refuses ptrace, and so the
-# memory, environment and descriptors in /proc, of any process outside the run. Anything that
-# fails here ends the run before the submission starts (fail closed).
+# Under rlimits-only the run shares the server's file system, processes and network. There
+# (LIMITS has `walls`: the rules from `landlock.py`, or null), before any submitted code runs,
+# the harness drops every capability (the bounding and ambient sets too, so that no exec gives
+# them back, with no_new_privs), then, where the kernel has Landlock, restricts itself and all
+# it starts with a ruleset: files only beneath the paths given (read and execute; read and
+# write beneath the scratch directory; a few devices), no TCP bind or connect, and (Landlock
+# ABI 6) no signals to and no abstract unix sockets of processes outside the run. Landlock also
+# refuses ptrace, and so the memory, environment and descriptors in /proc, of any process
+# outside the run. Anything that fails here ends the run before the submission starts.
 
 _SYS_LANDLOCK_CREATE_RULESET = 444  # the same number on every architecture
 _SYS_LANDLOCK_ADD_RULE = 445
@@ -107,9 +107,11 @@ def _libc() -> Any:
 
 
 def landlock_abi() -> int:
-    """The Landlock ABI version this kernel offers (0: none)."""
+    """The Landlock ABI version this kernel offers (0: none, or not Linux)."""
     import ctypes
 
+    if not sys.platform.startswith("linux"):
+        return 0
     version = _libc().syscall(
         ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_long(0), ctypes.c_long(1)
     )
@@ -198,10 +200,12 @@ def landlock(walls: dict[str, Any]) -> None:
         os.close(ruleset)
 
 
-def confine(walls: dict[str, Any]) -> None:
-    """Drop capabilities, then raise the Landlock walls (before any submitted code runs)."""
+def confine(walls: dict[str, Any] | None) -> None:
+    """Drop capabilities, then raise the Landlock walls if there are any (None: this kernel
+    has no Landlock), before any submitted code runs."""
     drop_capabilities()
-    landlock(walls)
+    if walls is not None:
+        landlock(walls)
 
 
 def describe(exc: BaseException) -> str:

@@ -242,8 +242,8 @@ class Sandbox:
     cgroups: cgroups.Support = attrs.field(factory=lambda: cgroups.Support("none"))
     """Where run-wide limits come from (cgroup v2, v1), or why there are none."""
     walls: landlock.Walls | None = None
-    """rlimits-only: the Landlock walls each run raises before the submission starts (and
-    its capabilities dropped), where this kernel offers Landlock."""
+    """rlimits-only: the Landlock walls each run raises before the submission starts, where
+    this kernel offers Landlock (its capabilities are dropped either way)."""
 
     @property
     def isolation(self) -> list[str]:
@@ -315,8 +315,9 @@ class Sandbox:
         self, scratch: Path, args: Sequence[str], limits: Limits, files: _ChildFiles
     ) -> tuple[int, bool, float, tuple[str, ...]]:
         given: dict[str, object] = dict(limits.for_child())
-        if self.kind != "bwrap" and self.walls is not None:
-            given["walls"] = self.walls.for_run(str(scratch))
+        if self.kind != "bwrap" and sys.platform.startswith("linux"):
+            # no capabilities, and the Landlock walls if any
+            given["walls"] = self.walls.for_run(str(scratch)) if self.walls else None
         child = _python_argv(self.python, [*args[:1], json.dumps(given), *args[1:]])
         extra: list[int] = []
         try:
