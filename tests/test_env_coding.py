@@ -36,6 +36,7 @@ from ecotone.plugins.coding import (
     sandbox_for,
     tasks,
 )
+from ecotone.plugins.coding.asserts import split_asserts
 from tests.conftest import run_server, wait_until
 
 BWRAP = shutil.which("bwrap")
@@ -84,6 +85,17 @@ class Served:
     @property
     def zygote(self) -> bool:
         return self.kind == "bwrap"
+
+    @property
+    def landlock(self) -> int:
+        """rlimits-only: the Landlock ABI of its walls (0: none here); bwrap: 0."""
+        walls = None if self.bwrap else sandbox_for("rlimits").walls
+        return walls.abi if walls is not None else 0
+
+    @property
+    def walled(self) -> bool:
+        """The host's files, processes and TCP are out of reach: bwrap, or Landlock walls."""
+        return self.bwrap or self.landlock >= 6
 
     def connect(self) -> ecotone.EnvClient[CodingObservation, CodingState]:
         return ecotone.connect(self.url, observation_type=CodingObservation, state_type=CodingState)
@@ -199,13 +211,13 @@ def test_a_custom_task_comes_from_reset_options(served: Served) -> None:
         state = env.state()
         assert (state.task, state.timeout_s, state.memory_mb) == ("custom", 2.0, 128)
         result = env.step(CodingAction(code="def add(a, b):\n    return abs(a + b)\n"))
-        tests = {t.name: t for t in result.observation.tests}
-        assert list(tests) == ["test_adds", "test_negatives"]
-        assert tests["test_adds"].passed and not tests["test_negatives"].passed
-        assert tests["test_negatives"].message == (
-            "AssertionError: negatives (hidden tests, line 6)"
-        )
-        assert result.reward == 0.5
+        tests = {t.name: t for t in result.observation.tests}  # each assert is a case
+        assert list(tests) == ["test_adds: add(2, 3)", "test_negatives: add(-1, -1)"]
+        assert tests["test_adds: add(2, 3)"].passed
+        negatives = tests["test_negatives: add(-1, -1)"]
+        assert not negatives.passed and not negatives.weak
+        assert negatives.message == "add(-1, -1) returned 2, which is not the expected value"
+        assert result.reward == 0.5 and result.observation.weak == 0
 
         task = {"id": "p", "prompt": "p", "tests": "assert add(1, 1) > 1\n"}
         plain = env.reset(task=task).observation
@@ -462,7 +474,7 @@ def test_bwrap_hides_the_servers_files(served: Served, tmp_path: Path) -> None:
     assert marked_lines(obs.stdout, "READ solution.py")  # reading works in the sandbox
     readable = [line.split()[1] for line in marked_lines(obs.stdout, "READ /")]
     existing = [p for p in paths if os.path.exists(p)]
-    assert readable == ([] if served.bwrap else existing)
+    assert readable == ([] if served.bwrap or served.landlock else existing)
 
 
 def test_bwrap_blocks_the_network_even_to_loopback(served: Served) -> None:
@@ -485,7 +497,7 @@ def test_bwrap_blocks_the_network_even_to_loopback(served: Served) -> None:
             reached = True
         except BlockingIOError:
             reached = False
-    if served.bwrap:
+    if served.bwrap or served.landlock >= 4:  # Landlock refuses every TCP connect
         assert obs.stdout.startswith("BLOCKED") and not reached
     else:
         assert obs.stdout == "CONNECTED\n" and reached
@@ -513,9 +525,12 @@ def test_bwrap_stops_writes_outside_the_scratch_dir(served: Served, tmp_path: Pa
             env.reset(**custom())
             obs = env.step(CodingAction(code=code)).observation
         assert marked_lines(obs.stdout, "WROTE in-scratch.txt")
+        denied = [line.split()[1] for line in marked_lines(obs.stdout, "DENIED /")]
         if served.bwrap:  # /tmp inside is private (a small tmpfs): that write stays there
-            denied = [line.split()[1] for line in marked_lines(obs.stdout, "DENIED /")]
             assert denied == [t for t in targets if t != targets[2]]
+            assert not any(os.path.exists(t) for t in targets)
+        elif served.landlock:  # Landlock: only the scratch dir is writable
+            assert denied == targets
             assert not any(os.path.exists(t) for t in targets)
         else:  # rlimits-only runs as this user: root may write anywhere, others some places
             assert os.path.exists(targets[0]) and os.path.exists(targets[2])
@@ -533,7 +548,12 @@ def test_bwrap_hides_the_server_process(served: Served) -> None:
         "    print('SEEN')\n"
         "except ProcessLookupError:\n"
         "    print('GONE')\n"
-        "print(sum(name.isdigit() for name in os.listdir('/proc')))\n"
+        "except PermissionError:\n"
+        "    print('REFUSED')\n"
+        "try:\n"
+        "    print(sum(name.isdigit() for name in os.listdir('/proc')))\n"
+        "except PermissionError:\n"
+        "    print('REFUSED')\n"
     )
     with served.connect() as env:
         env.reset(**custom())
@@ -541,6 +561,8 @@ def test_bwrap_hides_the_server_process(served: Served) -> None:
     verdict, processes = obs.stdout.split()
     if served.bwrap:
         assert verdict == "GONE" and int(processes) <= 3  # its own pid namespace
+    elif served.walled:  # Landlock: no signal leaves the run, and /proc is not readable
+        assert (verdict, processes) == ("REFUSED", "REFUSED")
     else:
         assert verdict == "SEEN"
 
@@ -622,9 +644,11 @@ def test_an_always_equal_value_scores_zero_on_inline_asserts_and_cases(
 
 
 def test_converted_asserts_keep_their_place_and_other_asserts_are_weak(served: Served) -> None:
-    """Setup before an assert runs before its case; an assert that is not `CALL == LITERAL`
-    (here `>`, and the ones in test functions) runs in the sandbox, marked weak; an error in
-    the remaining code still names the author's line."""
+    """Setup before an assert runs before its case, at the top level and in a test function
+    (whose locals the case sees); an assert that is not a sound `CALL == LITERAL` (here `>`,
+    one in a loop, one whose call compares) runs in the sandbox, marked weak, as does a given
+    case whose expression compares; an error in the remaining code still names the author's
+    line. A test function of setup and converted asserts only is no test of its own."""
     tests = (
         "OFFSET = 10\n"
         "assert add(OFFSET, 1) == 11\n"
@@ -634,26 +658,74 @@ def test_converted_asserts_keep_their_place_and_other_asserts_are_weak(served: S
         "assert add(OFFSET, 1) == 21\n"
         "def test_weak():\n"
         "    assert add(1, 1) > 5, 'too small'\n"
-        "def test_gameable():\n"
-        "    assert add(1, 2) == 3\n"
+        "def test_local_setup():\n"
+        "    base = add(1, 1)\n"
+        "    assert add(base, 1) == 3\n"
+        "def test_in_a_loop():\n"
+        "    for n in (1,):\n"
+        "        assert add(n, 1) == 2\n"
+        "def test_compares_inside():\n"
+        "    assert bool(add(1, 2) == 3) == True\n"
     )
-    task = {"id": "mixed", "prompt": "p", "tests": tests, "cases": [{"expr": "add(0, 0)",
-            "expected": 0, "name": "zero"}]}  # fmt: skip
+    given = [
+        {"expr": "add(0, 0)", "expected": 0, "name": "zero"},
+        {"expr": "add(1, 2) == 3", "expected": True, "name": "compared"},
+    ]
+    task = {"id": "mixed", "prompt": "p", "tests": tests, "cases": given}
     with served.connect() as env:
-        env.reset(task=task)
+        assert env.reset(task=task).observation.weak == 4
         obs = env.step(CodingAction(code=ADD)).observation
         assert [(t.name, t.passed, t.weak) for t in obs.tests] == [
             ("zero", True, False),
+            ("compared", True, True),
             ("add(OFFSET, 1)", True, False),
             ("add(2, 2)", True, False),
             ("add(OFFSET, 1) #2", True, False),
+            ("test_local_setup: add(base, 1)", True, False),
             ("test_weak", False, True),
-            ("test_gameable", True, True),
+            ("test_in_a_loop", True, True),
+            ("test_compares_inside", True, True),
         ]
-        assert obs.tests[-2].message == "AssertionError: too small (hidden tests, line 8)"
+        assert obs.weak == 4
+        assert obs.tests[6].message == "AssertionError: too small (hidden tests, line 8)"
         hacked = env.step(CodingAction(code=ALWAYS_EQUAL)).observation
-        # only the weak assert in a function falls to the hack, and it says it is weak
-        assert [t.passed for t in hacked.tests] == [True, False, False, False, False, True]
+        # only the weak checks fall to the hack (and `zero`, whose answer 0 is right)
+        assert [t.passed for t in hacked.tests] == [
+            True, True, False, False, False, False, False, True, True
+        ]  # fmt: skip
+        assert all(t.weak for t in hacked.tests[1:] if t.passed)
+
+
+@pytest.mark.parametrize(
+    ("tests", "converted"),
+    [
+        ("def test_a():\n    x = 1\n    assert f(x) == 2\n", ["test_a: f(x)"]),
+        ("def test_a():\n    assert f(1) == 2\n    if c:\n        return\n"
+         "    assert f(2) == 3\n", ["test_a: f(1)"]),
+        ("def test_a():\n    for x in (1,):\n        assert f(x) == 2\n", []),
+        ("def test_a():\n    with c:\n        assert f(1) == 2\n", []),
+        ("def test_a():\n    try:\n        assert f(1) == 2\n    except E:\n        pass\n", []),
+        ("def test_a(x=1):\n    assert f(x) == 2\n", []),
+        ("@d\ndef test_a():\n    assert f(1) == 2\n", []),
+        ("def test_a():\n    assert f(1) == 2\n    yield\n", []),
+        ("def test_a():\n    assert f(1) == 2\ndef test_b():\n    test_a()\n", []),
+        ("def test_a():\n    assert f(1) == 2\ntest_a = g\n", []),
+        ("def test_a():\n    assert f(1) == 2\ndef test_a():\n    pass\n", []),
+        ("def test_a():\n    assert bool(f(1) == 2) == True\n", []),
+        ("def test_a():\n    assert f(y := 1) == 2\n", []),
+        ("assert f(1 in x) == 2\nassert 3 == f(2)\n", ["f(2)"]),
+        ("def helper():\n    assert f(1) == 2\n", []),
+    ],
+)  # fmt: skip
+def test_only_sound_asserts_become_cases(tests: str, converted: list[str]) -> None:
+    """An assert becomes a case only where it runs once, when the harness calls its test
+    function (no loop, branch, `with` or `try` around it; no `return` before it; a function
+    with no parameters, decorators or `yield`, called by nothing else), and only when its
+    call compares nothing and binds nothing: elsewhere it runs in the sandbox, weak."""
+    split = split_asserts(tests)
+    assert [name for name, _, _ in split.cases] == converted
+    assert split.code.count("__ecotone_case__") == len(converted)
+    assert split.code.count("\n") == tests.count("\n")  # every line keeps its number
 
 
 def test_a_task_files_cases_stay_on_the_server(tmp_path: Path) -> None:

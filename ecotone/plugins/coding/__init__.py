@@ -48,24 +48,30 @@ without cgroups it ends with `per-process-limits-only`.
 
 Without bubblewrap ("rlimits-only", reported in observation and state, with a warning logged
 once): still a separate process with the same limits, a scratch cwd, a minimal environment and
-its own session (`setsid`), killed with its process group; but it runs as the server's user
-and can read and write what that user can (the task file included), use the network, signal
-the server's processes, and, where that user has CAP_SYS_RESOURCE (root), raise its own
-per-process limits (the cgroup's hold, and the cgroup outlives any setsid). Use it only for
-code you trust.
+its own session (`setsid`), killed with its process group; and, before any submitted code
+runs, the harness drops every capability (bounding and ambient sets too, no_new_privs) and,
+where the kernel offers Landlock (`isolation` says `landlock`; `ecotone.plugins.coding.landlock`),
+walls itself in: files only beneath the system directories and the interpreter (read) and its
+scratch directory (read and write), never the server's own package; no /proc, no TCP bind or
+connect, no signals, abstract sockets or ptrace beyond the run. It still shares the host's
+kernel namespaces (UDP, the host's view of the machine) and writes a host directory capped per
+file only; without Landlock (`no-landlock`) it can read and write what the server's user can
+(the task files included), use the network and signal the server. Prefer bubblewrap.
 `ECOTONE_CODING_SANDBOX=bwrap` makes bubblewrap required instead, and `=rlimits` opts in to
 the weaker sandbox; in the default `auto` mode, a server listening beyond loopback refuses to
 fall back to it (fail closed: see docs/sandbox.md).
 
 What the tests can trust: for cases (every shipped task's tests, a custom task's `cases`, and
-its top-level `assert CALL == LITERAL` statements, which become cases) the harness sends back
-values, and the server compares them with expected values that never enter the sandbox, so a
-pass needs the right values. A custom task's other asserts run inside the sandbox, next to the
-submission, and report pass or fail themselves: their results are marked `weak`. Tampering
-with the results channel (stray lines, a wrong nonce, a second record for a test) rejects the
-whole run; but code that deliberately inspects the harness's memory (frames, `gc`) can find
-the nonce and forge a weak test's pass. The threat model, and what is not guarded against,
-are in docs/sandbox.md.
+its sound `assert CALL == LITERAL` statements, at the top level or in a test function, which
+become cases: `asserts.py` says where that is sound) the harness sends back values, and the
+server compares them with expected values that never enter the sandbox, so a pass needs the
+right values. A custom task's other asserts run inside the sandbox, next to the submission,
+and report pass or fail themselves: they are the weaker kind, marked `weak` in the
+observation's `tests` (and counted in its `weak`), as is a given case whose expression
+compares in the sandbox. Tampering with the results channel (stray lines, a wrong nonce, a
+second record for a test) rejects the whole run; but code that deliberately inspects the
+harness's memory (frames, `gc`) can find the nonce and forge a weak test's pass. The reward
+hacks tried against both kinds, and the threat model, are in docs/sandbox.md.
 
 Steps block (two process runs each), so the env keeps `inline = False`: the kernel runs each
 call in a worker thread, which keeps other sessions responsive, and the thread limiter of the

@@ -1,13 +1,29 @@
 """Custom tests' `assert CALL == LITERAL` statements, turned into cases the server compares.
 
-A top-level statement `assert add(1, 2) == 3` (or `assert 3 == add(1, 2)`), whose literal is
-JSON data (None, booleans, numbers, strings, and lists, tuples and string-keyed dicts of
-them), becomes a case: in the test code sent to the sandbox it is replaced, where it stood,
-by `__ecotone_case__(i, lambda: (add(1, 2)))`, which reports the call's value as JSON; the
+An assert `assert add(1, 2) == 3` (or `assert 3 == add(1, 2)`), whose literal is JSON data
+(None, booleans, numbers, strings, and lists, tuples and string-keyed dicts of them), becomes
+a case: in the test code sent to the sandbox it is replaced, where it stood, by
+`__ecotone_case__(i, lambda: (add(1, 2)))`, which reports the call's value as JSON; the
 literal stays on the server, which compares. Line numbers are kept, so the remaining code's
-errors still name the author's lines. Any other assert (in a `test*` function, against a
-non-literal, with another operator) runs in the sandbox as before, and its result is marked
-weak.
+errors still name the author's lines.
+
+Where that is sound, and only there:
+
+* at the top level of the module (run once, in order);
+* in the body of a top-level `test*` function that the harness alone calls, once: no
+  parameters, no decorators, not a generator, its name bound once and used nowhere else in the
+  tests; directly in its body (not under an `if`, a loop, a `with` or a `try`, where it might
+  run twice or not at all), and before any statement that may `return`. Its local setup runs
+  as written; the call sees the function's locals (a closure).
+
+And only when the CALL itself compares nothing (no `==`, `<`, `in`, `is`... inside it: such a
+comparison would run in the sandbox, where an always-equal value wins it, and the server
+would only see its verdict), binds no name (`:=`, which would bind in the lambda instead) and
+does not `yield` or `await`. Every other assert runs in the sandbox as written, and its test
+is weak.
+
+A test function whose body is only setup (imports, definitions, assignments) and converted
+asserts is no test of its own: its cases are its checks. Any other keeps its weak test.
 """
 
 from __future__ import annotations
@@ -31,6 +47,9 @@ _SETUP: Final = (
     ast.Assign,
     ast.AnnAssign,
 )
+_IN_SANDBOX: Final = (ast.Compare, ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)
+"""What a converted call may not contain (see the module docstring)."""
+_SCOPES: Final = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 @attrs.frozen
@@ -39,45 +58,102 @@ class SplitTests:
 
     code: str
     """The code for the sandbox: each converted assert replaced by a call of `CASE_HOOK`."""
-    cases: tuple[tuple[str, Any], ...]
-    """`(expression, expected JSON value)` for each converted assert, in order."""
+    cases: tuple[tuple[str, str, Any], ...]
+    """`(name, expression, expected JSON value)` for each converted assert, in source order:
+    named by its expression, prefixed with its function's name inside one."""
     names: tuple[str, ...]
-    """The top-level `test*` functions."""
+    """The top-level `test*` functions that remain tests of their own (weak)."""
+    calls: tuple[str, ...]
+    """Every top-level `test*` function, in order: the harness calls each once."""
+    within: tuple[tuple[str, int, int], ...]
+    """`(function, first, stop)`: the case numbers `[first, stop)` inside each function."""
     whole: bool
     """No `test*` functions, and something besides the cases to check: the module run is one
     (weak) test."""
 
 
+def compares(expr: ast.AST) -> bool:
+    """Whether evaluating `expr` compares (or binds, or suspends) in the sandbox."""
+    return any(isinstance(node, _IN_SANDBOX) for node in ast.walk(expr))
+
+
 def split_asserts(tests: str, *, first: int = 0) -> SplitTests:
-    """`tests` with its top-level `assert CALL == LITERAL` statements turned into cases
-    numbered from `first` (ValueError: not valid Python, or an async test function)."""
+    """`tests` with its sound `assert CALL == LITERAL` statements turned into cases numbered
+    from `first` (ValueError: not valid Python, or an async test function)."""
     try:
         tree = ast.parse(tests, TESTS_FILE)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise ValueError(f"`tests` is not valid Python: {exc}") from None
-    names: list[str] = []
+    calls: list[str] = []
     for node in tree.body:
         if isinstance(node, ast.AsyncFunctionDef) and node.name.startswith("test"):
             raise ValueError(f"test {node.name!r} is async; tests must be plain functions")
         if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
-            if node.name not in names:
-                names.append(node.name)
+            if node.name not in calls:
+                calls.append(node.name)
     lines = tests.splitlines(keepends=True)
-    cases: list[tuple[str, Any]] = []
-    edits: list[tuple[ast.stmt, str]] = []
+    split = _Splitter(first, lines)
     checks_more = False
     for node in tree.body:
+        if split.convert(node):
+            continue
+        checks_more = checks_more or not _is_setup(node)
+    names: list[str] = []
+    within: list[tuple[str, int, int]] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in calls:
+            start = first + len(split.cases)
+            pure = _sole_call(tree, node) and split.convert_body(node)
+            if len(split.cases) > start - first:
+                within.append((node.name, start, first + len(split.cases)))
+            if not pure and node.name not in names:
+                names.append(node.name)
+    code = _apply(lines, split.edits)
+    whole = not calls and (checks_more or not split.cases)
+    return SplitTests(
+        code=code,
+        cases=tuple(split.cases),
+        names=tuple(n for n in calls if n in names),
+        calls=tuple(calls),
+        within=tuple(within),
+        whole=whole,
+    )
+
+
+@attrs.define
+class _Splitter:
+    """The cases found so far, and the edits that put the hook in their place."""
+
+    first: int
+    lines: list[str]
+    cases: list[tuple[str, str, Any]] = attrs.field(factory=list)
+    edits: list[tuple[ast.stmt, str]] = attrs.field(factory=list)
+
+    def convert(self, node: ast.stmt, where: str = "") -> bool:
+        """Turn `node` into a case if it is a sound `assert CALL == LITERAL`."""
         found = _as_case(node)
         if found is None:
-            checks_more = checks_more or not _is_setup(node)
-            continue
+            return False
         call, expected = found
-        segment = _segment(lines, call)
-        edits.append((node, f"{CASE_HOOK}({first + len(cases)}, lambda: ({segment}"))
-        cases.append((ast.unparse(call), expected))
-    code = _apply(lines, edits)
-    whole = not names and (checks_more or not cases)
-    return SplitTests(code=code, cases=tuple(cases), names=tuple(names), whole=whole)
+        number = self.first + len(self.cases)
+        self.edits.append((node, f"{CASE_HOOK}({number}, lambda: ({_segment(self.lines, call)}"))
+        expr = ast.unparse(call)
+        self.cases.append((f"{where}: {expr}" if where else expr, expr, expected))
+        return True
+
+    def convert_body(self, function: ast.FunctionDef) -> bool:
+        """Convert the asserts of a test function's body up to its first statement that may
+        return; True if it then holds nothing but setup and converted asserts (and at least
+        one of them)."""
+        only_setup, converted = True, 0
+        for statement in function.body:
+            if _returns(statement):
+                return False
+            if self.convert(statement, function.name):
+                converted += 1
+            elif not _is_setup(statement):
+                only_setup = False
+        return only_setup and converted > 0
 
 
 def _as_case(node: ast.stmt) -> tuple[ast.Call, Any] | None:
@@ -89,7 +165,7 @@ def _as_case(node: ast.stmt) -> tuple[ast.Call, Any] | None:
         return None
     left, right = test.left, test.comparators[0]
     for call, literal in ((left, right), (right, left)):
-        if not isinstance(call, ast.Call):
+        if not isinstance(call, ast.Call) or compares(call):
             continue
         try:
             value = ast.literal_eval(literal)
@@ -98,6 +174,52 @@ def _as_case(node: ast.stmt) -> tuple[ast.Call, Any] | None:
         if _plain(value):
             return call, json.loads(json.dumps(value))
     return None
+
+
+def _sole_call(tree: ast.Module, function: ast.FunctionDef) -> bool:
+    """Whether only the harness calls `function`, once: no parameters, decorators or
+    `yield`, and its name bound once and not used anywhere else in the tests."""
+    args = function.args
+    if function.decorator_list or args.posonlyargs or args.args or args.kwonlyargs:
+        return False
+    if args.vararg is not None or args.kwarg is not None or _yields(function):
+        return False
+    bound = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound += node.name == function.name
+        elif isinstance(node, ast.Name) and node.id == function.name:
+            return False  # read, assigned or deleted somewhere
+        elif isinstance(node, ast.alias) and (node.asname or node.name) == function.name:
+            return False
+        elif isinstance(node, ast.Global | ast.Nonlocal) and function.name in node.names:
+            return False
+    return bound == 1
+
+
+def _inside(node: ast.AST) -> list[ast.AST]:
+    """The nodes of `node` outside any nested function, lambda or class."""
+    out: list[ast.AST] = []
+    todo = list(ast.iter_child_nodes(node))
+    while todo:
+        child = todo.pop()
+        out.append(child)
+        if not isinstance(child, _SCOPES):
+            todo.extend(ast.iter_child_nodes(child))
+    return out
+
+
+def _yields(function: ast.FunctionDef) -> bool:
+    return any(isinstance(n, ast.Yield | ast.YieldFrom) for n in _inside(function))
+
+
+def _returns(statement: ast.stmt) -> bool:
+    """Whether `statement` may end its function early (a `return` not in a nested scope)."""
+    if isinstance(statement, ast.Return):
+        return True
+    if isinstance(statement, _SCOPES):
+        return False
+    return any(isinstance(n, ast.Return) for n in _inside(statement))
 
 
 def _plain(value: Any, depth: int = 0) -> bool:
@@ -119,7 +241,7 @@ def _is_setup(node: ast.stmt) -> bool:
     """Code that only prepares the tests (imports, definitions, assignments, a docstring)."""
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
         return True
-    return isinstance(node, _SETUP)
+    return isinstance(node, _SETUP) or isinstance(node, ast.Pass)
 
 
 def _offset(lines: list[str], line: int, col: int) -> tuple[int, int]:
@@ -147,7 +269,7 @@ def _apply(lines: list[str], edits: list[tuple[ast.stmt, str]]) -> str:
     """`lines` with each edited statement replaced by its new text, closed with `))` after
     line breaks inside the parentheses, so that every later line keeps its number."""
     out = list(lines)
-    for node, head in reversed(edits):
+    for node, head in sorted(edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
         end_line, end_offset = _end(node)
         first, col = _offset(out, node.lineno, node.col_offset)
         last, end_col = _offset(out, end_line, end_offset)

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Final
 import msgspec
 
 import ecotone
-from ecotone.plugins.coding.asserts import split_asserts
+from ecotone.plugins.coding.asserts import compares, split_asserts
 from ecotone.plugins.coding.sandbox import (
     SANDBOX_MODES,
     Completed,
@@ -70,10 +70,15 @@ class Task(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     memory_mb: int = 256
     cases: tuple[Case, ...] = ()
     tests: str = ""
-    """Custom tasks: test code run in the sandbox, its `assert CALL == LITERAL` statements
-    already turned into the last `embedded` cases (`asserts.split_asserts`)."""
+    """Custom tasks: test code run in the sandbox, its sound `assert CALL == LITERAL`
+    statements already turned into the last `embedded` cases (`asserts.split_asserts`)."""
     test_names: tuple[str, ...] = ()
-    """Custom tasks: its top-level `test*` functions (weak: their asserts run in the sandbox)."""
+    """Custom tasks: its `test*` functions that are tests of their own (weak: their other
+    asserts run in the sandbox)."""
+    calls: tuple[str, ...] = ()
+    """Custom tasks: every top-level `test*` function, called in this order."""
+    within: tuple[tuple[str, int, int], ...] = ()
+    """Custom tasks: the cases `[start, stop)` converted inside each test function."""
     embedded: int = 0
     """How many of `cases` (the last ones) are asserts of `tests`, evaluated where they stood."""
     whole: bool = False
@@ -83,6 +88,14 @@ class Task(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     def check_names(self) -> list[str]:
         names = [c.name for c in self.cases] + list(self.test_names)
         return [*names, WHOLE_MODULE_TEST] if self.whole else names
+
+    @property
+    def weak(self) -> list[bool]:
+        """For each of `check_names`: whether it is judged in the sandbox (an assert that
+        stayed one, or a given case whose expression compares there)."""
+        return [_compares(c.expr) for c in self.cases] + [True] * (
+            len(self.test_names) + self.whole
+        )
 
     def harness_spec(self, nonce: str) -> dict[str, Any]:
         """What the harness in the sandbox gets: never the expected values of cases."""
@@ -96,8 +109,20 @@ class Task(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
             "cases": len(self.cases),
             "code": self.tests,
             "names": list(self.test_names),
+            "calls": list(self.calls or self.test_names),
+            "within": [list(w) for w in self.within],
             "whole": self.whole,
         }
+
+
+@functools.lru_cache(maxsize=4096)
+def _compares(expr: str) -> bool:
+    """Whether a case's expression compares in the sandbox (`f(x) == 3`, `y in f(x)`): its
+    verdict, not the value, then crosses, and an always-equal value wins it."""
+    try:
+        return compares(ast.parse(expr, "<case>", mode="eval"))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True
 
 
 class _TaskFile(msgspec.Struct, forbid_unknown_fields=True):
@@ -176,13 +201,15 @@ def custom_task(
     if not tests:
         return Task(name=name, prompt=prompt, cases=tuple(_named(given)))
     split = split_asserts(tests, first=len(given))
-    embedded = [Case(name=expr, expr=expr, expected=value) for expr, value in split.cases]
+    embedded = [Case(name=name, expr=expr, expected=value) for name, expr, value in split.cases]
     return Task(
         name=name,
         prompt=prompt,
         cases=tuple(_named(given + embedded)),
         tests=split.code,
         test_names=split.names,
+        calls=split.calls,
+        within=split.within,
         embedded=len(embedded),
         whole=split.whole,
     )
@@ -274,10 +301,13 @@ def _records(
 
 
 def judge(task: Task, run: Completed, nonce: str, limits: Limits) -> list[CaseResult]:
-    names = task.check_names
+    names, weak = task.check_names, task.weak
     records, load_error, tampered = _records(run.results, nonce, len(names))
     if tampered:
-        return [CaseResult(name=n, passed=False, message=_TAMPERED) for n in names]
+        return [
+            CaseResult(name=n, passed=False, message=_TAMPERED, weak=w)
+            for n, w in zip(names, weak, strict=True)
+        ]
     if load_error is not None:
         missing = f"the solution failed to import: {load_error}"
     elif run.timed_out:
@@ -287,32 +317,33 @@ def judge(task: Task, run: Completed, nonce: str, limits: Limits) -> list[CaseRe
         missing = f"no result: the test process ended (exit code {run.exit_code}) first"
         if last[0]:
             missing += f"; its last error line: {_short(last[0])}"
-    out: list[CaseResult] = []
-    for i, name in enumerate(names):
-        rec = records.get(i)
-        case = task.cases[i] if i < len(task.cases) else None
-        weak = case is None
-        if rec is None:
-            out.append(CaseResult(name=name, passed=False, message=missing, weak=weak))
-        elif "error" in rec:
-            where = f"{case.expr} raised " if case is not None else ""
-            message = where + str(rec["error"])
-            out.append(CaseResult(name=name, passed=False, message=message, weak=weak))
-        elif case is None:
-            out.append(CaseResult(name=name, passed=rec.get("ok") is True, weak=True))
-        else:
-            shown = str(rec.get("value"))
-            try:
-                value = json.loads(shown)
-            except (ValueError, RecursionError):
-                out.append(CaseResult(name=name, passed=False, message=_TAMPERED))
-                continue
-            if _same(value, case.expected):
-                out.append(CaseResult(name=name, passed=True))
-            else:
-                message = f"{case.expr} returned {_short(shown)}, which is not the expected value"
-                out.append(CaseResult(name=name, passed=False, message=message))
-    return out
+    cases = [*task.cases, *[None] * (len(names) - len(task.cases))]
+    return [
+        _verdict(case, name, records.get(i), missing, w)
+        for i, (case, name, w) in enumerate(zip(cases, names, weak, strict=True))
+    ]
+
+
+def _verdict(
+    case: Case | None, name: str, rec: dict[str, Any] | None, missing: str, weak: bool
+) -> CaseResult:
+    """A check's result from its record (None: there was none); `case` None: a weak test."""
+    if rec is None:
+        return CaseResult(name=name, passed=False, message=missing, weak=weak)
+    if "error" in rec:
+        where = f"{case.expr} raised " if case is not None else ""
+        return CaseResult(name=name, passed=False, message=where + str(rec["error"]), weak=weak)
+    if case is None:
+        return CaseResult(name=name, passed=rec.get("ok") is True, weak=True)
+    shown = str(rec.get("value"))
+    try:
+        value = json.loads(shown)
+    except (ValueError, RecursionError):
+        return CaseResult(name=name, passed=False, message=_TAMPERED, weak=weak)
+    if _same(value, case.expected):
+        return CaseResult(name=name, passed=True, weak=weak)
+    message = f"{case.expr} returned {_short(shown)}, which is not the expected value"
+    return CaseResult(name=name, passed=False, message=message, weak=weak)
 
 
 # --- the environment --------------------------------------------------------------------------
@@ -338,6 +369,10 @@ class CodingObservation(ecotone.Observation, kw_only=True):
     tests: list[CaseResult] = []
     passed: int = 0
     total: int = 0
+    weak: int = 0
+    """How many of the `total` tests are weak, the weaker kind: asserts judged in the sandbox,
+    next to the submission, which can fake their pass (0 for the shipped tasks, and for
+    tests that are all cases: see docs/sandbox.md)."""
     attempt: int = 0
     attempts_left: int = 0
     sandbox: str = ""
@@ -500,6 +535,7 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
             task=chosen.name,
             prompt=chosen.prompt,
             total=len(chosen.check_names),
+            weak=sum(chosen.weak),
             attempts_left=max_attempts,
             sandbox=self._sandbox.kind,
             isolation=self._isolation(self._sandbox),
@@ -521,7 +557,10 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
         checked_hit: tuple[str, ...] = ()
         if program.timed_out:
             note = f"not run: the program ran out of time ({limits.timeout_s:g} s)"
-            results = [CaseResult(name=n, passed=False, message=note) for n in task.check_names]
+            results = [
+                CaseResult(name=n, passed=False, message=note, weak=w)
+                for n, w in zip(task.check_names, task.weak, strict=True)
+            ]
         else:
             nonce = secrets.token_hex(16)
             spec = json.dumps(task.harness_spec(nonce)).encode()
@@ -547,6 +586,7 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
             tests=results,
             passed=passed,
             total=len(results),
+            weak=sum(r.weak for r in results),
             attempt=st.attempts,
             attempts_left=st.max_attempts - st.attempts,
             sandbox=sandbox.kind,
@@ -582,14 +622,16 @@ class CodingEnv(ecotone.Environment[CodingAction, CodingObservation, CodingState
 
     @classmethod
     def status(cls) -> str:
-        """How runs are guarded here (`ecotone list`): the sandbox this mode gives."""
+        """How runs are guarded here and tests judged (`ecotone list`): the sandbox this mode
+        gives, and which tests are the weaker kind."""
         mode = cls.sandbox_mode or os.environ.get(SANDBOX_ENV_VAR, "") or "auto"
+        grading = "tests: cases judged on the server; asserts left in the sandbox are weak"
         try:
             sandbox = sandbox_for(mode)  # type: ignore[arg-type]
         except (SandboxUnavailable, ValueError) as exc:
-            return f"sandbox ({mode}): unavailable: {exc}"
-        weaker = " (weaker: rlimits only; see docs/sandbox.md)" if sandbox.kind != "bwrap" else ""
-        return f"sandbox ({mode}): {', '.join(cls._isolation(sandbox))}{weaker}"
+            return f"sandbox ({mode}): unavailable: {exc}; {grading}"
+        weaker = " (weaker than bwrap: see docs/sandbox.md)" if sandbox.kind != "bwrap" else ""
+        return f"sandbox ({mode}): {', '.join(cls._isolation(sandbox))}{weaker}; {grading}"
 
     def sample_action(self, rng: random.Random) -> CodingAction:
         """The task's stub (a valid program that fails the tests) or a trivial program."""

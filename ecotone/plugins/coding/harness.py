@@ -6,7 +6,8 @@ The server reads this file's text (and a constant or two) and runs it in a fresh
 
 Before any submitted code runs it lowers its own resource limits (address space, CPU time,
 file size, open files, core dumps; soft = hard where it matters, so the code cannot raise them
-back unless it holds CAP_SYS_RESOURCE, which it never does under bwrap). Then:
+back unless it holds CAP_SYS_RESOURCE, which it never does) and, outside bubblewrap, raises its
+walls when LIMITS has `walls` (no capabilities, Landlock: `confine`). Then:
 
 * `run`: runs solution.py as `__main__`, like `python solution.py` (tracebacks show only the
   program's own frames).
@@ -19,8 +20,9 @@ back unless it holds CAP_SYS_RESOURCE, which it never does under bwrap). Then:
   Cases (`{"kind": "cases"}`) are expressions whose *value* is reported, as JSON; the server
   compares it with the expected value, which never enters the sandbox. Code tests
   (`{"kind": "code"}`) report pass or fail themselves, since their asserts run here (weak
-  tests); their `assert CALL == LITERAL` statements arrive already turned into calls of
-  `__ecotone_case__(i, lambda: CALL)` (asserts.py), which report the call's value as a case.
+  tests); their sound `assert CALL == LITERAL` statements (top level, or in a test function)
+  arrive already turned into calls of `__ecotone_case__(i, lambda: CALL)` (asserts.py), which
+  report the call's value as a case.
 """
 
 from __future__ import annotations
@@ -56,6 +58,154 @@ def set_limits(limits: dict[str, int]) -> None:
     files = limits["open_files"]
     resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+# --- walls: what a run outside bubblewrap may reach (Landlock), and no capabilities -------
+#
+# Under rlimits-only the run shares the server's file system, processes and network. There
+# (LIMITS has `walls`: the rules from `landlock.py`, or null), before any submitted code runs,
+# the harness drops every capability (the bounding and ambient sets too, so that no exec gives
+# them back, with no_new_privs), then, where the kernel has Landlock, restricts itself and all
+# it starts with a ruleset: files only beneath the paths given (read and execute; read and
+# write beneath the scratch directory; a few devices), no TCP bind or connect, and (Landlock
+# ABI 6) no signals to and no abstract unix sockets of processes outside the run. Landlock also
+# refuses ptrace, and so the memory, environment and descriptors in /proc, of any process
+# outside the run. Anything that fails here ends the run before the submission starts.
+
+_SYS_LANDLOCK_CREATE_RULESET = 444  # the same number on every architecture
+_SYS_LANDLOCK_ADD_RULE = 445
+_SYS_LANDLOCK_RESTRICT_SELF = 446
+_PR_CAPBSET_DROP = 24
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_CAPABILITY_VERSION_3 = 0x20080522
+FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR = 1, 1 << 1, 1 << 2, 1 << 3
+FS_MAKE_CHAR, FS_MAKE_BLOCK, FS_TRUNCATE, FS_IOCTL_DEV = 1 << 6, 1 << 11, 1 << 14, 1 << 15
+FS_FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
+"""The rights that apply to a file (a rule on a file may grant only these)."""
+
+
+def landlock_fs_rights(abi: int) -> int:
+    """Every file system right Landlock ABI `abi` handles."""
+    rights = (1 << 13) - 1  # ABI 1: execute ... make_sym
+    if abi >= 2:
+        rights |= 1 << 13  # refer
+    if abi >= 3:
+        rights |= FS_TRUNCATE
+    if abi >= 5:
+        rights |= FS_IOCTL_DEV
+    return rights
+
+
+def _libc() -> Any:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI version this kernel offers (0: none, or not Linux)."""
+    import ctypes
+
+    if not sys.platform.startswith("linux"):
+        return 0
+    version = _libc().syscall(
+        ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_long(0), ctypes.c_long(1)
+    )
+    return max(int(version), 0)
+
+
+def _failed(what: str) -> OSError:
+    import ctypes
+
+    errno = ctypes.get_errno()
+    return OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def drop_capabilities() -> None:
+    """No capabilities now, none from any later exec (bounding and ambient sets emptied,
+    no_new_privs set); refuses to go on if any is left."""
+    import ctypes
+
+    libc = _libc()
+    for cap in range(64):  # EINVAL past the kernel's last; EPERM without CAP_SETPCAP (none)
+        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    if libc.capset(header, data) != 0:
+        raise _failed("capset")
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise _failed("no_new_privs")
+    if libc.capget(header, data) != 0 or any(data):
+        raise OSError("capabilities remain after dropping them")
+
+
+def landlock(walls: dict[str, Any]) -> None:
+    """Restrict this process (and all it starts) to `walls`: `abi`, and `rules`, a list of
+    `[path, rights]` (rights a mask of FS_* bits; a path that cannot be opened is skipped,
+    as there is nothing there to reach)."""
+    import ctypes
+
+    class RulesetAttr(ctypes.Structure):
+        _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    abi = int(walls["abi"])
+    handled = landlock_fs_rights(abi)
+    attr = RulesetAttr(handled, 3 if abi >= 4 else 0, 3 if abi >= 6 else 0)  # TCP; scopes
+    size = 8 if abi < 4 else 16 if abi < 6 else 24
+    libc = _libc()
+    ruleset = libc.syscall(
+        ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET),
+        ctypes.byref(attr),
+        ctypes.c_long(size),
+        ctypes.c_long(0),
+    )
+    if ruleset < 0:
+        raise _failed("landlock_create_ruleset")
+    try:
+        for path, rights in walls["rules"]:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                if not os.path.isdir(path):
+                    rights &= FS_FILE_RIGHTS
+                rule = PathBeneath(rights & handled, fd)
+                added = libc.syscall(
+                    ctypes.c_long(_SYS_LANDLOCK_ADD_RULE),
+                    ctypes.c_long(ruleset),
+                    ctypes.c_long(1),  # LANDLOCK_RULE_PATH_BENEATH
+                    ctypes.byref(rule),
+                    ctypes.c_long(0),
+                )
+                if added != 0:
+                    raise _failed(f"landlock_add_rule {path}")
+            finally:
+                os.close(fd)
+        restricted = libc.syscall(
+            ctypes.c_long(_SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_long(ruleset), ctypes.c_long(0)
+        )
+        if restricted != 0:
+            raise _failed("landlock_restrict_self")
+    finally:
+        os.close(ruleset)
+
+
+def confine(walls: dict[str, Any] | None) -> None:
+    """Drop capabilities, then raise the Landlock walls if there are any (None: this kernel
+    has no Landlock), before any submitted code runs."""
+    drop_capabilities()
+    if walls is not None:
+        landlock(walls)
 
 
 def describe(exc: BaseException) -> str:
@@ -149,10 +299,12 @@ def run_cases(module: types.ModuleType, exprs: list[str], emit: Emit) -> None:
 
 def run_code(module: types.ModuleType, spec: dict[str, Any], emit: Emit) -> None:
     """Test code: the given cases (`exprs`, numbered first), then the code with its converted
-    asserts (the cases up to `cases`), then its `names` functions or, if `whole`, the module
-    run as one test, numbered after the cases."""
+    asserts (the cases up to `cases`), then each of its `calls` functions (whose converted
+    asserts are the cases `within` it), of which the `names` are tests of their own (weak),
+    or, if `whole`, the module run as one (weak) test; the weak tests are numbered after the
+    cases."""
     exprs, names = spec.get("exprs", []), spec["names"]
-    first = spec.get("cases", 0)
+    calls, first = spec.get("calls", names), spec.get("cases", 0)
     run_cases(module, exprs, emit)
     namespace: dict[str, Any] = {
         k: v for k, v in vars(module).items() if not (k.startswith("__") and k.endswith("__"))
@@ -164,36 +316,42 @@ def run_code(module: types.ModuleType, spec: dict[str, Any], emit: Emit) -> None
             reached.add(i)
             emit(value_record(i, compute))
 
+    def unreached(stop: int, why: str, start: int = len(exprs)) -> None:
+        for i in range(start, stop):
+            if i not in reached:
+                emit({"i": i, "error": why})
+                reached.add(i)
+
     namespace.update(
         __name__="hidden_tests", __builtins__=builtins, solution=module, __ecotone_case__=case
     )
-    tests = len(names) or int(spec.get("whole", not names))
+    whole = int(bool(spec.get("whole")))
     try:
         exec(compile(spec["code"], TESTS_FILE, "exec"), namespace)
     except BaseException as exc:
         message = describe(exc)
-        for i in range(len(exprs), first):
-            if i not in reached:
-                emit({"i": i, "error": f"not reached: the hidden tests stopped at {message}"})
+        unreached(first, f"not reached: the hidden tests stopped at {message}")
         if names:
             message = f"the hidden tests failed to load: {message}"
-        for i in range(first, first + tests):
+        for i in range(first, first + len(names) + whole):
             emit({"i": i, "error": message})
         return
-    for i in range(len(exprs), first):
-        if i not in reached:
-            emit({"i": i, "error": "not reached"})
-    if not names:  # the module itself is the one test, and it ran
-        if tests:
-            emit({"i": first, "ok": True})
-        return
-    for i, name in enumerate(names):
+    if whole:  # the module itself is the one test, and it ran
+        emit({"i": first, "ok": True})
+    within = {name: (start, stop) for name, start, stop in spec.get("within", [])}
+    for name in calls:
+        error = None
         try:
             namespace[name]()
         except BaseException as exc:
-            emit({"i": first + i, "error": describe(exc)})
-        else:
-            emit({"i": first + i, "ok": True})
+            error = describe(exc)
+        if name in within:
+            why = f"not reached: {name} stopped at {error}" if error else "not reached"
+            unreached(within[name][1], why, within[name][0])
+        if name in names:
+            record = {"ok": True} if error is None else {"error": error}
+            emit({"i": first + names.index(name), **record})
+    unreached(first, "not reached")
 
 
 def run_tests(path: str, fd: int) -> None:
@@ -220,6 +378,12 @@ def main(argv: list[str]) -> None:
         zygote(limits)
         return
     set_limits(limits)
+    if "walls" in limits:
+        try:
+            confine(limits["walls"])
+        except BaseException as exc:  # never run the submission outside its walls
+            sys.stderr.write(f"the sandbox could not raise its walls: {exc}\n")
+            os._exit(125)
     path = os.path.join(os.getcwd(), SOLUTION)
     if mode == "run":
         sys.exit(run_program(path))

@@ -30,7 +30,7 @@ from typing import IO, Literal
 
 import attrs
 
-from ecotone.plugins.coding import cgroups, seccomp
+from ecotone.plugins.coding import cgroups, harness, landlock, seccomp
 
 log = logging.getLogger("ecotone.plugins.coding")
 
@@ -145,6 +145,11 @@ def _python_roots(python: str) -> list[str]:
     return roots
 
 
+def _read_roots(python: str) -> list[str]:
+    """What a run may read of the host: the system directories and the interpreter's."""
+    return [d for d in _SYSTEM_DIRS if os.path.isdir(d)] + _python_roots(python)
+
+
 def _bwrap_args(python: str, user_namespace: bool, no_nesting: bool = True) -> list[str]:
     args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     if user_namespace:
@@ -161,6 +166,7 @@ def _bwrap_args(python: str, user_namespace: bool, no_nesting: bool = True) -> l
             args += ["--ro-bind", path, path]
     for root in _python_roots(python):
         args += ["--ro-bind", root, root]
+    args += landlock.bwrap_masks(_read_roots(python))  # the server's package, if beneath
     args += ["--proc", "/proc", "--dev", "/dev"]
     args += ["--size", str(SHM_BYTES), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
     args += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
@@ -235,6 +241,9 @@ class Sandbox:
     """The seccomp filter bwrap loads (`ecotone.plugins.coding.seccomp`), if any."""
     cgroups: cgroups.Support = attrs.field(factory=lambda: cgroups.Support("none"))
     """Where run-wide limits come from (cgroup v2, v1), or why there are none."""
+    walls: landlock.Walls | None = None
+    """rlimits-only: the Landlock walls each run raises before the submission starts, where
+    this kernel offers Landlock (its capabilities are dropped either way)."""
 
     @property
     def isolation(self) -> list[str]:
@@ -244,6 +253,8 @@ class Sandbox:
             if "--disable-userns" in self.bwrap:
                 parts.append("no-user-namespaces")
             parts.append("seccomp" if self.seccomp is not None else "no-seccomp")
+        else:
+            parts.append("landlock" if self.walls is not None else "no-landlock")
         if self.cgroups.usable:
             parts.append(f"cgroup-{self.cgroups.kind}")
         else:
@@ -303,7 +314,11 @@ class Sandbox:
     def _spawn(
         self, scratch: Path, args: Sequence[str], limits: Limits, files: _ChildFiles
     ) -> tuple[int, bool, float, tuple[str, ...]]:
-        child = _python_argv(self.python, [*args[:1], json.dumps(limits.for_child()), *args[1:]])
+        given: dict[str, object] = dict(limits.for_child())
+        if self.kind != "bwrap" and sys.platform.startswith("linux"):
+            # no capabilities, and the Landlock walls if any
+            given["walls"] = self.walls.for_run(str(scratch)) if self.walls else None
+        child = _python_argv(self.python, [*args[:1], json.dumps(given), *args[1:]])
         extra: list[int] = []
         try:
             if self.kind == "bwrap":
@@ -501,15 +516,20 @@ def sandbox_for(mode: SandboxMode) -> Sandbox:
                 why = f"bwrap cannot run here: {why}"
             if mode == "bwrap":
                 raise SandboxUnavailable(f"the coding env requires bubblewrap, but {why}")
+        walls = _probe_walls(python)
         if not _warned:
             _warned = True
             log.warning(
-                "coding env: submitted code runs with rlimits only (%s): a separate process "
-                "with resource limits, but it can read and write whatever this server's user "
-                "can, and reach the network; install bubblewrap for isolation",
+                "coding env: submitted code runs without bubblewrap (%s): %s; install "
+                "bubblewrap for isolation",
                 why,
+                "behind Landlock walls (the host's files, TCP, signals and ptrace out of "
+                "reach) and with no capabilities, but in the host's namespaces"
+                if walls is not None
+                else "a separate process with resource limits, but it can read and write "
+                "whatever this server's user can, and reach the network",
             )
-        _chosen[mode] = Sandbox(kind="rlimits-only", python=python, cgroups=_cgroups())
+        _chosen[mode] = Sandbox(kind="rlimits-only", python=python, cgroups=_cgroups(), walls=walls)
         return _chosen[mode]
 
 
@@ -550,3 +570,44 @@ def _probe_seccomp(args: tuple[str, ...], python: str) -> bytes | None:
             )
             return None
     return filter_
+
+
+def _probe_walls(python: str) -> landlock.Walls | None:
+    """The Landlock walls of rlimits-only runs, if a run behind them works here: it writes its
+    scratch directory and cannot see what is hidden (`landlock.hidden_paths`)."""
+    abi = harness.landlock_abi()
+    if abi < 1:
+        log.warning("coding env: no Landlock in this kernel: rlimits-only runs see this host")
+        return None
+    walls = landlock.Walls(
+        abi=abi, read=tuple(landlock.readable(_read_roots(python), landlock.hidden_paths()))
+    )
+    code = (
+        "import os\n"
+        "open('probe', 'w').write('ok')\n"
+        f"for path in {list(landlock.hidden_paths())!r}:\n"
+        "    try:\n"
+        "        os.listdir(path)\n"
+        "        print('READ', path)\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+    with tempfile.TemporaryDirectory(prefix="ecotone-landlock-probe-") as scratch:
+        Path(scratch, SOLUTION).write_text(code)
+        limits = {**Limits(timeout_s=30).for_child(), "walls": walls.for_run(scratch)}
+        argv = _python_argv(python, ["run", json.dumps(limits)])
+        try:
+            done = subprocess.run(
+                argv, cwd=scratch, capture_output=True, timeout=30, env=_child_env(scratch, scratch)
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            why = str(exc)
+        else:
+            why = done.stderr.decode("utf-8", "replace").strip() or f"exit {done.returncode}"
+            probe = Path(scratch, "probe")
+            if done.returncode == 0 and probe.exists() and probe.read_text() == "ok":
+                why = done.stdout.decode("utf-8", "replace").strip()  # READ: not hidden
+    if why:
+        log.warning("coding env: no Landlock walls for rlimits-only runs: %s", why)
+        return None
+    return walls
