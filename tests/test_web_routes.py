@@ -148,10 +148,10 @@ def test_render_is_a_native_frame_on_every_path(web_server: RunningServer) -> No
 
 def test_render_kind_must_be_one_the_protocol_knows() -> None:
     class Wrong(Counting):
-        render_kind = "svg"
+        render_kind = "latex"
 
         def render(self) -> str:
-            return "<svg/>"
+            return r"\frac{1}{2}"
 
     with pytest.raises(EnvDefinitionError, match="render_kind must be one of text, markdown"):
         EnvSpec.from_class(Wrong, "wrong")

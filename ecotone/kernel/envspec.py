@@ -151,7 +151,7 @@ def _typed_keys(function: Callable[..., Any], name: str) -> frozenset[str] | Non
     return frozenset(keys | typed.__optional_keys__)
 
 
-TEXT_RENDER_KINDS = ("text", "markdown", "html")
+TEXT_RENDER_KINDS = ("text", "markdown", "html", "svg")
 METHODS = ("reset", "step", "state", "close", "render", "list_tools", "call_tool")
 """The methods an env may have; all plain functions, or all coroutines."""
 
@@ -290,9 +290,10 @@ class EnvSpec:
     """The env implements `list_tools()` and `call_tool(name, arguments)`."""
     readme: str = ""
     has_render: bool = False
-    """The env implements `render()`: a custom view (text, markdown, HTML, or PNG bytes)."""
+    """The env implements `render()`: a custom view (text, markdown, HTML, SVG, or PNG
+    bytes)."""
     render_kind: str = "text"
-    """What a str from `render()` is: text, markdown or html."""
+    """What a str from `render()` is: text, markdown, html or svg."""
     call_timeout: float | None = None
     """The env's own deadline for a call (None: the server's)."""
     tasks: TaskSet[Any] | None = None

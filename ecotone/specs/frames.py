@@ -216,8 +216,10 @@ class CallTool(EnvCallFrame, tag="call_tool"):
 class Render(EnvCallFrame, tag="render"):
     """Ask for the env's custom view of the session.
 
-    Its `render()` method's: text, markdown, HTML or a PNG image. Answered by `rendered`, or
-    `unsupported` when the env has none.
+    Its `render()` method's: text, markdown, HTML, SVG or a PNG image. Answered by
+    `rendered`, or `unsupported` when the env has none. In a multi-agent session a seat's
+    holder (who may send it too) gets its seat's picture, the owner and spectators the
+    public one.
     """
 
     session: str
@@ -612,8 +614,8 @@ class ToolResult(Frame, tag="tool_result"):
 class Rendered(Frame, tag="rendered"):
     """Answer to `render`: the env's custom view.
 
-    `kind` is `text`, `markdown`, `html` or `image`; `content` is the text, or for `image`
-    the PNG's bytes in base64.
+    `kind` is `text`, `markdown`, `html`, `svg` or `image`; `content` is the text (an SVG
+    document's for `svg`), or for `image` the PNG's bytes in base64.
     """
 
     session: str
