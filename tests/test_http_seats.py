@@ -305,3 +305,44 @@ def test_a_seat_left_over_http_is_lost_by_the_envs_rule_after_the_idle_timeout()
         view = _view(north, n, "?wait=1&timeout=10")  # south's turn never comes
         assert view["lost"] == ["south"] and view["turn"] is None
         _error(_play(north, n, {"card": hand[1]}), 409, "episode_done")
+
+
+def test_a_follower_naming_the_view_it_has_misses_no_move_between_its_requests(
+    chess_server: RunningServer,
+) -> None:
+    owner, white, watcher = (Http(chess_server.port) for _ in range(3))
+    _, keys = _game(owner, "chess-duel")
+    w, s = keys["keys"]["white"], keys["spectate"]
+    seen = watcher.request("GET", f"/v1/seats/{s}")
+    again = watcher.request("GET", f"/v1/seats/{s}")
+    assert seen.headers["etag"] == again.headers["etag"]  # the same view: the same tag
+    assert seen.headers["cache-control"] == "no-store"
+    assert _play(white, w, {"move": "e4"}).status == 200  # between the watcher's requests
+    # without the tag, a public wait is for the next move: bounded, it answers as it is
+    started = time.monotonic()
+    late = watcher.request("GET", f"/v1/seats/{s}?wait=1&timeout=0.3")
+    assert time.monotonic() - started >= 0.25
+    assert late.json()["observation"]["last_move"] == "e2e4"
+    # with it, the move it has not seen is answered at once
+    started = time.monotonic()
+    tagged = {"if-none-match": seen.headers["etag"]}
+    caught = watcher.request("GET", f"/v1/seats/{s}?wait=1&timeout=30", headers=tagged)
+    assert time.monotonic() - started < 5
+    assert caught.json()["turn"] == "black" and caught.headers["etag"] != seen.headers["etag"]
+    # naming the view as it is, it waits (here, past its bound) for the next move
+    current = {"if-none-match": caught.headers["etag"]}
+    started = time.monotonic()
+    same = watcher.request("GET", f"/v1/seats/{s}?wait=1&timeout=0.3", headers=current)
+    assert time.monotonic() - started >= 0.25 and same.headers["etag"] == caught.headers["etag"]
+    waited: list[Reply] = []
+    follower = threading.Thread(
+        target=lambda: waited.append(
+            Http(chess_server.port).request("GET", f"/v1/seats/{s}?wait=1", headers=current)
+        )
+    )
+    follower.start()
+    time.sleep(0.3)
+    assert waited == []
+    assert _play(Http(chess_server.port), keys["keys"]["black"], {"move": "e5"}).status == 200
+    follower.join(timeout=10)
+    assert waited and waited[0].json()["observation"]["last_move"] == "e7e5"

@@ -226,7 +226,13 @@ def test_web_serves_the_page_and_its_files_from_the_package(web: Http) -> None:
     policy = page.headers["content-security-policy"]
     assert "default-src 'self'" in policy and "script-src 'self';" in policy
     assert web.request("GET", "/web/").body == page.body
-    files = {"app.js": "text/javascript", "form.js": "text/javascript", "style.css": "text/css"}
+    files = {
+        "app.js": "text/javascript",
+        "form.js": "text/javascript",
+        "views.js": "text/javascript",
+        "board.js": "text/javascript",
+        "style.css": "text/css",
+    }
     for name, media_type in files.items():
         reply = web.request("GET", f"/web/{name}")
         assert reply.status == 200, name

@@ -7,10 +7,13 @@ Routes (`SeatRoutes.install`; the frames are the engine's, docs/multi-agent.md):
 * `POST /v1/seats/{key}/join`: take the key's seat (or watch, with the spectator key):
   `joined`. Every route below joins on the key's first use, so this one is optional.
 * `GET /v1/seats/{key}`: the seat's own view (`seat_view`; the spectator key's: the public
-  view). `?wait=1` waits until it is the seat's turn or the episode ends (the spectator's:
-  until the next move), for at most `timeout` seconds (`?timeout=`, default
-  `WAIT_SECONDS`, at most `MAX_WAIT_SECONDS`); when the bound passes first, the answer is
-  the view as it is then, whose `turn` says it is still another's.
+  view), with an `ETag`. `?wait=1` waits until it is the seat's turn or the episode ends
+  (the spectator's: until the next move), for at most `timeout` seconds (`?timeout=`,
+  default `WAIT_SECONDS`, at most `MAX_WAIT_SECONDS`); when the bound passes first, the
+  answer is the view as it is then, whose `turn` says it is still another's. With
+  `If-None-Match` naming the ETag of the view the client has, a view that differs is
+  answered at once: a client that follows the game misses no move made between its
+  requests.
 * `POST /v1/seats/{key}/play` with `{"action": ...}`: the seat's move, answered with its
   view; out of turn is `not_your_turn` (409), a spectator's move `forbidden` (403).
 * `GET /v1/seats/{key}/render`: the env's picture for that seat (`rendered`; the spectator
@@ -37,6 +40,7 @@ Rules:
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 from collections.abc import Callable
@@ -185,10 +189,17 @@ class SeatRoutes:
         if isinstance(frame, SeatView):
             data.setdefault("turn", None)
             data.setdefault("lost", [])
+        rid = data.pop("id", None)
+        same = msgspec.json.encode(data)  # what a view is, whichever request it answers
+        data["id"] = rid
         body = msgspec.json.encode(data)
         if session:
+            same = same.replace(str(session).encode(), HIDDEN)
             body = body.replace(str(session).encode(), HIDDEN)
-        return HttpResponse(status, body)
+        headers = [("cache-control", "no-store")]
+        if isinstance(frame, SeatView):
+            headers.append(("etag", f'"{hashlib.blake2b(same, digest_size=12).hexdigest()}"'))
+        return HttpResponse(status, body, headers=headers)
 
     # --- routes -------------------------------------------------------------------------------
 
@@ -211,9 +222,46 @@ class SeatRoutes:
         if isinstance(holder, HttpResponse):
             return holder
         if seconds is not None:
-            waiting = Observe(id=next(self._ids), session=holder.session, wait=True)
+            return await self._wait(holder, seconds, request.headers.get("if-none-match"))
+        now = Observe(id=next(self._ids), session=holder.session)
+        return self._answer(await self._ask(holder.owner, now))
+
+    async def _wait(self, holder: Holder, seconds: float, seen: str | None) -> HttpResponse:
+        """A waiting view (the engine's `observe` with `wait`), within `seconds`. With `seen`
+        (an ETag of a view the client has), a view that differs from it is answered at once:
+        the look and the wait are sent together, so no move between two requests of a
+        client is missed."""
+        look = Observe(id=next(self._ids), session=holder.session)
+        wait = Observe(id=next(self._ids), session=holder.session, wait=True)
+        arrived = trio.Event()
+
+        async def wake(peer: Any) -> None:
+            arrived.set()
+
+        peer = self.engine.peer(self.json, holder.owner, sink=wake, frames=True)
+        try:
+            for frame in (look, wait) if seen else (wait,):
+                calls = peer.submit(frame)
+                if calls:
+                    self.runner.start(calls)
+            await self.runner.flush()
+            first: HttpResponse | None = None
+            if seen:
+                while not peer.outbox:
+                    await arrived.wait()
+                    arrived = trio.Event()
+                first = self._answer(peer.take()[0])  # taken: the next answer wakes us
+                if ("etag", seen) not in first.headers:  # changed, or an error
+                    return first
             with trio.move_on_after(seconds):
-                return self._answer(await self._ask(holder.owner, waiting))
+                while not peer.outbox:
+                    await arrived.wait()
+                    arrived = trio.Event()
+                return self._answer(peer.outbox[0])
+        finally:
+            peer.close()
+        if first is not None:
+            return first
         now = Observe(id=next(self._ids), session=holder.session)
         return self._answer(await self._ask(holder.owner, now))
 
