@@ -157,6 +157,18 @@ def test_render_kind_must_be_one_the_protocol_knows() -> None:
         EnvSpec.from_class(Wrong, "wrong")
 
 
+def test_a_multi_agent_envs_render_must_take_the_seat_it_draws_for() -> None:
+    from tests.envs import CardsEnv
+
+    class Seatless(CardsEnv):
+        def render(self) -> str:  # type: ignore[override]
+            return "the whole table, both hands"
+
+    with pytest.raises(EnvDefinitionError, match="render takes the seat it draws for"):
+        EnvSpec.from_class(Seatless, "seatless")
+    assert EnvSpec.from_class(CardsEnv, "cards").has_render
+
+
 # --- closing from a page that is going away ------------------------------------------------
 
 

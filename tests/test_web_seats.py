@@ -176,3 +176,24 @@ def test_an_svg_view_is_shown_inline_with_only_its_drawing(ui: UI) -> None:  # n
     with run_server("not_svg_view", web=True, plugins=[ViewEnvs()]) as server:
         page = ui.open(server)
         expect(page.locator("#render-view")).to_have_text("the env's SVG view is not valid SVG")
+
+
+def test_the_single_agent_chess_board_is_played_by_clicking_too(ui: UI) -> None:  # noqa: F811
+    pytest.importorskip("chess")
+    with run_server("chess", web=True) as server:
+        page = ui.open(server)
+        expect(page.locator("#render-view")).to_have_attribute("data-kind", "svg")
+        move(page, "e2", "e4")
+        expect(page.locator("#step-count")).to_have_text("1")
+        expect(shown(page, "agent_move")).to_have_text("e2e4")
+        expect(page.locator("#render-view rect.square.e4")).to_have_count(1)
+        move(page, "d2", "d5")  # illegal: the env's error next to `move`, no step
+        expect(field_error(page, "move")).to_contain_text("'d2d5' is not a legal move here")
+        expect(page.locator("#step-count")).to_have_text("1")
+        # as black, the board turns: black's side at the bottom
+        page.locator("#reset-options-box summary").click()
+        page.fill("#reset-options", '{"color": "black"}')
+        page.get_by_role("button", name="Reset").click()
+        expect(shown(page, "color")).to_have_text("black")
+        a1 = page.locator("#render-view rect.square.a1")
+        expect(a1).to_have_attribute("y", "15")
