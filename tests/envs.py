@@ -400,6 +400,11 @@ class CardsEnv(ecotone.MultiAgentEnvironment[Card, CardsView, CardsState]):
         hands = {s: list(h) for s, h in self._hands.items()}
         return CardsState(episode_id=self._episode, step_count=self._steps, hands=hands)
 
+    def render(self, seat: str | None) -> str:
+        """The table, and `seat`'s hand (none in the public picture)."""
+        hand = "" if seat is None else f"{seat} holds {self._hands[seat]}; "
+        return f"{hand}on the table: {self._table}"
+
 
 class ThreadedCardsEnv(CardsEnv):
     """`cards` in a worker thread, whose episode ends when a seat is lost."""

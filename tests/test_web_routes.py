@@ -148,13 +148,25 @@ def test_render_is_a_native_frame_on_every_path(web_server: RunningServer) -> No
 
 def test_render_kind_must_be_one_the_protocol_knows() -> None:
     class Wrong(Counting):
-        render_kind = "svg"
+        render_kind = "latex"
 
         def render(self) -> str:
-            return "<svg/>"
+            return r"\frac{1}{2}"
 
     with pytest.raises(EnvDefinitionError, match="render_kind must be one of text, markdown"):
         EnvSpec.from_class(Wrong, "wrong")
+
+
+def test_a_multi_agent_envs_render_must_take_the_seat_it_draws_for() -> None:
+    from tests.envs import CardsEnv
+
+    class Seatless(CardsEnv):
+        def render(self) -> str:  # type: ignore[override]
+            return "the whole table, both hands"
+
+    with pytest.raises(EnvDefinitionError, match="render takes the seat it draws for"):
+        EnvSpec.from_class(Seatless, "seatless")
+    assert EnvSpec.from_class(CardsEnv, "cards").has_render
 
 
 # --- closing from a page that is going away ------------------------------------------------
@@ -226,7 +238,13 @@ def test_web_serves_the_page_and_its_files_from_the_package(web: Http) -> None:
     policy = page.headers["content-security-policy"]
     assert "default-src 'self'" in policy and "script-src 'self';" in policy
     assert web.request("GET", "/web/").body == page.body
-    files = {"app.js": "text/javascript", "form.js": "text/javascript", "style.css": "text/css"}
+    files = {
+        "app.js": "text/javascript",
+        "form.js": "text/javascript",
+        "views.js": "text/javascript",
+        "board.js": "text/javascript",
+        "style.css": "text/css",
+    }
     for name, media_type in files.items():
         reply = web.request("GET", f"/web/{name}")
         assert reply.status == 200, name

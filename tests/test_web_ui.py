@@ -54,7 +54,9 @@ class UI:
     errors: list[str] = attrs.field(factory=list)
     foreign: list[str] = attrs.field(factory=list)
 
-    def open(self, server: RunningServer) -> Page:
+    def open(self, server: RunningServer, path: str = "/web") -> Page:
+        """A new tab on the page at `path`, once it is ready (its session opened and reset;
+        a seat's page: its seat joined)."""
         page = self.context.new_page()
         self.pages.append(page)
         page.on("pageerror", lambda exc: self.errors.append(str(exc)))
@@ -64,7 +66,7 @@ class UI:
                 self.foreign.append(request.url)
 
         page.on("request", outside)
-        page.goto(server.url + "/web")
+        page.goto(server.url + path)
         page.wait_for_selector("body[data-ready]")
         return page
 

@@ -142,6 +142,42 @@ class PlanEnv(ecotone.Environment[PlanAction, PlanObservation, ecotone.State]):
         return self._state
 
 
+# --- SVG views: one with everything that must not survive, one that is no SVG -------------
+
+HOSTILE_SVG = """<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"
+ viewBox="0 0 100 100" width="100" height="100" onload="window.hacked = 1">
+<script>window.hacked = 2</script>
+<style>@import url(http://example.invalid/style.css); rect { fill: red }</style>
+<rect class="square light a1" x="0" y="0" width="50" height="50" fill="#0a0"
+ style="stroke: url(http://example.invalid/stroke.svg)" onclick="window.hacked = 3"/>
+<circle id="dot" cx="75" cy="75" r="10" fill="url(#shade)"/>
+<defs><linearGradient id="shade"><stop offset="0" stop-color="#00f"/></linearGradient></defs>
+<use href="#dot" x="-10"/>
+<use href="http://example.invalid/sprites.svg#dot"/>
+<image href="http://example.invalid/picture.png" width="10" height="10"/>
+<a href="javascript:window.hacked = 4"><text x="5" y="90">link</text></a>
+<foreignObject width="100" height="100"><div xmlns="http://www.w3.org/1999/xhtml">
+ <img src="http://example.invalid/tracker.png"/></div></foreignObject>
+<text x="5" y="70" class="count">COUNT</text>
+</svg>"""
+
+
+class SvgView(Counting):
+    """Counts, and draws an SVG full of what a page must never run or fetch."""
+
+    render_kind = "svg"
+
+    def render(self) -> str:
+        return HOSTILE_SVG.replace("COUNT", f"count {self._state.count}")
+
+
+class NotSvgView(Counting):
+    render_kind = "svg"
+
+    def render(self) -> str:
+        return "<p>not a picture</p><svg"
+
+
 class ViewEnvs:
     """The test envs above, as a plugin."""
 
@@ -152,6 +188,8 @@ class ViewEnvs:
         "broken_view": BrokenView,
         "number_view": NumberView,
         "plan": PlanEnv,
+        "svg_view": SvgView,
+        "not_svg_view": NotSvgView,
     }
 
     @ecotone.hookimpl

@@ -330,14 +330,21 @@ class CallToolCall(SessionCall):
 
 @final
 class RenderCall(SessionCall):
-    """`env.render()`."""
+    """`env.render()`, or `target` (a multi-agent env's `render` with its seat bound)."""
 
     __slots__ = ("request",)
     op = "render"
     what = "render"
 
-    def __init__(self, mode: Mode, session: Session, peer: Any, request: Render) -> None:
-        super().__init__(mode, session.env.render, session, peer)
+    def __init__(
+        self,
+        mode: Mode,
+        session: Session,
+        peer: Any,
+        request: Render,
+        target: Callable[[], Any] | None = None,
+    ) -> None:
+        super().__init__(mode, target or session.env.render, session, peer)
         self.request = request
         self.rid = request.id
 

@@ -182,7 +182,7 @@ class _EnvironmentClass:
     whose methods are fast and never block."""
     readme: ClassVar[str] = ""
     render_kind: ClassVar[str] = "text"
-    """What a str from `render()` is: "text", "markdown" or "html"."""
+    """What a str from `render()` is: "text", "markdown", "html" or "svg"."""
     rubric: ClassVar[Any] = None
     """The rubric that scores every step (an `ecotone.rubrics.Rubric`): it replaces the
     observation's `reward` and lists its named parts in `metadata["rewards"]`."""
@@ -229,10 +229,10 @@ class Environment(_EnvironmentClass, Generic[ActT, ObsT, StateT]):
     conformance suite plays with it; without it, it derives actions from the schema.
 
     Optionally, a custom view: `render(self) -> str | bytes`, what a person would like to see
-    of the current state (a board, a picture). A str is text, markdown or HTML as the class
-    attribute `render_kind` says (`"text"`, `"markdown"`, `"html"`; default text); bytes are a
-    PNG image. Served as the native `render` frame and shown by the web UI beside its generic
-    view of the observation.
+    of the current state (a board, a picture). A str is text, markdown, HTML or an SVG
+    picture as the class attribute `render_kind` says (`"text"`, `"markdown"`, `"html"`,
+    `"svg"`; default text); bytes are a PNG image. Served as the native `render` frame and
+    shown by the web UI beside its generic view of the observation.
 
     Optionally, tools (served as the native `list_tools` / `call_tool` frames and over MCP):
     `list_tools(self) -> list[ecotone.ToolInfo]` and `call_tool(self, name, arguments) -> Any`.
@@ -459,6 +459,10 @@ class MultiAgentEnvironment(_SeatedEnvironment[ActT, ObsT, StateT]):
       public view, for spectators. A seat's view never carries what it may not see: the
       kernel sends each seat's view only to that seat's holder (and to the owner);
     * `state(self) -> State`, read by the owner only; `close(self)` as `Environment`'s.
+
+    Optionally, `render(self, seat) -> str | bytes`: a picture of what `seat` may see (as
+    `Environment.render`, `render_kind` saying what a str is); `render(None)` the public
+    one. A seat's holder gets its seat's picture, the owner and spectators the public one.
 
     The action and observation types are the env's own for every seat, unless
     `seat_action_types` or `seat_observation_types` give a seat its own.

@@ -90,6 +90,7 @@ from ecotone.specs import (
     Ping,
     Play,
     Pong,
+    Render,
     Request,
     Reset,
     Response,
@@ -114,8 +115,9 @@ _OWNER_ONLY: Final[dict[type, str]] = {
 """What a guest of a shared session may not do, and who does it instead."""
 
 
-_SEATED: Final = (Play, Observe)
-"""What a seat's holder or a spectator may send about a session it does not own."""
+_SEATED: Final = (Play, Observe, Render)
+"""What a seat's holder or a spectator may send about a session it does not own (a `render`
+draws what it may see: `operations.py`)."""
 
 
 @final

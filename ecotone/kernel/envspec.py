@@ -157,7 +157,7 @@ def _typed_keys(function: Callable[..., Any], name: str) -> frozenset[str] | Non
     return frozenset(keys | typed.__optional_keys__)
 
 
-TEXT_RENDER_KINDS = ("text", "markdown", "html")
+TEXT_RENDER_KINDS = ("text", "markdown", "html", "svg")
 METHODS = ("reset", "step", "state", "close", "render", "list_tools", "call_tool")
 """The methods an env may have; all plain functions, or all coroutines."""
 
@@ -251,6 +251,22 @@ def _readme(env_cls: type) -> str:
     return "\n\n".join(parts)
 
 
+def _check_seated_render(env_cls: type, label: str) -> None:
+    """A multi-agent env's `render`, if it has one, takes the seat it draws for."""
+    render = getattr(env_cls, "render", None)
+    if not callable(render):
+        return
+    try:
+        inspect.signature(render).bind(None, None)  # self, seat
+    except TypeError:
+        raise EnvDefinitionError(
+            f"environment {label!r}: a multi-agent env's render takes the seat it draws for: "
+            "`def render(self, seat: str | None) -> str | bytes` (None: the public picture)"
+        ) from None
+    except ValueError:  # no signature to read (a builtin): it is called as it is
+        return
+
+
 def _seating(env_cls: type, label: str, types: list[Any], asynchronous: bool) -> dict[str, Any]:
     """A multi-agent env's seats, each seat's types and its rule for a seat lost, checked."""
     seats = getattr(env_cls, "seats", ())
@@ -329,9 +345,10 @@ class EnvSpec:
     """The env implements `list_tools()` and `call_tool(name, arguments)`."""
     readme: str = ""
     has_render: bool = False
-    """The env implements `render()`: a custom view (text, markdown, HTML, or PNG bytes)."""
+    """The env implements `render()`: a custom view (text, markdown, HTML, SVG, or PNG
+    bytes)."""
     render_kind: str = "text"
-    """What a str from `render()` is: text, markdown or html."""
+    """What a str from `render()` is: text, markdown, html or svg."""
     call_timeout: float | None = None
     """The env's own deadline for a call (None: the server's)."""
     tasks: TaskSet[Any] | None = None
@@ -440,6 +457,8 @@ class EnvSpec:
                 "`task: YourTask | None = None` to reset's keyword arguments"
             )
         seating = _seating(env_cls, label, types, asynchronous) if seated else {}
+        if seated:
+            _check_seated_render(env_cls, label)
         render_kind = getattr(env_cls, "render_kind", "text")
         if render_kind not in TEXT_RENDER_KINDS:
             raise EnvDefinitionError(

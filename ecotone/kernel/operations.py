@@ -15,7 +15,9 @@ Rules kept here:
 * `reset` starts the episode (FRESH, then RUNNING or ENDED by its observation); a reset that
   raises leaves the session FRESH. Options the env does not take are `invalid_argument`
   naming them; a reset of a session whose env was set aside makes a fresh instance first.
-* Tools and render answer `unsupported` for an env without them.
+* Tools and render answer `unsupported` for an env without them. A multi-agent env's
+  `render(seat)` draws what the asker may see: a seat's holder its seat, the owner and
+  spectators the public picture (seat None).
 * A client's `close` waits for the session's earlier requests; the session leaves the table
   (freeing its slot) once its env's `close()` returned, and what was queued behind it learns
   it is gone.
@@ -24,6 +26,7 @@ Rules kept here:
 from __future__ import annotations
 
 import base64
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -415,8 +418,26 @@ class Operations(EngineCore):
                 req.id,
                 req.session,
             )
-        call = RenderCall(spec.mode, session, peer, req)
+        if spec.seats:  # a multi-agent env draws what the asker may see
+            target = partial(session.env.env.render, self._render_seat(session, peer))
+            call = RenderCall(spec.mode, session, peer, req, target)
+        else:
+            call = RenderCall(spec.mode, session, peer, req)
         return self._make(call, jobs, self._limit(spec, req.call_timeout))
+
+    @staticmethod
+    def _render_seat(session: Session, peer: Peer) -> str | None:
+        """Whose picture a multi-agent env's `render` draws for `peer`: a seat's holder its
+        seat's (whose turn it is when it holds several), anyone else (the owner, a
+        spectator) the public one."""
+        seating = session.seating
+        if seating is None or peer.owner is session.owner:
+            return None
+        held = seating.held_by(peer.owner)
+        if not held:
+            return None
+        turn = session.env.turn
+        return turn if turn in held else held[0]
 
     def _rendered(self, call: RenderCall, jobs: list[Call]) -> Response:
         req = call.request
@@ -432,7 +453,7 @@ class Operations(EngineCore):
             return answers.error(
                 ErrorCode.ENV_ERROR,
                 f"environment {spec.name!r}: render() returned {type(view).__qualname__}; "
-                "expected str (text, markdown or HTML) or bytes (a PNG image)",
+                "expected str (text, markdown, HTML or SVG) or bytes (a PNG image)",
                 req.id,
                 req.session,
                 type="TypeError",

@@ -7,6 +7,7 @@ error that says what to install. Rules are in `ChessEnv`'s docstring.
 
 from __future__ import annotations
 
+import importlib
 import pickle
 import random
 import re
@@ -169,6 +170,25 @@ def render(board: chess.Board) -> str:
     return "\n".join(lines)
 
 
+def board_svg(board: chess.Board, orientation: Color = "white") -> str:
+    """The board as python-chess draws it (`chess.svg.board`): an SVG picture with the last
+    move marked, the king in check in red, `orientation`'s side at the bottom. Each square is
+    a `rect` whose classes name it (`square light e4`), which is what the web UI's clicks
+    read."""
+    svg = importlib.import_module("chess.svg")
+    last = board.move_stack[-1] if board.move_stack else None
+    check = board.king(board.turn) if board.is_check() else None
+    return str(
+        svg.board(
+            board,
+            lastmove=last,
+            check=check,
+            orientation=orientation == "white",  # chess.WHITE is True
+            size=400,
+        )
+    )
+
+
 class ChessEnv(ecotone.Environment[ChessAction, ChessObservation, ChessState]):
     """Play chess against a built-in opponent; each step is one agent move and its reply.
 
@@ -190,6 +210,7 @@ class ChessEnv(ecotone.Environment[ChessAction, ChessObservation, ChessState]):
     name = "chess"
     version = "1"
     description = "Chess against a built-in random or greedy opponent; moves in UCI or SAN."
+    render_kind = "svg"
 
     def __init__(self) -> None:
         self._chess = chess_package()
@@ -337,6 +358,10 @@ class ChessEnv(ecotone.Environment[ChessAction, ChessObservation, ChessState]):
         self._rng.setstate(rng)
         self._state = msgspec.structs.replace(state, episode_id=episode_id)
         self._checked_ply = -1
+
+    def render(self) -> str:
+        """The board as an SVG picture (`board_svg`), the agent's side at the bottom."""
+        return board_svg(self._board, self._state.color)
 
     def sample_action(self, rng: random.Random) -> ChessAction:
         """A uniformly random legal move (UCI)."""

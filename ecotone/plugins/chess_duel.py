@@ -24,6 +24,7 @@ from ecotone.plugins.chess import (
     ChessAction,
     Color,
     Opponent,
+    board_svg,
     chess_package,
     greedy_move,
     parse_move,
@@ -92,6 +93,7 @@ class ChessDuel(ecotone.MultiAgentEnvironment[ChessAction, DuelObservation, Duel
     version = "1"
     description = "Chess between two seats (or one seat against the built-in engine)."
     seats = ("white", "black")
+    render_kind = "svg"
 
     def __init__(self) -> None:
         self._chess = chess_package()
@@ -185,6 +187,11 @@ class ChessDuel(ecotone.MultiAgentEnvironment[ChessAction, DuelObservation, Duel
         self._rng = random.Random()
         self._rng.setstate(rng)
         self._state = msgspec.structs.replace(state, episode_id=episode_id)
+
+    def render(self, seat: str | None) -> str:
+        """The board as an SVG picture (`chess.board_svg`): a seat sees its own side at the
+        bottom; the public picture has white there. Nothing in it is hidden from anyone."""
+        return board_svg(self._board, "black" if seat == "black" else "white")
 
     def sample_action(self, rng: random.Random, seat: str | None = None) -> ChessAction:
         """A uniformly random legal move (UCI) of the side to move."""

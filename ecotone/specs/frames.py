@@ -216,8 +216,8 @@ class CallTool(EnvCallFrame, tag="call_tool"):
 class Render(EnvCallFrame, tag="render"):
     """Ask for the env's custom view of the session.
 
-    Its `render()` method's: text, markdown, HTML or a PNG image. Answered by `rendered`, or
-    `unsupported` when the env has none.
+    Its `render()`'s: text, markdown, HTML, SVG or PNG (`rendered`; `unsupported`: it has
+    none). A seat's holder (who may send it) gets its seat's picture, others the public one.
     """
 
     session: str
@@ -613,10 +613,9 @@ class ToolResult(Frame, tag="tool_result"):
 
 
 class Rendered(Frame, tag="rendered"):
-    """Answer to `render`: the env's custom view.
+    """Answer to `render`: the env's custom view (`kind`: text, markdown, html, svg, image).
 
-    `kind` is `text`, `markdown`, `html` or `image`; `content` is the text, or for `image`
-    the PNG's bytes in base64.
+    `content` is the text (an SVG document's), or for `image` the PNG's bytes in base64.
     """
 
     session: str

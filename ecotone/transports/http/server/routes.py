@@ -14,6 +14,12 @@ Served side by side:
   (`{"n": N}`), `GET /v1/snapshots/{id}` (exported, sealed), `DELETE /v1/snapshots/{id}`.
   Sessions live across requests and connections (the id is the handle) until closed or idle
   past `idle_timeout`.
+* A multi-agent session's seats (`seats.py`): `GET /v1/sessions/{id}/seats` (the owner's
+  keys), then per seat key `POST /v1/seats/{key}/join`, `GET /v1/seats/{key}` (its own view;
+  `?wait=1` waits for its turn, bounded), `POST /v1/seats/{key}/play` (`{"action": ...}`),
+  `GET /v1/seats/{key}/render`, `POST /v1/seats/{key}/leave`. Each key's requests act as a
+  holder of their own, never as the session's owner, and their answers never carry the
+  session's id.
 * The plain GETs the websocket transport serves too (`ecotone.transports.websocket.server.
   plain`): `/health`, `/metrics`, `/openapi.json`, `/v1/tasks`, `/v1/task`, OpenEnv's
   `/metadata`, `/schema` and Task API.
@@ -25,11 +31,12 @@ Served side by side:
 * WebSocket upgrades (`ecotone.transports.websocket.server.endpoints`): `/` for ecotone
   frames, `/ws` for OpenEnv's messages.
 
-Status codes for error frames: 400 invalid_frame / unknown_op / unsupported_version,
-404 unknown_session / unknown_env / unknown_snapshot, 409 reset_required / episode_done /
-snapshot_mismatch, 413 too_large,
-415 wrong content type, 422 invalid_action / invalid_argument, 501 unsupported,
-503 capacity, 500 env_error / internal. Slow clients get 408 after `REQUEST_TIMEOUT`.
+Status codes for error frames (`ecotone.specs.errors.HTTP_STATUS`): 400 invalid_frame /
+unknown_op / unsupported_version, 401 unauthorized, 403 forbidden, 404 unknown_session /
+unknown_env / unknown_snapshot / unknown_seat_key, 409 reset_required / episode_done /
+snapshot_mismatch / not_your_turn / seat_taken, 413 too_large, 415 wrong content type,
+422 invalid_action / invalid_argument, 501 unsupported, 503 capacity / shutting_down,
+504 timeout, 500 env_error / internal. Slow clients get 408 after `REQUEST_TIMEOUT`.
 """
 
 from __future__ import annotations
@@ -73,6 +80,7 @@ from ecotone.specs.http import (
     speaks_streamable_http,
 )
 from ecotone.transports.http.server import webui
+from ecotone.transports.http.server.seats import SeatRoutes
 from ecotone.transports.mcp.server.http import McpHttp
 from ecotone.transports.mcp.server.sdk import available as mcp_missing
 from ecotone.transports.openenv.server.http import OpenEnvHttp
@@ -118,6 +126,8 @@ class HttpServer:
         router.add(r"/v1/sessions/(?P<sid>[^/]+)/restore", POST=self._on_session(Restore))
         router.add(r"/v1/sessions/(?P<sid>[^/]+)/fork", POST=self._on_session(Fork))
         router.add(r"/v1/snapshots/(?P<snap>[^/]+)", GET=self.export, DELETE=self.drop)
+        self.seats = SeatRoutes(runner, self.owner_for, self._body)
+        self.seats.install(router)
         plain_routes(router, runner, self.openenv)
         router.add(r"/reset", POST=lambda r, _: self.openenv_for(r).reset(r))
         router.add(r"/step", POST=lambda r, _: self.openenv_for(r).step(r))

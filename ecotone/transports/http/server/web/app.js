@@ -1,44 +1,21 @@
-// The ecotone web UI: one session (one env instance) per browser tab, driven through the
-// native HTTP API. Opened on load, closed on unload (a beacon to /v1/sessions/{id}/close);
-// the server's idle timeout reaps what a crashed tab leaves behind.
+// The ecotone web UI, driven through the native HTTP API.
+//
+// At /web, the page owns one session (one env instance) per browser tab: opened on load,
+// closed on unload (a beacon to /v1/sessions/{id}/close; the server's idle timeout reaps what
+// a crashed tab leaves behind). For a multi-agent env (describe lists `seats`) the owner
+// resets the game and hands out its seats: a link per seat (/web?seat=KEY) and a spectator
+// link, and the page follows the game through the spectator key.
+//
+// At /web?seat=KEY, the page plays that seat (the key's requests are a holder of their own,
+// never the session's owner): the seat's own view, whose turn it is (waiting for its turn
+// through GET /v1/seats/{key}?wait=1), and its action form; the spectator key's page shows
+// the public view. An SVG board (chess) is played by clicking squares (board.js).
 
-import { SchemaForm, el } from "/web/form.js";
+import { SchemaForm, el, resolve } from "/web/form.js";
+import { BoardClicks } from "/web/board.js";
+import { ETAG, api, showFields, showRendered } from "/web/views.js";
 
 const $ = (id) => document.getElementById(id);
-
-class ApiError extends Error {
-  constructor(frame, status) {
-    super(frame.message || `HTTP ${status}`);
-    this.code = frame.code || "http";
-    this.details = frame.details || {};
-    this.status = status;
-  }
-}
-
-async function api(method, path, body) {
-  const init = { method, headers: {} };
-  if (body !== undefined) {
-    init.body = JSON.stringify(body);
-    init.headers["content-type"] = "application/json";
-  }
-  let response;
-  try {
-    response = await fetch(path, init);
-  } catch (exc) {
-    throw new ApiError({ code: "network", message: `the server is unreachable (${exc.message})` }, 0);
-  }
-  let data = null;
-  try {
-    data = await response.json();
-  } catch {
-    data = null;
-  }
-  if (data && data.op === "error") throw new ApiError(data, response.status);
-  if (!response.ok || data === null) {
-    throw new ApiError({ code: "http", message: `HTTP ${response.status}` }, response.status);
-  }
-  return data;
-}
 
 const app = {
   info: null,
@@ -50,8 +27,16 @@ const app = {
   steps: 0,
   total: 0,
   ended: false,
+  moves: false, // the action has a `move` field, which a board's clicks fill
   renderable: null, // unknown until the first try; false once the env says `unsupported`
   busy: false,
+  observation: null, // the last observation shown (its legal moves guide the board)
+  seated: false, // the env has seats (a multi-agent env)
+  seat: null, // on a seat's page: {key, seat (null: a spectator's), seats, env}
+  keys: null, // on the owner's page of a multi-agent env: the seat keys
+  view: null, // the last seat view followed (a seat's own, or the public one)
+  following: 0, // the follow loop's generation: a newer loop stops the older
+  board: null, // the board's clicks (BoardClicks)
 };
 
 function setStatus(text, kind = "") {
@@ -60,67 +45,30 @@ function setStatus(text, kind = "") {
   status.className = kind;
 }
 
+// Whether an action may be sent now: an episode is running, and on a seat's page, it is the
+// seat's turn.
+function canAct() {
+  if (app.busy || app.ended) return false;
+  if (app.seat) return app.seat.seat !== null && app.view !== null && app.view.turn === app.seat.seat;
+  return app.records.length > 0 && !app.seated;
+}
+
 function setBusy(busy) {
   app.busy = busy;
   $("reset-button").disabled = busy;
-  $("step-button").disabled = busy || app.ended || app.records.length === 0;
+  $("step-button").disabled = !canAct();
+  app.board?.update();
 }
 
 const sessionPath = (suffix) => `/v1/sessions/${encodeURIComponent(app.sid)}/${suffix}`;
-
-// --- values shown as readable fields -------------------------------------------------------
-
-function isPlain(value) {
-  return value === null || ["string", "number", "boolean"].includes(typeof value);
-}
-
-function renderValue(value, depth = 0) {
-  if (typeof value === "string") {
-    if (value.includes("\n")) return el("pre", { class: "text-block", text: value });
-    return el("span", { class: value === "" ? "string empty" : "string", text: value || '""' });
-  }
-  if (isPlain(value)) return el("code", { text: JSON.stringify(value) });
-  if (Array.isArray(value)) {
-    if (value.every(isPlain) && !value.some((v) => typeof v === "string" && v.includes("\n"))) {
-      const items = value.map((v) => (typeof v === "string" ? v : JSON.stringify(v)));
-      return el("span", { class: "list", text: `[${items.join(", ")}]` });
-    }
-    if (depth < 2 && value.length <= 50) {
-      const list = el("ol", { start: 0 });
-      for (const item of value) list.append(el("li", {}, renderValue(item, depth + 1)));
-      return list;
-    }
-    return el("pre", { class: "json", text: JSON.stringify(value, null, 1) });
-  }
-  if (depth < 2) return fieldList(value, new Set(), depth + 1);
-  return el("pre", { class: "json", text: JSON.stringify(value, null, 1) });
-}
-
-function fieldList(object, skip, depth = 0) {
-  const list = el("dl", { class: "kv" });
-  for (const [key, value] of Object.entries(object)) {
-    if (skip.has(key)) continue;
-    if (key === "metadata" && value && Object.keys(value).length === 0) continue;
-    list.append(
-      el("div", { class: "kv-row" },
-        el("dt", { text: key }),
-        el("dd", { "data-key": key }, renderValue(value, depth))),
-    );
-  }
-  return list;
-}
-
-function showFields(container, value, skip = new Set()) {
-  if (value && typeof value === "object" && !Array.isArray(value)) {
-    container.replaceChildren(fieldList(value, skip));
-  } else {
-    container.replaceChildren(renderValue(value));
-  }
-}
+const seatPath = (key, suffix = "") =>
+  `/v1/seats/${encodeURIComponent(key)}${suffix ? `/${suffix}` : ""}`;
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const FLAGS = new Set(["reward", "done", "truncated"]);
 
 function showObservation(obs) {
+  app.observation = obs;
   $("reward").textContent = obs.reward === null || obs.reward === undefined ? "-" : String(obs.reward);
   $("return").textContent = String(Math.round(app.total * 1e9) / 1e9);
   $("step-count").textContent = String(app.steps);
@@ -130,110 +78,20 @@ function showObservation(obs) {
   $("observation-raw").textContent = JSON.stringify(obs, null, 2);
   const end = $("episode-end");
   end.hidden = !app.ended;
-  end.textContent = app.ended
-    ? `Episode over (${obs.done ? "done" : "truncated"}), return ${$("return").textContent}. ` +
-      "Reset to start another."
-    : "";
+  const how = obs.done ? "done" : "truncated";
+  if (!app.ended) end.textContent = "";
+  else if (app.seat) end.textContent = `Episode over (${how}). The owner's page starts another.`;
+  else if (app.seated) end.textContent = `Episode over (${how}). Reset to start another.`;
+  else end.textContent = `Episode over (${how}), return ${$("return").textContent}. Reset to start another.`;
 }
 
-// --- the env's own view (render) -------------------------------------------------------------
-
-function markdown(text) {
-  // A small, safe subset: headings, paragraphs, lists, fenced code, `code`, **bold**, *em*,
-  // links. Built as DOM nodes: the text is never parsed as HTML.
-  const root = el("div", { class: "markdown" });
-  const lines = text.split("\n");
-  let i = 0;
-  let para = [];
-  const flush = () => {
-    if (para.length) root.append(inline(el("p"), para.join(" ")));
-    para = [];
-  };
-  while (i < lines.length) {
-    const line = lines[i];
-    if (line.startsWith("```")) {
-      flush();
-      const code = [];
-      for (i++; i < lines.length && !lines[i].startsWith("```"); i++) code.push(lines[i]);
-      root.append(el("pre", { class: "text-block", text: code.join("\n") }));
-      i++;
-      continue;
-    }
-    const heading = /^(#{1,6})\s+(.*)$/.exec(line);
-    const item = /^\s*(?:[-*+]|\d+[.)])\s+(.*)$/.exec(line);
-    if (heading) {
-      flush();
-      root.append(inline(el(`h${Math.min(heading[1].length + 2, 6)}`), heading[2]));
-    } else if (item) {
-      flush();
-      const ordered = /^\s*\d/.test(line);
-      let list = root.lastElementChild;
-      if (!list || list.tagName !== (ordered ? "OL" : "UL")) {
-        list = el(ordered ? "ol" : "ul");
-        root.append(list);
-      }
-      list.append(inline(el("li"), item[1]));
-    } else if (line.trim() === "") {
-      flush();
-      root.append(el("span", { class: "break" }));
-    } else {
-      para.push(line.trim());
-    }
-    i++;
-  }
-  flush();
-  root.querySelectorAll("span.break").forEach((node) => node.remove());
-  return root;
-}
-
-function inline(parent, text) {
-  const pattern = /(`[^`]+`)|(\*\*[^*]+\*\*)|(\*[^*]+\*)|(\[[^\]]+\]\([^)\s]+\))/g;
-  let last = 0;
-  for (const match of text.matchAll(pattern)) {
-    parent.append(text.slice(last, match.index));
-    const token = match[0];
-    if (match[1]) parent.append(el("code", { text: token.slice(1, -1) }));
-    else if (match[2]) parent.append(el("strong", { text: token.slice(2, -2) }));
-    else if (match[3]) parent.append(el("em", { text: token.slice(1, -1) }));
-    else {
-      const [, label, href] = /^\[([^\]]+)\]\(([^)\s]+)\)$/.exec(token);
-      const safe = /^https?:\/\//.test(href);
-      parent.append(safe
-        ? el("a", { href, text: label, target: "_blank", rel: "noopener noreferrer" })
-        : label);
-    }
-    last = match.index + token.length;
-  }
-  parent.append(text.slice(last));
-  return parent;
-}
-
-function showRendered(frame) {
-  const view = $("render-view");
-  view.dataset.kind = frame.kind;
-  if (frame.kind === "image") {
-    view.replaceChildren(el("img", {
-      src: `data:image/png;base64,${frame.content}`,
-      alt: `${app.info.name}: the env's view`,
-    }));
-  } else if (frame.kind === "html") {
-    // Sandboxed: the env's HTML is shown, its scripts never run.
-    view.replaceChildren(el("iframe", {
-      sandbox: "",
-      srcdoc: frame.content,
-      title: `${app.info.name}: the env's view`,
-    }));
-  } else if (frame.kind === "markdown") {
-    view.replaceChildren(markdown(frame.content));
-  } else {
-    view.replaceChildren(el("pre", { class: "text-block", text: frame.content }));
-  }
-}
-
+// The env's own view: the session's (the owner's page), or what the seat may see.
 async function refreshRender() {
-  if (app.renderable === false || !app.sid) return;
+  if (app.renderable === false || !(app.sid || app.seat)) return;
+  const path = app.seat ? seatPath(app.seat.key, "render") : sessionPath("render");
   try {
-    showRendered(await api("GET", sessionPath("render")));
+    showRendered($("render-view"), await api("GET", path), app.info.name);
+    app.board.drawn();
     app.renderable = true;
     $("render-panel").hidden = false;
   } catch (exc) {
@@ -261,6 +119,140 @@ async function refreshState() {
   }
 }
 
+// --- seats ---------------------------------------------------------------------------------
+
+// The owner's Seats panel: a link per seat and a spectator link (the keys are the session's,
+// the same every time).
+async function showSeats() {
+  if (app.keys === null) {
+    app.keys = await api("GET", sessionPath("seats"));
+  }
+  const link = (name, key, label) =>
+    el("li", {},
+      el("a", { href: `/web?seat=${encodeURIComponent(key)}`, target: "_blank", "data-seat": name, text: label }));
+  $("seat-links").replaceChildren(
+    ...Object.entries(app.keys.keys).map(([seat, key]) => link(seat, key, `play ${seat}`)),
+    link("spectator", app.keys.spectate, "watch (spectator)"));
+  $("seats-panel").hidden = false;
+}
+
+function showTurn(frame) {
+  const turn = frame.turn ?? null;
+  const obs = frame.observation || {};
+  let text;
+  if (turn === null) {
+    text = app.ended ? `nobody's: the game is over${obs.result ? ` (${obs.result})` : ""}` : "nobody's";
+  } else if (app.seat && turn === app.seat.seat) {
+    text = `yours (${turn})`;
+  } else {
+    text = turn;
+  }
+  $("turn").textContent = text;
+  document.body.dataset.turn = turn ?? "";
+  if (frame.lost?.length) setStatus(`seat(s) lost: ${frame.lost.join(", ")}`, "warn");
+}
+
+// A seat view to show: a seat's own (its page) or the public one (the owner's, a spectator's).
+async function onView(frame) {
+  app.view = frame;
+  const obs = frame.observation;
+  app.ended = Boolean(obs.done || obs.truncated);
+  showObservation(obs);
+  showTurn(frame);
+  setBusy(app.busy);
+  if (app.seat) {
+    await refreshRender();
+  } else {
+    await Promise.all([refreshState(), refreshRender()]);
+  }
+  app.board.update();
+}
+
+// Follow the game (a seat's page: until it is the seat's turn; the owner's and a spectator's:
+// for good), one waiting request at a time, bounded by the server; each names the view the
+// page has (its ETag), so a move made between two requests is answered at once. While the
+// episode is over, a look every second notices the next reset.
+async function follow() {
+  const generation = ++app.following;
+  const key = app.seat ? app.seat.key : app.keys.spectate;
+  let wait = false; // the first look shows the view as it is now
+  while (generation === app.following) {
+    const over = app.view !== null && app.view.turn === null;
+    const seen = app.view?.[ETAG];
+    let frame;
+    try {
+      frame = await api("GET", seatPath(key) + (wait && !over ? "?wait=1" : ""), undefined,
+        seen ? { "if-none-match": seen } : {});
+    } catch (exc) {
+      if (generation !== app.following) return;
+      if (exc.code === "reset_required") {
+        setStatus("waiting for the owner to start the game", "warn");
+        await sleep(wait ? 0 : 500);
+        wait = true;
+        continue;
+      }
+      if (exc.code === "unknown_seat_key") {
+        setStatus("the game's session is closed: this link plays no more", "error");
+        app.ended = true;
+        setBusy(app.busy);
+        return;
+      }
+      setStatus(`${exc.code}: ${exc.message}`, "error");
+      await sleep(2000);
+      continue;
+    }
+    if (generation !== app.following) return;
+    wait = true;
+    if (JSON.stringify(frame) !== JSON.stringify(app.view)) {
+      await onView(frame);
+      if (app.seat) setStatus(canAct() ? "your turn" : frame.turn ? `waiting for ${frame.turn}` : "");
+    }
+    if (app.seat && canAct()) return; // the person moves next: `playSeat` follows again
+    if (frame.turn === null) await sleep(1000);
+  }
+}
+
+async function playSeat(action) {
+  setBusy(true);
+  setStatus("playing…");
+  try {
+    const frame = await api("POST", seatPath(app.seat.key, "play"), { action });
+    app.steps += 1;
+    await onView(frame);
+    setStatus(`played ${JSON.stringify(action)}`);
+  } catch (exc) {
+    showActionError(exc);
+  } finally {
+    setBusy(false);
+  }
+  if (!canAct()) follow();
+}
+
+// The page of a seat key (`/web?seat=KEY`): join, show the seat's view, follow the game.
+async function startSeat(key) {
+  document.body.dataset.mode = "seat";
+  for (const id of ["episode-panel", "state-panel", "trajectory-panel"]) $(id).hidden = true;
+  $("seats-panel").hidden = false;
+  $("seat-links").hidden = true;
+  const joined = await api("POST", seatPath(key, "join"));
+  app.seat = { key, seat: joined.seat ?? null, seats: joined.seats, env: joined.env };
+  app.seated = true;
+  const described = await api("GET", `/v1/describe?env=${encodeURIComponent(joined.env)}`);
+  showInfo(described.info, app.seat.seat);
+  const who = app.seat.seat === null ? "a spectator" : `seat ${app.seat.seat}`;
+  $("session-where").textContent = who;
+  $("seat-line").textContent = app.seat.seat === null
+    ? `You watch this game (seats: ${joined.seats.join(", ")}).`
+    : `You play ${app.seat.seat} (seats: ${joined.seats.join(", ")}).`;
+  document.body.dataset.seat = app.seat.seat ?? "";
+  $("action-panel").hidden = app.seat.seat === null;
+  $("step-button").textContent = "Play";
+  window.addEventListener("pagehide", () => {
+    app.following += 1;
+    navigator.sendBeacon(seatPath(key, "leave"));
+  });
+}
+
 // --- sessions ------------------------------------------------------------------------------
 
 async function openSession() {
@@ -285,6 +277,7 @@ async function recover(exc) {
   await openSession();
   app.records = [];
   app.ended = false;
+  app.keys = null;
   setStatus("the old session had closed (idle too long?); opened a new one: reset to play", "warn");
   return true;
 }
@@ -377,6 +370,10 @@ async function doReset(event) {
       : "";
     setStatus((seed === null ? "reset" : `reset with seed ${seed}`) + task);
     await Promise.all([refreshState(), refreshRender()]);
+    if (app.seated) {
+      await showSeats();
+      follow();
+    }
   } catch (exc) {
     $("reset-error").textContent = `${exc.code}: ${exc.message}`;
     setStatus("reset failed", "error");
@@ -414,18 +411,31 @@ function showActionError(exc) {
   }
 }
 
-async function doStep(event) {
+// Send the action form's action (or `given`, a board's click, shown in the form first): a
+// step, or on a seat's page the seat's move.
+async function doStep(event, given) {
   event?.preventDefault();
   if (app.busy) return;
   $("action-error").textContent = "";
   $("raw-error").textContent = "";
   form().clearErrors();
-  const read = readAction();
-  if (!read.ok) {
-    setStatus("fix the action first", "error");
+  let action = given;
+  if (given === undefined) {
+    const read = readAction();
+    if (!read.ok) {
+      setStatus("fix the action first", "error");
+      return;
+    }
+    action = read.value;
+  } else if (app.mode === "raw") {
+    $("raw-action").value = JSON.stringify(given, null, 2);
+  } else {
+    form().setValue(given);
+  }
+  if (app.seat) {
+    await playSeat(action);
     return;
   }
-  const action = read.value;
   setBusy(true);
   setStatus("stepping…");
   const started = performance.now();
@@ -514,8 +524,23 @@ function setMode(mode) {
   $("mode-raw").setAttribute("aria-selected", String(mode === "raw"));
 }
 
-function showInfo(info) {
+// Whether the action has a string field `move`, which a board's clicks fill (chess).
+function takesMoves(schema) {
+  const top = resolve(schema, schema);
+  const move = top && typeof top === "object" ? top.properties?.move : undefined;
+  const resolved = move === undefined ? undefined : resolve(move, schema);
+  return Boolean(resolved && resolved.type === "string");
+}
+
+// The env's description; `seat`: the seat this page plays, whose own types it shows.
+function showInfo(info, seat = null) {
   app.info = info;
+  const own = (seat !== null && info.seat_schemas?.[seat]) || {};
+  info = {
+    ...info,
+    action_schema: own.action || info.action_schema,
+    observation_schema: own.observation || info.observation_schema,
+  };
   document.title = `${info.name} · ecotone`;
   $("env-name").textContent = info.name;
   $("env-version").textContent = info.version ? `v${info.version}` : "";
@@ -528,6 +553,7 @@ function showInfo(info) {
   $("state-schema").textContent = JSON.stringify(info.state_schema || {}, null, 2);
   app.form = new SchemaForm(info.action_schema || {});
   $("form-view").replaceChildren(app.form.element);
+  app.moves = takesMoves(info.action_schema || {});
   const splits = Object.entries(info.tasks || {});
   $("task-picker").hidden = splits.length === 0;
   if (splits.length) {
@@ -626,7 +652,38 @@ async function refreshServer() {
   $("server-metrics").querySelector("tbody").replaceChildren(...rows);
 }
 
+function legalMoves() {
+  const legal = app.observation?.legal_moves;
+  return Array.isArray(legal) ? legal : null;
+}
+
 async function start() {
+  app.board = new BoardClicks($("render-view"), {
+    legal: legalMoves,
+    enabled: () => app.moves && canAct() && !app.busy,
+    play: (move) => doStep(null, { move }),
+  });
+  const seatKey = new URLSearchParams(window.location.search).get("seat");
+  if (seatKey !== null) {
+    $("action-form").addEventListener("submit", doStep);
+    $("mode-form").addEventListener("click", () => setMode("form"));
+    $("mode-raw").addEventListener("click", () => setMode("raw"));
+    setBusy(true);
+    setStatus("joining…");
+    try {
+      await startSeat(seatKey);
+    } catch (exc) {
+      setStatus(`cannot take this seat: ${exc.code}: ${exc.message}`, "error");
+      document.body.dataset.ready = "true";
+      return;
+    }
+    setBusy(false);
+    follow();
+    document.body.dataset.ready = "true";
+    refreshServer();
+    setInterval(refreshServer, 2000);
+    return;
+  }
   $("reset-form").addEventListener("submit", doReset);
   $("reset-split").addEventListener("change", loadTasks);
   $("action-form").addEventListener("submit", doStep);
@@ -646,6 +703,15 @@ async function start() {
   try {
     const described = await api("GET", "/v1/describe");
     showInfo(described.info);
+    app.seated = (described.info.seats || []).length > 0;
+    if (app.seated) {
+      // The owner resets the game and hands out its seats; the seats play, from their links.
+      document.body.dataset.mode = "owner";
+      $("action-panel").hidden = true;
+      $("trajectory-panel").hidden = true;
+      $("seat-line").textContent = `Seats: ${described.info.seats.join(", ")}. Each link ` +
+        "plays one seat (anyone holding it does): open it in another tab, or hand it to a player.";
+    }
     await openSession();
   } catch (exc) {
     setStatus(`cannot start: ${exc.message}`, "error");
