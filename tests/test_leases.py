@@ -16,7 +16,7 @@ from tests.test_kernel import FakeClock, Peer
 def _engine(clock: FakeClock, **limits: float) -> Engine:
     return Engine(
         EnvSpec.from_class(CounterEnv, "counter"),
-        limits=Limits(idle_timeout=None, **limits),  # type: ignore[arg-type]
+        limits=Limits(lease=None, **limits),  # type: ignore[arg-type]
         clock=clock,
     )
 
@@ -40,7 +40,7 @@ async def test_a_loose_session_closes_after_its_grace_unless_claimed() -> None:
     assert await peer.reap() == 1
     assert engine.sessions.get(unclaimed, peer.conn.owner) is None
     assert engine.sessions.get(claimed, peer.conn.owner) is not None
-    clock.now = 1e6  # a claimed session lives as any other: idle_timeout (none here)
+    clock.now = 1e6  # a claimed session lives as any other: its lease (none here)
     assert await peer.reap() == 0
     assert engine.leases.held_by(peer.conn.owner, "10.0.0.1") == 1
 
@@ -96,7 +96,7 @@ async def test_loose_sessions_close_with_the_reasons_the_hooks_hear() -> None:
     registry.register(Recorder(), "recorder")
     engine = Engine(
         EnvSpec.from_class(CounterEnv, "counter"),
-        limits=Limits(idle_timeout=None, stateless_grace=1.0),
+        limits=Limits(lease=None, stateless_grace=1.0),
         hooks=registry.pm.hook,
         clock=clock,
     )
@@ -135,6 +135,6 @@ async def test_a_silent_connection_is_dropped_unless_it_holds_sessions() -> None
 
 def test_expire_runs_often_enough_for_both_limits() -> None:
     spec = EnvSpec.from_class(CounterEnv, "counter")
-    assert Engine(spec, limits=Limits(idle_timeout=None, stateless_grace=2.0)).expiring() == 0.5
-    assert Engine(spec, limits=Limits(idle_timeout=100.0, stateless_grace=40.0)).expiring() == 5.0
-    assert Engine(spec, limits=Limits(idle_timeout=0.1, stateless_grace=40.0)).expiring() == 0.05
+    assert Engine(spec, limits=Limits(lease=None, stateless_grace=2.0)).expiring() == 0.5
+    assert Engine(spec, limits=Limits(lease=100.0, stateless_grace=40.0)).expiring() == 5.0
+    assert Engine(spec, limits=Limits(lease=0.1, stateless_grace=40.0)).expiring() == 0.05

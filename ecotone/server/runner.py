@@ -25,7 +25,7 @@ The engine (`ecotone.kernel.engine`) decides everything; this module only execut
 Transports use `receive` (bytes in, from their receive loop), `flush` (once per received
 chunk, so answers to pipelined requests go out in one write), `ask` (one request, wait for
 its answer: HTTP routes and OpenEnv's profile), `disconnect` (a connection went away) and
-`reap` (idle sessions).
+`reap` (the lease rule's sweep).
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ class Runner:
             self.nursery.start_soon(self.flush)
 
     async def reap_idle(self) -> None:
-        """Close idle and unclaimed sessions every so often (`Engine.expiring`)."""
+        """Reclaim what the lease rule says, every sweep (`Engine.expire`, `expiring`)."""
         period = self.engine.expiring()
         if period is None:
             return

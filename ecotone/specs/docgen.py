@@ -27,6 +27,7 @@ def _type_name(t: Any) -> str:
         text = str(t).replace("typing.", "")
     text = text.replace("msgspec.Raw", "payload").replace("NoneType", "None")
     text = text.replace("ecotone.specs.frames.", "").replace("ecotone.specs.errors.", "")
+    text = text.replace("ecotone.specs.records.", "")
     return "`" + {"Raw": "payload"}.get(text, text).replace("|", "\\|") + "`"
 
 
