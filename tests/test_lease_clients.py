@@ -7,6 +7,8 @@ off: tests/test_lease_crowd.py."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import signal
 import subprocess
@@ -205,3 +207,46 @@ def test_a_frozen_seat_holder_loses_its_seat_after_the_lease() -> None:
             for stream in (process.stdin, process.stdout):
                 if stream is not None:
                     stream.close()
+
+
+def _post(port: int, path: str) -> tuple[int, dict[str, object]]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("POST", path, body=b"", headers={"content-type": "application/json"})
+        reply = conn.getresponse()
+        return reply.status, json.loads(reply.read())
+    finally:
+        conn.close()
+
+
+def test_the_http_keepalive_route_renews_and_says_404_once_reclaimed() -> None:
+    with run_server("counter", transport="http", limits=Limits(lease=LEASE)) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        status, opened = _post(port, "/v1/sessions")
+        assert status == 200 and opened["lease"] == LEASE
+        session = str(opened["session"])
+        for _ in range(4):  # 1.2 s: past the lease, renewed every 0.3 s
+            time.sleep(LEASE * 0.3)
+            status, kept = _post(port, f"/v1/sessions/{session}/keepalive")
+            assert (status, kept["op"], kept.get("unknown", [])) == (200, "kept", [])
+        assert wait_until(lambda: server.recorder.close_reason(session) == "lease", 10)
+        status, gone = _post(port, f"/v1/sessions/{session}/keepalive")
+        assert (status, gone["code"]) == (404, "unknown_session")
+        assert gone["details"] == {"reclaimed": "lease"}
+        status, never = _post(port, "/v1/sessions/nosuch/keepalive")
+        assert (status, never["code"]) == (404, "unknown_session")
+
+
+def test_a_session_dropped_without_closing_is_left_to_the_lease() -> None:
+    """The keeper renews what the process still holds: a session's client dropped without
+    `close` (a TRL env instance, say) is no longer renewed, and the server takes it back."""
+    with (
+        run_server("counter", limits=Limits(lease=LEASE)) as server,
+        ecotone.Connection.open_url(server.url) as connection,
+    ):
+        kept, dropped = connection.open(), connection.open()
+        dropped_id = dropped.session_id
+        del dropped
+        assert wait_until(lambda: server.recorder.close_reason(dropped_id) == "lease", 10)
+        assert kept.session_id in server.recorder.open_sessions
+        assert connection.leases()[0] == {kept.session_id: LEASE}

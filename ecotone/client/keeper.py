@@ -36,7 +36,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable
-from typing import Any, Final, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from ecotone.client._core import ClientCore
 from ecotone.client.channels import SyncChannel, open_sync_channel
@@ -52,6 +52,21 @@ MIN_PERIOD: Final = 0.05
 """Seconds between two ticks, at least."""
 SKIPPED: Final = ("inproc:", "stdio:", "openenv+")
 """URLs whose sessions the keeper leaves alone (see the module's rules)."""
+
+
+class Held(NamedTuple):
+    """A lease a connection holds: its length, and (weakly) what holds it (a session's
+    client: once it is dropped without being closed, the keeper no longer renews it, and the
+    server reclaims the session after its lease)."""
+
+    lease: float
+    by: weakref.ref[Any]
+
+
+def alive(held: dict[str, Held]) -> dict[str, float]:
+    """The leases of `held` whose holders live, by name (copied first: the keeper's thread
+    reads it while the connection's changes it)."""
+    return {name: h.lease for name, h in list(held.items()) if h.by() is not None}
 
 
 class Holder(Protocol):

@@ -9,12 +9,13 @@ no background reader (whoever waits reads, and hands each answer to its owner).
 from __future__ import annotations
 
 import time
+import weakref
 from typing import Any, Self
 
 from ecotone.client._async import io
 from ecotone.client._core import ClientCore, Matcher, Slot, credentials
 from ecotone.client.errors import ConnectionLost
-from ecotone.client.keeper import KEEPER
+from ecotone.client.keeper import KEEPER, Held, alive
 from ecotone.specs import Hello, Response
 
 DEFAULT_TIMEOUT = 60.0
@@ -45,9 +46,10 @@ class AsyncExchange:
         self.keep_alive = True
         """Whether the process's lease keeper renews the leases of what this connection
         holds (`ecotone.client.keeper`); set it before opening sessions."""
-        self._sessions: dict[str, float] = {}
-        """Sessions this connection holds under a lease, with the lease's length."""
-        self._seat_keys: dict[str, float] = {}
+        self._sessions: dict[str, Held] = {}
+        """Sessions this connection holds under a lease: the lease's length, and the object
+        that holds it (the session's client: once it is gone, the lease is not renewed)."""
+        self._seat_keys: dict[str, Held] = {}
         """Keys of the seats this connection took, likewise."""
         self.core = ClientCore(codec)
         self.channel: io.Channel = (
@@ -120,20 +122,22 @@ class AsyncExchange:
 
     # --- leases ------------------------------------------------------------------------------
 
-    def hold(self, name: str, lease: float | None, seat: bool = False) -> None:
+    def hold(self, name: str, lease: float | None, by: object, seat: bool = False) -> None:
         """Hold session `name` (`seat`: the seat whose key `name` is) under a lease.
 
-        The lease keeper renews it from now on, unless `keep_alive` is off; a lease of None
-        (the server does not lease it) holds nothing.
+        The lease keeper renews it from now on, while `by` lives and unless `keep_alive` is
+        off; a lease of None (the server does not lease it) holds nothing.
 
         Args:
             name: The session's id, or the seat's key.
             lease: The lease's length, as the server said (`opened`, `joined`).
+            by: What holds it (the session's client): a session whose client was dropped
+                without being closed is left to the server's lease.
             seat: `name` is a seat's key.
         """
         if lease is None or self.closed:
             return
-        (self._seat_keys if seat else self._sessions)[name] = lease
+        (self._seat_keys if seat else self._sessions)[name] = Held(lease, weakref.ref(by))
         if self.keep_alive:
             KEEPER.watch(self)
 
@@ -147,12 +151,12 @@ class AsyncExchange:
         self._seat_keys.pop(name, None)
 
     def leases(self) -> tuple[dict[str, float], dict[str, float]]:
-        """What this connection holds under a lease.
+        """What this connection holds under a lease, whose holders live.
 
         Returns:
             Its sessions and its seat keys, each with its lease's length in seconds.
         """
-        return dict(self._sessions), dict(self._seat_keys)
+        return alive(self._sessions), alive(self._seat_keys)
 
     # --- requests ------------------------------------------------------------------------------
 

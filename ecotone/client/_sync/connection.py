@@ -157,10 +157,10 @@ class Connection(Exchange):
             self.request(Open(id=self.core.next_id(), env=env), timeout),
         )
         assert isinstance(response, Opened)
-        self.hold(response.session, response.lease)
         types = EnvTypes(observation_type, state_type)
         client = EnvClient[Any, Any](self, response.session, response.env, types)
         client.resume_key = response.resume
+        self.hold(response.session, response.lease, client)
         return client
 
     def join(
@@ -188,9 +188,10 @@ class Connection(Exchange):
         frame = Join(id=self.core.next_id(), key=key)
         answer = self.core.check(self.request(frame, timeout))
         assert isinstance(answer, Joined), answer
-        self.hold(key, answer.lease, seat=True)
         types = EnvTypes(observation_type, None)
-        return Seat(self, answer.session, answer.env, answer.seat, answer.seats, types)
+        seat = Seat(self, answer.session, answer.env, answer.seat, answer.seats, types)
+        self.hold(key, answer.lease, seat, seat=True)
+        return seat
 
     def describe(self, env: str | None = None) -> EnvInfo:
         """Describe an env: its name, version, description and JSON Schemas.

@@ -155,11 +155,12 @@ class SessionSnapshots:
         frame = Fork(id=core.next_id(), session=self.session_id, n=n, call_timeout=call_timeout)
         answer = core.check(self.connection.request(frame, timeout))
         assert isinstance(answer, Forked), answer
-        lease = self.connection.leases()[0].get(self.session_id)
-        for sid in answer.sessions:  # leased as this one is
-            self.connection.hold(sid, lease)
         kind = type(self)
-        return [kind(self.connection, sid, self.env, self.types) for sid in answer.sessions]  # type: ignore[call-arg]
+        forks = [kind(self.connection, sid, self.env, self.types) for sid in answer.sessions]  # type: ignore[call-arg]
+        lease = self.connection.leases()[0].get(self.session_id)
+        for fork in forks:  # leased as this one is
+            self.connection.hold(fork.session_id, lease, fork)
+        return forks
 
     def export_snapshot(
         self, snapshot: str | SnapshotInfo, *, timeout: float | None = None

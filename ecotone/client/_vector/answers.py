@@ -335,7 +335,7 @@ class Answers(Ledger):
         assert outcome is not None
         sub.session = response.session
         sub.conn = sub.link.conn
-        sub.conn.hold(response.session, response.lease)
+        sub.conn.hold(response.session, response.lease, self)  # held while the env lives
         if self.recorder is not None and self.env is None:
             self.recorder.env = response.env  # the server's default env: now we know its name
         sub.lost = None
