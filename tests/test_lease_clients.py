@@ -200,6 +200,12 @@ def test_a_frozen_seat_holder_loses_its_seat_after_the_lease() -> None:
             with pytest.raises(ecotone.ServerError) as caught:
                 north.play({"card": hand[1]})
             assert caught.value.code == "episode_done"  # (not forbidden: still its seat)
+            metrics = _metrics(server.url)
+            assert metrics["ecotone_seats_reclaimed_total"] == 1.0
+            assert metrics['ecotone_leases{kind="seat"}'] == 1.0  # north's
+            assert metrics['ecotone_leases{kind="session"}'] == 1.0
+            assert metrics["ecotone_lease_seconds"] == LEASE
+            assert 0.0 <= metrics["ecotone_lease_oldest_seconds"] < LEASE
         finally:
             os.kill(process.pid, signal.SIGCONT)
             process.kill()
@@ -207,6 +213,19 @@ def test_a_frozen_seat_holder_loses_its_seat_after_the_lease() -> None:
             for stream in (process.stdin, process.stdout):
                 if stream is not None:
                     stream.close()
+
+
+def _metrics(url: str) -> dict[str, float]:
+    """`GET /metrics` of the server at `url` (ws:// or http://), by series."""
+    port = int(url.rsplit(":", 1)[1])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    series = (line.rpartition(" ") for line in text.splitlines() if not line.startswith("#"))
+    return {name: float(value) for name, _, value in series if name}
 
 
 def _post(port: int, path: str) -> tuple[int, dict[str, object]]:
