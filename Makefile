@@ -113,7 +113,7 @@ bench: $(STAMP) $(OPENENV_VENV)/.installed $(RAY_VENV)/.installed
 	$(PY) bench/run.py --openenv-python $(OPENENV_VENV)/bin/python --reps 5 --out docs/benchmarks.md
 	$(PY) bench/sandbox.py --reps 5 --out docs/benchmarks.md
 	$(PY) bench/snapshots.py --reps 5 --out docs/benchmarks.md
-	$(PY) bench/pools.py --episodes 256 --servers 64 --handouts 40 --out docs/benchmarks.md
+	$(PY) bench/pools.py --episodes 256 --servers 64 --handouts 40 --launches 20 --out docs/benchmarks.md
 	$(PY) bench/ray_cluster.py --ray-python $(RAY_VENV)/bin/python --out docs/benchmarks.md
 
 ## make base-image: Debian bookworm + python3 from nothing (debootstrap; needs root), imported
