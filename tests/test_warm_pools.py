@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import ecotone
+from ecotone.launcher.vector import LaunchedVectorEnv
 from ecotone.launcher.warm import close_pools, warm_pool
 from tests.conftest import wait_until
 from tests.test_launch_vector import _running
@@ -83,6 +84,7 @@ def test_launch_vector_takes_its_servers_warm_and_a_dead_ones_stand_in_too() -> 
     with ecotone.launch_vector(
         "counter", 4, servers=2, provider="process", pool=3, errors="info", step_timeout=10
     ) as envs:
+        assert isinstance(envs, LaunchedVectorEnv)
         assert {server.url.split("?")[0] for server in envs.servers} <= ready
         envs.reset(seed=0)
         obs, *_ = envs.step([{"delta": 1}] * 4)

@@ -84,9 +84,7 @@ def warm_pool(
     with _lock:
         pool = _pools.get(key)
         if pool is None or pool.closed:
-            pool = _pools[key] = ServerPool(
-                launch_spec, size, provider=provider, registry=registry
-            )
+            pool = _pools[key] = ServerPool(launch_spec, size, provider=provider, registry=registry)
         return pool
 
 
