@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import ecotone
+from ecotone.client.keeper import keeps
 from ecotone.kernel import Limits
 from ecotone.kernel.leases import sweep_period
 from tests.conftest import RunningServer, run_server, wait_until
@@ -269,3 +270,39 @@ def test_a_session_dropped_without_closing_is_left_to_the_lease() -> None:
         assert wait_until(lambda: server.recorder.close_reason(dropped_id) == "lease", 10)
         assert kept.session_id in server.recorder.open_sessions
         assert connection.leases()[0] == {kept.session_id: LEASE}
+
+
+ALONE = """
+import sys, threading, ecotone
+from ecotone.kernel import polling
+env = ecotone.connect(sys.argv[1])  # holds a leased session: the keeper's thread starts
+print(threading.active_count(), polling.alone(), flush=True)
+"""
+
+
+def test_the_keepers_thread_leaves_the_blocking_clients_busy_polling_on() -> None:
+    """The keeper is a sleeper: a blocking client in a process of one thread of its own
+    still spins on its reads (`ecotone.kernel.polling.alone`)."""
+    with run_server("counter", limits=Limits(lease=LEASE)) as server:
+        done = subprocess.run(
+            [sys.executable, "-c", ALONE, server.url], capture_output=True, text=True, timeout=60
+        )
+    assert done.stdout.split() == ["2", "True"], done.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "kept"),
+    [
+        ("ws://127.0.0.1:1", True),
+        ("http://h:1", True),
+        ("tcp://h:1", True),
+        ("unix:///tmp/s", True),
+        ("inproc://counter", False),
+        ("stdio:counter", False),
+        ("openenv+http://h:1", False),
+    ],
+)
+def test_the_keeper_leaves_alone_the_servers_a_second_connection_cannot_reach(
+    url: str, kept: bool
+) -> None:
+    assert keeps(url) is kept
