@@ -1,7 +1,8 @@
 """Leases over real servers and real client processes, on every transport: a live client's
 idle session outlives many leases (the process's lease keeper renews it), a frozen client's
 (SIGSTOP: its kernel still acknowledges every byte) is reclaimed within the lease plus one
-sweep, and, woken up, the client hears its session was reclaimed. A frozen seat's holder loses
+sweep (websocket, http, tcp, unix; stdio too, whose server is the client's child), and,
+woken up, the client hears its session was reclaimed. A frozen seat's holder loses
 its seat the same way. The issue's 1,000 sessions over 20+ processes killed, frozen and cut
 off: tests/test_lease_crowd.py."""
 
@@ -13,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -306,3 +308,66 @@ def test_the_keeper_leaves_alone_the_servers_a_second_connection_cannot_reach(
     url: str, kept: bool
 ) -> None:
     assert keeps(url) is kept
+
+
+STDIO = """
+import sys, ecotone
+env = ecotone.connect("stdio:counter")  # the server is this process's child
+env.reset()
+print(env.session_id, flush=True)
+for line in sys.stdin:
+    try:
+        print("stepped", env.step({"delta": 1}).observation["count"], flush=True)
+    except ecotone.ServerError as exc:
+        print("error", exc.code, exc.details.get("reclaimed"), flush=True)
+"""
+
+
+def test_over_stdio_a_frozen_clients_session_is_reclaimed_too() -> None:
+    """The server is the client's child, and lives on while its parent is frozen: the same
+    lease takes the session (the keeper leaves stdio alone: a second connection would start
+    another server). The child inherits the lease and JSON logs from the environment."""
+    environ = {
+        **os.environ,
+        "ECOTONE_LIMITS_LEASE": str(LEASE),
+        "ECOTONE_LOG_FORMAT": "json",
+        "ECOTONE_LOG_LEVEL": "info",
+    }
+    client = subprocess.Popen(
+        [sys.executable, "-c", STDIO],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environ,
+    )
+    closed: list[tuple[str, str]] = []
+
+    def read_logs() -> None:
+        assert client.stderr is not None
+        for line in client.stderr:
+            if line.startswith("{"):
+                entry = json.loads(line)
+                if entry.get("event") == "session_closed":
+                    closed.append((entry["session"], entry["reason"]))
+
+    threading.Thread(target=read_logs, daemon=True).start()
+    try:
+        assert client.stdout is not None and client.stdin is not None
+        session = client.stdout.readline().strip()
+        assert session
+        os.kill(client.pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        assert wait_until(lambda: (session, "lease") in closed, 10, 0.01)
+        assert time.monotonic() - stopped <= LEASE + SWEEP + SLACK
+        os.kill(client.pid, signal.SIGCONT)
+        client.stdin.write("step\n")
+        client.stdin.flush()
+        assert client.stdout.readline().strip() == "error unknown_session lease"
+    finally:
+        os.kill(client.pid, signal.SIGCONT)
+        client.kill()
+        client.wait()
+        for stream in (client.stdin, client.stdout):
+            if stream is not None:
+                stream.close()
