@@ -10,7 +10,7 @@ script makes, joined to the server by a veth pair (link-local addresses that exi
 there), and the route back to them becomes a blackhole mid-run.
 
 The server: `ecotone serve counter` with ping_interval 2 s and ping_timeout 2 s (TCP
-keepalive and TCP_USER_TIMEOUT for vanished peers), idle_timeout 5 s and
+keepalive and TCP_USER_TIMEOUT for vanished peers), a lease of 5 s and
 idle_connection_timeout 5 s (what frees a frozen peer's session and connection: its kernel
 still acknowledges every byte), and max_connections_per_ip raised above the client count.
 Its sessions are read from /metrics, its descriptors from /proc.
@@ -109,9 +109,9 @@ def _run(
         "ECOTONE_LIMITS_MAX_CONNECTIONS_PER_IP": str(clients + 100),
         "ECOTONE_LIMITS_MAX_SESSIONS": str(clients + 100),
         # A frozen peer's kernel still acknowledges everything: nothing at the TCP level
-        # tells it from a live idle client. Its sessions go when idle this long, then its
-        # connection when silent this long.
-        "ECOTONE_LIMITS_IDLE_TIMEOUT": "5",
+        # tells it from a live idle client. Its sessions go when their lease runs out, then
+        # its connection when silent this long.
+        "ECOTONE_LIMITS_LEASE": "5",
         "ECOTONE_LIMITS_IDLE_CONNECTION_TIMEOUT": "5",
     }
     host = HOST_ADDR if namespace is not None else "127.0.0.1"

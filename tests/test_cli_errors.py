@@ -76,6 +76,13 @@ CASES = [
     case("serve-reward", "serve mcp+stdio:true#reward=nope:fn", 2, "reward='nope:fn'"),
     case("serve-tasks-file", f"serve wordle --tasks {MISSING}.jsonl", 2, f"{MISSING}.jsonl"),
     case("serve-isolate", "serve chess-duel --isolate", 2, "cannot run in a process of its own"),
+    case("serve-lease", "serve counter --lease 0", 2, "lease must be > 0"),
+    case(
+        "serve-lease-alias",
+        "serve counter --lease 5 --idle-timeout 7",
+        2,
+        "both limits.lease (5.0) and its deprecated alias limits.idle_timeout (7.0)",
+    ),
     case(
         "serve-closed",
         "serve counter --transport stdio",

@@ -17,7 +17,7 @@ port = 9100
 
 [limits]
 max_sessions = 12
-idle_timeout = 30.5
+lease = 30.5
 max_frame_bytes = 65536
 ping_interval = 5
 ping_timeout = 7.5
@@ -47,7 +47,7 @@ def test_a_toml_file_sets_every_field(tmp_path: Path) -> None:
         port=9100,
         limits=Limits(
             max_sessions=12,
-            idle_timeout=30.5,
+            lease=30.5,
             max_frame_bytes=65536,
             ping_interval=5.0,
             ping_timeout=7.5,
@@ -76,13 +76,13 @@ def test_environment_variables_override_the_file(tmp_path: Path) -> None:
         "ECOTONE_ENV": "counter",
         "ECOTONE_PORT": "9200",
         "ECOTONE_LIMITS_MAX_SESSIONS": "64",
-        "ECOTONE_LIMITS_IDLE_TIMEOUT": "none",
+        "ECOTONE_LIMITS_LEASE": "none",
         "PATH": "/usr/bin",  # not ours: ignored
     }
     config = load(path, environ=environ)
     assert (config.env, config.port, config.host) == ("counter", 9200, "0.0.0.0")
     assert config.limits.max_sessions == 64
-    assert config.limits.idle_timeout is None
+    assert config.limits.lease is None
     assert config.limits.max_frame_bytes == 65536  # untouched by the environment
 
 
@@ -95,11 +95,40 @@ def test_flags_override_the_environment_and_the_file(tmp_path: Path) -> None:
             "env": "counter",
             "port": 0,
             "host": None,  # a flag not given: ignored
-            "limits": {"max_sessions": 3, "idle_timeout": None},
+            "limits": {"max_sessions": 3, "lease": None},
         },
     )
     assert (config.env, config.port, config.host) == ("counter", 0, "0.0.0.0")
-    assert (config.limits.max_sessions, config.limits.idle_timeout) == (3, 30.5)
+    assert (config.limits.max_sessions, config.limits.lease) == (3, 30.5)
+
+
+def test_idle_timeout_still_works_as_the_lease_and_says_it_is_deprecated(tmp_path: Path) -> None:
+    deprecated = r"`idle_timeout` is deprecated: it is now the session lease, `lease` in \[limits\]"
+    with pytest.warns(FutureWarning, match=deprecated):
+        assert load(write(tmp_path, "[limits]\nidle_timeout = 12\n"), environ={}).limits.lease == 12
+    with pytest.warns(FutureWarning, match=deprecated):
+        config = load(environ={"ECOTONE_LIMITS_IDLE_TIMEOUT": "none", "ECOTONE_CONFIG": ""})
+    assert config.limits.lease is None
+    with pytest.warns(FutureWarning, match=deprecated):  # `ecotone serve --idle-timeout 7`
+        config = load(environ={"ECOTONE_CONFIG": ""}, overrides={"limits": {"idle_timeout": 7}})
+    assert config.limits.lease == 7
+    with pytest.warns(FutureWarning, match=deprecated):
+        limits = Limits(idle_timeout=3.0)  # type: ignore[call-arg]
+    assert limits == Limits(lease=3.0)
+    assert limits.idle_timeout == 3.0  # read under its old name, too
+    # the flag wins over the file, whichever name each uses
+    path = write(tmp_path, "[limits]\nlease = 30\n")
+    with pytest.warns(FutureWarning):
+        config = load(path, environ={}, overrides={"limits": {"idle_timeout": 5}})
+    assert config.limits.lease == 5
+
+
+def test_lease_and_idle_timeout_that_differ_in_one_place_are_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "[limits]\nlease = 30\nidle_timeout = 5\n")
+    with pytest.raises(ConfigError, match=r"both limits\.lease .* limits\.idle_timeout"):
+        load(path, environ={})
+    with pytest.raises(ValueError, match="both lease"):
+        Limits(lease=1.0, idle_timeout=2.0)  # type: ignore[call-arg]
 
 
 def test_a_misspelt_limit_is_an_error_naming_the_dotted_key(tmp_path: Path) -> None:
@@ -132,7 +161,7 @@ def test_an_unknown_ecotone_variable_is_an_error_naming_it() -> None:
         ("env = 3\n", "env"),
         ('[limits]\nmax_sessions = "many"\n', "limits.max_sessions"),
         ('[limits]\nping_timeout = "soon"\n', "limits.ping_timeout"),
-        ("[limits]\nidle_timeout = false\n", "limits.idle_timeout"),
+        ("[limits]\nlease = false\n", "limits.lease"),
     ],
 )
 def test_a_value_of_the_wrong_type_is_an_error_naming_the_key(

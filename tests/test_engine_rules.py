@@ -105,7 +105,7 @@ async def test_a_batch_answered_late_leaves_its_sessions_fresh_for_the_idle_reap
     now = [0.0]
     engine = Engine(
         EnvSpec.from_class(SlowCloseEnv, "slow_close"),
-        limits=Limits(idle_timeout=10.0),
+        limits=Limits(lease=10.0),
         clock=lambda: now[0],
     )
     driver = Driver(engine)

@@ -445,10 +445,10 @@ def test_concurrent_requests_on_one_session_all_apply(server: RunningServer) -> 
 
 
 def test_an_idle_session_is_reaped_and_then_unknown() -> None:
-    with run_server("counter", transport="http", limits=Limits(idle_timeout=0.2)) as server:
+    with run_server("counter", transport="http", limits=Limits(lease=0.2)) as server:
         c = Http(server.port)
         sid = c.open_session()
-        assert wait_until(lambda: server.recorder.close_reason(sid) == "idle")
+        assert wait_until(lambda: server.recorder.close_reason(sid) == "lease")
         reply = c.request("POST", f"/v1/sessions/{sid}/reset")
         assert (reply.status, reply.json()["code"]) == (404, "unknown_session")
         c.close()

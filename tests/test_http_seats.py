@@ -69,6 +69,7 @@ def test_two_http_clients_play_chess_by_their_keys_to_the_end(
         "env": "chess-duel",
         "seat": "white",
         "seats": ["white", "black"],
+        "lease": 300.0,  # the seat's lease, as long as a session's
     }
     assert white.request("POST", f"/v1/seats/{w}/join").json()["seat"] == "white"  # again: ok
     first = _view(white, w)
@@ -296,8 +297,8 @@ def test_a_key_acts_as_its_own_holder_never_as_the_owner_whatever_token_it_shows
         _error(player.request("POST", "/v1/frames", peek, as_player), 404, "unknown_session")
 
 
-def test_a_seat_left_over_http_is_lost_by_the_envs_rule_after_the_idle_timeout() -> None:
-    with run_server("cards_threaded", transport="http", limits=Limits(idle_timeout=1.0)) as server:
+def test_a_seat_left_over_http_is_lost_by_the_envs_rule_after_its_lease() -> None:
+    with run_server("cards_threaded", transport="http", limits=Limits(lease=1.0)) as server:
         owner, north, south = (Http(server.port) for _ in range(3))
         _, keys = _game(owner, "cards_threaded", seed=4)
         n, s = keys["keys"]["north"], keys["keys"]["south"]

@@ -400,7 +400,7 @@ async def test_shutdown_closes_every_env_exactly_once() -> None:
 
 async def test_idle_sessions_are_reaped_by_the_clock_and_closed_once() -> None:
     clock = FakeClock()
-    kernel = make_kernel(limits=Limits(idle_timeout=10.0), clock=clock)
+    kernel = make_kernel(limits=Limits(lease=10.0), clock=clock)
     peer = Peer(kernel)
     idle = await peer.open("closing")  # last used at t=0
     busy = await peer.open("closing")
@@ -426,9 +426,9 @@ async def test_idle_sessions_are_reaped_by_the_clock_and_closed_once() -> None:
     assert (idle_env.close_calls, busy_env.close_calls) == (1, 1)
 
 
-async def test_sessions_are_never_reaped_without_an_idle_timeout() -> None:
+async def test_sessions_are_never_reaped_without_a_lease() -> None:
     clock = FakeClock()
-    kernel = make_kernel(limits=Limits(idle_timeout=None), clock=clock)
+    kernel = make_kernel(limits=Limits(lease=None), clock=clock)
     peer = Peer(kernel)
     session = await peer.open()
     clock.now = 1e9

@@ -323,7 +323,7 @@ async def test_an_env_that_cannot_start_an_episode_leaves_no_session_behind() ->
 async def test_an_episode_closed_while_idle_is_said_and_the_next_call_starts_another() -> None:
     from ecotone.kernel import Limits
 
-    with run_server("wordle", transport="http", limits=Limits(idle_timeout=0.3)) as server:
+    with run_server("wordle", transport="http", limits=Limits(lease=0.3)) as server:
         async with http_session(server) as session:
             assert not (await session.call_tool("step", {"guess": "crane"})).is_error
             assert wait_until(lambda: server.recorder.open_sessions == set())

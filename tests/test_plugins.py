@@ -164,7 +164,7 @@ async def test_kernel_hooks_report_idle_and_shutdown_closes() -> None:
     driver = Driver(
         Engine(
             registry.env_spec("counter"),
-            limits=Limits(idle_timeout=5.0),
+            limits=Limits(lease=5.0),
             hooks=registry.pm.hook,
             clock=lambda: now[0],
         )
@@ -182,7 +182,7 @@ async def test_kernel_hooks_report_idle_and_shutdown_closes() -> None:
     assert len(driver.engine.sessions) == 1
     await driver.shutdown()
     assert recorder.opened == [(opened[0], "counter"), (opened[1], "counter")]
-    assert recorder.closed == [(opened[0], "counter", "idle"), (opened[1], "counter", "shutdown")]
+    assert recorder.closed == [(opened[0], "counter", "lease"), (opened[1], "counter", "shutdown")]
 
 
 # --- a third-party distribution --------------------------------------------------------------

@@ -208,7 +208,7 @@ def test_hidden_hands_never_reach_the_other_seat(transport: str) -> None:
 
 
 def test_a_dropped_seat_is_held_then_released_by_the_env_rule() -> None:
-    limits = Limits(idle_timeout=1.0)
+    limits = Limits(lease=1.0)
     with run_server("cards_threaded", limits=limits) as server:
         with (
             ecotone.Connection.open_url(server.url) as first,

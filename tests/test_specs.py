@@ -27,6 +27,7 @@ from ecotone.specs import (
     Hello,
     Join,
     JsonCodec,
+    Keepalive,
     ListTasks,
     ListTools,
     MsgpackCodec,
@@ -174,6 +175,7 @@ MINIMAL_REQUESTS: dict[str, tuple[dict[str, Any], type]] = {
     "join": ({"key": "k"}, Join),
     "play": ({"session": "s", "action": {"card": 1}, "seat": "north"}, Play),
     "observe": ({"session": "s", "wait": True}, Observe),
+    "keepalive": ({"sessions": ["s"], "seats": ["k"]}, Keepalive),
 }
 
 

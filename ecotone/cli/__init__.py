@@ -14,8 +14,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import warnings
 from collections.abc import Callable, Sequence
-from typing import NamedTuple, NoReturn
+from typing import NamedTuple, NoReturn, TextIO
 
 import ecotone
 from ecotone.cli.authoring import init_arguments, run_init, run_validate, validate_arguments
@@ -115,6 +116,19 @@ def parser() -> Parser:
     return top
 
 
+def _one_line(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """A warning as the command shows it: one line, `ecotone: warning: ...` (a deprecated
+    setting's, say), not Python's two with a source line."""
+    print(f"ecotone: warning: {message}", file=file or sys.stderr)
+
+
 def _wants_traceback(argv: Sequence[str]) -> bool:
     """Whether `-v` was given, looked for before parsing (which may be what fails)."""
     return any(a in ("-v", "--verbose") for a in argv if a != "--")
@@ -136,6 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             format="%(asctime)s %(name)s %(levelname)s %(message)s",
         )
         args.verbose = verbose
+        warnings.showwarning = _one_line
         status = COMMANDS[args.command].run(args)
         sys.stdout.flush()  # a reader gone is noticed here, not at exit
         return status

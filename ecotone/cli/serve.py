@@ -66,7 +66,12 @@ def serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, help="port (default: 8000; 0 picks a free one)")
     p.add_argument("--config", help="config file (default: ./ecotone.toml if present)")
     p.add_argument("--max-sessions", type=int, help="open sessions allowed")
-    p.add_argument("--idle-timeout", type=float, help="seconds before an idle session closes")
+    p.add_argument(
+        "--lease",
+        type=float,
+        help="seconds a session stays its client's with no request or keepalive from it (300)",
+    )
+    p.add_argument("--idle-timeout", type=float, help="deprecated: --lease")
     p.add_argument(
         "--drain-timeout",
         type=float,
@@ -199,6 +204,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "port": args.port,
         "limits": {
             "max_sessions": args.max_sessions,
+            "lease": args.lease,
             "idle_timeout": args.idle_timeout,
             "shutdown_timeout": args.shutdown_timeout,
             "drain_timeout": args.drain_timeout,

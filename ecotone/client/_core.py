@@ -66,6 +66,10 @@ class ConnectOptions(TypedDict, total=False):
     """Seconds to connect and shake hands (10)."""
     token: str | None
     """For a server that requires one (else `?token=` in the URL, else `$ECOTONE_TOKEN`)."""
+    keepalive: bool
+    """Let the process's lease keeper renew the session's lease while it sits idle (True,
+    the default); False: the server reclaims it once idle for its lease
+    (`ecotone.client.keeper`)."""
     resume: bool
     """`connect` only: resume the session on a server restarted on the same checkpoint
     directory when the connection breaks (docs/snapshots.md)."""

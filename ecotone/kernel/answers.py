@@ -110,13 +110,27 @@ def too_deep(env: str, rid: RequestId, session: str) -> Error:
     )
 
 
-def unknown_session(session: str, rid: RequestId | None) -> Error:
+def unknown_session(
+    session: str, rid: RequestId | None, reclaimed: str | None = None, lease: float | None = None
+) -> Error:
+    """No open session `session` for this connection; `reclaimed`: why the server took it
+    back lately (`lease`, `unclaimed`: `leases.py`), which the message and details say."""
+    if reclaimed is None:
+        return error(
+            ErrorCode.UNKNOWN_SESSION,
+            f"no open session {session!r} on this connection "
+            "(never opened, already closed, or reclaimed after its lease ran out)",
+            rid,
+            session,
+        )
+    held = "limits.stateless_grace" if reclaimed == "unclaimed" else "limits.lease"
     return error(
         ErrorCode.UNKNOWN_SESSION,
-        f"no open session {session!r} on this connection "
-        "(never opened, already closed, or closed after being idle)",
+        f"session {session!r} was reclaimed: no request or keepalive about it reached the "
+        f"server for {lease:g} s ({held})",
         rid,
         session,
+        reclaimed=reclaimed,
     )
 
 

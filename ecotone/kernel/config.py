@@ -11,7 +11,7 @@ command-line flags. Structured with cattrs, so a wrong key or type is an error n
 
     [limits]               # every limit: ecotone/kernel/limits.py
     max_sessions = 1024
-    idle_timeout = 300.0
+    lease = 300.0          # seconds a session stays its client's with nothing from it
     max_frame_bytes = 4194304
     ping_interval = 20.0
     ping_timeout = 20.0
@@ -89,7 +89,7 @@ import attrs
 import cattrs
 from cattrs.v import format_exception
 
-from ecotone.kernel.limits import Limits
+from ecotone.kernel.limits import Limits, lease_from_alias
 
 ENV_PREFIX = "ECOTONE_"
 T = TypeVar("T")
@@ -418,7 +418,18 @@ def structure_as(data: Mapping[str, Any], type_: type[T], source: str, path: str
 
 def structure(data: Mapping[str, Any], source: str = "configuration") -> ServerConfig:
     """Build a ServerConfig from plain data; errors name the key (`limits.max_sessions`)."""
-    return structure_as(data, ServerConfig, source)
+    return structure_as(_renamed(data, source), ServerConfig, source)
+
+
+def _renamed(data: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """`data` with `limits.idle_timeout` (deprecated) given as `limits.lease`, warning once."""
+    limits = data.get("limits")
+    if not isinstance(limits, Mapping) or "idle_timeout" not in limits:
+        return dict(data)
+    try:
+        return {**data, "limits": lease_from_alias(dict(limits), "limits.")}
+    except ValueError as exc:
+        raise ConfigError(f"invalid {source}: {exc}") from None
 
 
 def load(
@@ -447,12 +458,13 @@ def load(
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
         source = f"config (file {path}, environment, flags)"
-    data = _merge(data, _from_environ(environ))
+        data = _renamed(data, f"config file {path}")
+    data = _merge(data, _renamed(_from_environ(environ), "environment"))
     if overrides:
         flat = {k: v for k, v in overrides.items() if v is not None and k not in _TABLES}
         data = _merge(data, flat)
         for table in _TABLES:
             given = {k: v for k, v in (overrides.get(table) or {}).items() if v is not None}
             if given:
-                data = _merge(data, {table: given})
+                data = _merge(data, _renamed({table: given}, "flags"))
     return structure(data, source)

@@ -470,7 +470,7 @@ class MultiAgentEnvironment(_SeatedEnvironment[ActT, ObsT, StateT]):
     Class attributes:
         seats: The seats' names, in a fixed order.
         seat_lost: What becomes of the episode when a seat's connection dropped and nobody
-            took the seat back within the server's `idle_timeout`: `"wait"` (the episode
+            took the seat back within its lease (`[limits] lease`): `"wait"` (the episode
             waits for its key to join again) or `"truncate"` (it ends; every seat's view says
             which seats were lost).
 

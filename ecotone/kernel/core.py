@@ -73,9 +73,12 @@ class EngineCore:
         principal, whose sessions `max_sessions_per_token` counts together."""
         self.token = self.tokens[0] if self.tokens else None
         """The first token (None: none needed)."""
-        self.sessions = SessionTable(self.limits.max_sessions, self.limits.idle_timeout)
-        self.leases = Leases(self.limits.stateless_grace, self.limits.max_http_sessions_per_client)
-        """Sessions opened for a client that may never name them again (`leases.py`)."""
+        self.sessions = SessionTable(self.limits.max_sessions)
+        limits = self.limits
+        self.leases = Leases(
+            limits.lease, limits.stateless_grace, limits.max_http_sessions_per_client
+        )
+        """The rule that reclaims sessions and seats, and the loose sessions (`leases.py`)."""
         self.clock = clock
         self._hooks = hooks
         self._on_opened = self._hook("ecotone_session_opened")
@@ -259,4 +262,20 @@ class EngineCore:
 
     def checkpoint_now(self, session: Session, jobs: list[Call]) -> None:
         """Start a checkpoint of the idle `session` nobody asked for (snapshotting.py)."""
+        raise NotImplementedError
+
+    def release_seats(self, now: float) -> None:
+        """Release the seats whose lease ran out (seating.py)."""
+        raise NotImplementedError
+
+    def renew_seats(self, session: Session, owner: Any, now: float) -> None:
+        """Renew the leases of the seats `owner` holds in `session` (seating.py)."""
+        raise NotImplementedError
+
+    def renew_seat(self, key: str, now: float) -> bool:
+        """Renew the lease of the seat `key` gives, if it is held (seating.py)."""
+        raise NotImplementedError
+
+    def seated_session(self, session_id: str, owner: Any) -> Session | None:
+        """The open session where `owner` holds a seat or spectates (seating.py)."""
         raise NotImplementedError

@@ -9,8 +9,9 @@ thread in the inproc channels), and tests can drive it by hand.
 The engine is one class composed of parts, each a module: `stepping.py` (the one step path),
 `batches.py` (`step_many`, `step_columns`), `snapshotting.py` (snapshots, restores, forks),
 `seating.py` (multi-agent seats), `rounds.py` (their simultaneous moves), `draining.py`
-(stopping in one order), `operations.py` (every other request), on `core.py` (what they
-share). A session's phase follows one table (`states.py`). The rules this module keeps:
+(stopping in one order), `leasing.py` (leases: `keepalive`, the sweep that reclaims),
+`operations.py` (every other request), on `core.py` (what they share). A session's phase
+follows one table (`states.py`). The rules this module keeps:
 
 * **One request of a session at a time, in arrival order.** A request for a session that is
   busy (a call in flight, or held by a batch) waits in the session's queue; each answer of a
@@ -34,7 +35,7 @@ share). A session's phase follows one table (`states.py`). The rules this module
 * **Deadlines.** A call past its deadline (`timed_out`) is answered `timeout` and sets its
   session's env aside (BROKEN): the next reset makes a fresh instance.
 * **Closing.** A session leaves the table when a client's `close` is reached (after its
-  earlier requests), when its owner goes, when it is idle past `idle_timeout`, or when the
+  earlier requests), when its owner goes, when its lease ran out (`leases.py`), or when the
   server stops; its env's `close()` runs exactly once, and requests queued behind it get
   `unknown_session`. A busy session is closed once its call ends, never in the middle of it.
 * **Errors are frames.** A frame that cannot be decoded gets an error with the id salvaged
@@ -64,6 +65,7 @@ from ecotone.kernel.calls import (
 from ecotone.kernel.core import log
 from ecotone.kernel.draining import BATCHES, NEW_EPISODES, Draining
 from ecotone.kernel.envspec import EnvSpec
+from ecotone.kernel.leasing import Leasing
 from ecotone.kernel.limits import Limits
 from ecotone.kernel.operations import Operations
 from ecotone.kernel.peers import NO_CALLS, Owner, Peer, Sink, token_number
@@ -84,6 +86,7 @@ from ecotone.specs import (
     GetTask,
     Hello,
     Join,
+    Keepalive,
     ListTasks,
     Observe,
     Open,
@@ -131,7 +134,7 @@ class _Queued:
         self.request = request
 
 
-class Engine(Batches, Operations, Snapshotting, Seating, Rounds, Draining):
+class Engine(Batches, Operations, Snapshotting, Seating, Rounds, Draining, Leasing):
     """Serves a set of environments to any number of peers, under one set of rules."""
 
     def __init__(
@@ -146,7 +149,7 @@ class Engine(Batches, Operations, Snapshotting, Seating, Rounds, Draining):
     ) -> None:
         """Serve `envs` (by name; one spec serves under its own name), `default_env` the one
         a request naming none gets. `hooks`: a pluggy hook relay (the registry's), called
-        for the lifecycle hooks some plugin implements. `clock`: seconds, for idle reaping
+        for the lifecycle hooks some plugin implements. `clock`: seconds, for leases
         (a test's own, to be deterministic). `tokens`: the bearer tokens an owner may show
         (none: none needed)."""
         super().__init__(
@@ -301,66 +304,6 @@ class Engine(Batches, Operations, Snapshotting, Seating, Rounds, Draining):
         self._drain(jobs)
         return jobs
 
-    def expire(self) -> Sequence[Call]:
-        """Close sessions idle past `idle_timeout` (never a busy one), and loose sessions
-        nobody claimed within `stateless_grace` (`leases.py`; a busy one once its call
-        ends); play the simultaneous rounds past their deadline (`rounds.py`: the driver
-        calls this at `wake_at` too)."""
-        jobs: list[Call] = []
-        now = self.clock()
-        self.release_seats(now)
-        self.rounds_due(now, jobs)
-        for session in self.sessions.expired(now):
-            log.info("closing idle session %s (%s)", session.id, session.spec.name)
-            self._retire(session, "idle", jobs)
-        for session in self.leases.due(now):
-            self.leases.claim(session)  # due once: a busy one is closed as its call ends
-            self._retire(session, "unclaimed", jobs)
-        self._drain(jobs)
-        return jobs
-
-    def expiring(self) -> float | None:
-        """Seconds between two `expire`s that keep idle and loose sessions within their
-        limits (a quarter of the shorter, 50 ms to 5 s), or None: nothing ever expires."""
-        limits = self.limits
-        spans = [s for s in (limits.idle_timeout, limits.stateless_grace) if s is not None]
-        return max(0.05, min(min(spans) / 4, 5.0)) if spans else None
-
-    # --- sessions leased to a client (leases.py) -----------------------------------------------
-
-    def lease(self, owner: Owner, session_id: str, client: str) -> None:
-        """The session `owner` just opened for `client` (an address) is loose: closed after
-        `stateless_grace` unless a request names it first (`claim`)."""
-        session = self.sessions.get(session_id, owner)
-        if session is not None:
-            self.leases.lease(session, client, self.clock())
-
-    def claim(self, owner: Owner, session_id: str) -> bool:
-        """A request of `owner` named the session: it is no longer loose. Whether it is open."""
-        session = self.sessions.get(session_id, owner)
-        if session is None:
-            return False
-        self.leases.claim(session)
-        return True
-
-    def make_room(
-        self, owner: Owner, client: str, *, full: bool = False
-    ) -> tuple[bool, Sequence[Call]]:
-        """Before a session is opened for `client` of `owner`: close its loose sessions past
-        the few it keeps (all of them when the server is `full`), reason `replaced`.
-        Returns whether it may then have another (it holds fewer than
-        `max_http_sessions_per_client`), and the closes for the driver to run."""
-        if full:
-            replaced, allowed = self.leases.crowd(owner, client), True
-        else:
-            replaced, allowed = self.leases.room(owner, client)
-        jobs: list[Call] = []
-        for session in replaced:
-            self.leases.claim(session)
-            self._retire(session, "replaced", jobs)
-        self._drain(jobs)
-        return allowed, jobs
-
     # --- connections that fall silent ------------------------------------------------------
 
     def silence_allowed(self, mid_frame: bool) -> float:
@@ -374,7 +317,7 @@ class Engine(Batches, Operations, Snapshotting, Seating, Rounds, Draining):
 
     def drop_silent(self, owner: Owner | None, mid_frame: bool) -> str | None:
         """Why a connection silent for `silence_allowed` is closed, or None: it stays (its
-        owner holds sessions, whose own limit is `idle_timeout`)."""
+        owner holds sessions, whose own limit is their lease)."""
         if mid_frame:
             return "stalled in the middle of a frame"
         if owner is not None and self.sessions.held_by(owner):
@@ -451,6 +394,8 @@ class Engine(Batches, Operations, Snapshotting, Seating, Rounds, Draining):
             return self._drop_snapshot(peer, request)  # type: ignore[arg-type]
         if kind is Join:
             return self._join(peer, request)  # type: ignore[arg-type]
+        if kind is Keepalive:
+            return self._keepalive(peer, request)  # type: ignore[arg-type]
         return None
 
     def _submit_to_session(self, peer: Peer, request: Any, jobs: list[Call]) -> None:
@@ -459,7 +404,7 @@ class Engine(Batches, Operations, Snapshotting, Seating, Rounds, Draining):
         if session is None and type(request) in _SEATED:  # a seat's holder, or a spectator
             session = self.seated_session(request.session, peer.owner)
         if session is None:
-            peer.emit(answers.unknown_session(request.session, request.id))
+            peer.emit(self.gone(request.session, request.id))
         elif session.busy:
             session.enqueue(_Queued(peer, request))
         else:
@@ -468,7 +413,7 @@ class Engine(Batches, Operations, Snapshotting, Seating, Rounds, Draining):
     def _submit_step(self, peer: Peer, req: Step) -> Sequence[Call]:
         session = self.sessions.get(req.session, peer.owner)
         if session is None:
-            peer.emit(answers.unknown_session(req.session, req.id))
+            peer.emit(self.gone(req.session, req.id))
             return NO_CALLS
         if session.active is not None or session.queue:
             session.enqueue(_Queued(peer, req))
@@ -570,7 +515,9 @@ class Engine(Batches, Operations, Snapshotting, Seating, Rounds, Draining):
             if error is not None:
                 return error
             outcome = self._begin[kind](session, peer, request, jobs)
-            session.last_used = self.clock()
+            now = session.last_used = self.clock()
+            if session.seating is not None:  # a seat's holder: its seat's lease too
+                self.renew_seats(session, peer.owner, now)
             return outcome
         except Exception as exc:  # an engine bug: this request fails, the session goes on
             log.exception("internal error starting %s", kind.__name__)
@@ -579,9 +526,9 @@ class Engine(Batches, Operations, Snapshotting, Seating, Rounds, Draining):
     # --- closing without a request ------------------------------------------------------------
 
     def _retire(self, session: Session, reason: str, jobs: list[Call], quiet: bool = False) -> None:
-        """Close a session no request asked to close (disconnect, idle, shutdown): it leaves
-        the table at once, and its env's close() runs. A busy one is marked, and closed when
-        its call ends. `quiet`: nobody is told (its open was never answered)."""
+        """Close a session no request asked to close (disconnect, its lease, shutdown): it
+        leaves the table at once, and its env's close() runs. A busy one is marked, and closed
+        when its call ends. `quiet`: nobody is told (its open was never answered)."""
         if session.closed:
             return
         if session.active is not None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import warnings
+from typing import Any, Final
 
 import attrs
 
@@ -34,8 +35,13 @@ class Limits:
 
     max_sessions: int = attrs.field(default=1024, validator=_positive)
     """Open sessions across all connections; one more gets a `capacity` error."""
-    idle_timeout: float | None = attrs.field(default=300.0, validator=_positive)
-    """Seconds without a request after which a session is closed (None: never)."""
+    lease: float | None = attrs.field(default=300.0, validator=_positive)
+    """Seconds a session, and a seat taken with `join`, stays its client's with nothing from
+    it: every request about it (or a `keepalive` naming it) renews the lease, and one that
+    ran out while idle is reclaimed at the next sweep (`ecotone.kernel.leases`); a client
+    that was killed, froze or was cut off loses its sessions so. The clients renew the
+    leases of what they hold on their own (`keepalive=False` to not). None: never.
+    Formerly `idle_timeout`, still taken (deprecated)."""
     max_frame_bytes: int = attrs.field(default=4 * 1024 * 1024, validator=_positive)
     """Largest frame read; a larger one gets `too_large` and is discarded."""
     ping_interval: float | None = attrs.field(default=20.0, validator=_positive)
@@ -92,11 +98,11 @@ class Limits:
     the middle of one is dropped."""
     idle_connection_timeout: float | None = attrs.field(default=300.0, validator=_positive)
     """Seconds a connection that holds no session may stay silent before it is closed
-    (None: never). With `idle_timeout`, a peer that vanished or froze leaves nothing behind."""
+    (None: never). With `lease`, a peer that vanished or froze leaves nothing behind."""
     stateless_grace: float = attrs.field(default=10.0, validator=_positive)
     """Seconds a session made by an OpenEnv HTTP `/reset` without a session id lives unless
     a request names it (OpenEnv's HTTP routes hold nothing between requests; most of its
-    clients never send the id back). Named once, it lives as any session (`idle_timeout`)."""
+    clients never send the id back). Named once, it lives as any session (`lease`)."""
     max_http_sessions_per_client: int = attrs.field(default=64, validator=_positive)
     """Sessions one client address may hold through OpenEnv's HTTP routes (`capacity`, 503,
     past it)."""
@@ -112,3 +118,44 @@ class Limits:
     """Microseconds a connection's reader polls for the next request without blocking
     before it sleeps (0: never; at most 1 s). Adaptive: a poll that runs out stops it for a
     while, so an idle or slow peer costs next to nothing (`ecotone.kernel.polling`)."""
+
+    @property
+    def idle_timeout(self) -> float | None:
+        """Deprecated: `lease`, by its former name."""
+        return self.lease
+
+
+IDLE_TIMEOUT_DEPRECATED: Final = (
+    "`idle_timeout` is deprecated: it is now the session lease, `lease` in [limits] "
+    "(ECOTONE_LIMITS_LEASE, `ecotone serve --lease`); the value given is used as the lease"
+)
+"""What a server says when given `idle_timeout` (in Python, a file, a variable or a flag)."""
+
+
+def lease_from_alias(given: dict[str, Any], where: str = "") -> dict[str, Any]:
+    """`given` (limits by name) with a deprecated `idle_timeout` renamed `lease`, with a
+    FutureWarning; a ValueError when both are given, different (`where`: the table's path,
+    for the message)."""
+    if "idle_timeout" not in given:
+        return given
+    out = dict(given)
+    old = out.pop("idle_timeout")
+    if "lease" in out and out["lease"] != old:
+        raise ValueError(
+            f"both {where}lease ({out['lease']!r}) and its deprecated alias {where}idle_timeout "
+            f"({old!r}) are given: keep {where}lease"
+        )
+    out["lease"] = old
+    warnings.warn(IDLE_TIMEOUT_DEPRECATED, FutureWarning, stacklevel=3)
+    return out
+
+
+_attrs_init = Limits.__init__
+
+
+def _init(self: Limits, **given: Any) -> None:
+    _attrs_init(self, **lease_from_alias(given))
+
+
+_init.__doc__ = _attrs_init.__doc__
+Limits.__init__ = _init  # type: ignore[method-assign]

@@ -237,7 +237,13 @@ class Operations(EngineCore):
         self.opened_total += 1
         if self._on_opened is not None:
             self._on_opened(session_id=session.id, env=spec.name)
-        return Opened(id=req.id, session=session.id, env=spec.name, resume=self.resume_key(session))
+        return Opened(
+            id=req.id,
+            session=session.id,
+            env=spec.name,
+            resume=self.resume_key(session),
+            lease=self.leases.length,
+        )
 
     # --- reset --------------------------------------------------------------------------------
 

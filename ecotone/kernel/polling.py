@@ -15,7 +15,8 @@ ended within the budget brings spinning back. The I/O is the caller's; this is t
 A spinning thread takes the GIL back after every try, so another Python thread that wants it
 could be kept waiting. So a reader spins only while its gate says no other Python thread
 needs to run: by default, while the process has one Python thread (`alone`: the blocking
-client); the server's gate is its own (`ecotone.server.runner.may_busy_poll`).
+client), not counting threads that sleep nearly always (the clients' lease keeper); the
+server's gate is its own (`ecotone.server.runner.may_busy_poll`).
 
 Servers take theirs from `Limits.busy_poll_us`; clients from `$ECOTONE_BUSY_POLL_US`
 (microseconds, 0 turns it off; `DEFAULT_US` when unset).
@@ -113,9 +114,23 @@ class BusyPoll:
             self._skip = 0
 
 
+_SLEEPERS: set[threading.Thread] = set()
+"""Threads that sleep but for a few milliseconds now and then (the clients' lease keeper):
+`alone` does not count them."""
+
+
+def add_sleeper(thread: threading.Thread) -> None:
+    """`thread` sleeps nearly always: a reader may spin while it runs (see `alone`)."""
+    _SLEEPERS.add(thread)
+
+
 def alone() -> bool:
-    """Whether this process runs one Python thread (native threads do not count)."""
-    return threading.active_count() == 1
+    """Whether this process runs one Python thread (native threads do not count, nor
+    sleepers: `add_sleeper`)."""
+    return threading.active_count() - len(_SLEEPERS) == 1
+
+
+os.register_at_fork(after_in_child=_SLEEPERS.clear)
 
 
 def check_budget(value: float, what: str) -> float:

@@ -20,10 +20,13 @@ by its owner like any other; its seats are played by whoever holds their keys. R
   public view to anyone admitted. A waiting `observe` (`wait`) leaves the session's queue: it
   is answered when its seat's turn comes or the episode ends (the public view: at the next
   move), and holds no other request back.
-* **Seats whose connection drops** are held: the same key takes the seat back. Past
-  `idle_timeout` the seat is released, and the env's rule (`seat_lost`) applies: `wait` (the
-  episode goes on waiting for the key) or `truncate` (a running episode ends, SEAT_LOST, and
-  every view answered says which seats were lost). No other session is touched.
+* **A seat taken with `join` is leased** (`leases.py`): its holder's requests about the
+  session, the answer to its waiting `observe` and a `keepalive` renew it. A seat whose
+  connection drops is held: the same key takes it back. Once its lease ran out (its holder
+  gone, frozen or cut off) the seat is released, and the env's rule (`seat_lost`) applies:
+  `wait` (the episode goes on waiting for the key) or `truncate` (a running episode ends,
+  SEAT_LOST, and every view answered says which seats were lost). No other session is
+  touched.
 * **Saved and forked** like any session, when the env can be saved (`snapshot`/`restore` or
   `load_state`): a restore keeps the session's seats, keys and holders, answers a round's
   kept moves `episode_done` and the waiting `observe`s now due; a fork's copies are new
@@ -76,7 +79,7 @@ class Seating(EngineCore):
         self._seated: dict[Any, set[Session]] = {}
         """Owner -> the sessions where it holds a seat or spectates."""
         self._holding: set[Session] = set()
-        """Sessions with a seat held for a connection that dropped."""
+        """Sessions with a seat taken with `join` (leased: `release_seats`)."""
 
     # --- lookups ------------------------------------------------------------------------------
 
@@ -143,8 +146,8 @@ class Seating(EngineCore):
                 )
             seating.holders[seat] = owner
             seating.dropped.pop(seat, None)
-            if not seating.dropped:
-                self._holding.discard(session)
+            seating.renewed[seat] = self.clock()
+            self._holding.add(session)
         self._seated.setdefault(owner, set()).add(session)
         session.last_used = self.clock()
         return Joined(
@@ -153,6 +156,7 @@ class Seating(EngineCore):
             env=session.spec.name,
             seat=seat,
             seats=list(seating.seats),
+            lease=None if seat is None else self.leases.length,
         )
 
     # --- play ---------------------------------------------------------------------------------
@@ -331,6 +335,9 @@ class Seating(EngineCore):
                 continue
             if self._due(session, waiter):
                 waiter.peer.emit(self._view(session, waiter))
+                seat = waiter.seat  # its holder is answered: its lease runs from now
+                if seat is not None and seating.holders.get(seat) is waiter.peer.owner:
+                    seating.renewed[seat] = self.clock()
             else:
                 waiting.append(waiter)
         seating.waiters = waiting
@@ -354,19 +361,23 @@ class Seating(EngineCore):
                 self._holding.add(session)
 
     def release_seats(self, now: float) -> None:
-        """Release the seats held past `idle_timeout` for a connection that dropped, and
-        apply the env's rule (`truncate`: a running episode ends, SEAT_LOST)."""
-        timeout = self.limits.idle_timeout
-        if timeout is None or not self._holding:
+        """Release the seats whose lease ran out (`leases.py`), and apply the env's rule
+        (`truncate`: a running episode ends, SEAT_LOST)."""
+        if self.leases.length is None or not self._holding:
             return
         for session in list(self._holding):
             if session.active is not None:  # a move in flight: next time
                 continue
             seating: SeatTable = session.seating
-            due = [seat for seat, since in seating.dropped.items() if now - since >= timeout]
+            due = self.leases.seats_due(seating, now)
             for seat in due:
-                del seating.dropped[seat]
-            if not seating.dropped:
+                del seating.renewed[seat]
+                seating.dropped.pop(seat, None)
+                holder = seating.holders.pop(seat, None)
+                if holder is not None and not seating.admits(holder):  # frozen, cut off
+                    self._seated.get(holder, set()).discard(session)
+                self.leases.seats_reclaimed += 1
+            if not seating.renewed:
                 self._holding.discard(session)
             if due and seating.rule == "truncate" and session.phase is Phase.RUNNING:
                 self.drop_round(session, f"the episode ended: {', '.join(due)} left")
@@ -374,6 +385,24 @@ class Seating(EngineCore):
                 advance(session, Event.SEAT_LOST)
                 session.last_used = now
                 self.seats_moved(session)
+
+    def renew_seats(self, session: Session, owner: Any, now: float) -> None:
+        """Renew the leases of the seats `owner` took in `session` with `join`."""
+        seating: SeatTable = session.seating
+        for seat in seating.held_by(owner):
+            if seat in seating.renewed:
+                seating.renewed[seat] = now
+
+    def renew_seat(self, key: str, now: float) -> bool:
+        """Renew the lease of the seat `key` gives, when it is held; whether it was."""
+        found = self._seat_keys.get(key)
+        if found is None or found[1] is None or found[0].closed:
+            return False
+        seating: SeatTable = found[0].seating
+        if found[1] not in seating.renewed:
+            return False
+        seating.renewed[found[1]] = now
+        return True
 
     def _remove(self, session: Session) -> None:
         super()._remove(session)

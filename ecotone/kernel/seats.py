@@ -171,8 +171,11 @@ class SeatTable:
     spectators: set[Any] = attrs.field(factory=set)
     dropped: dict[str, float] = attrs.field(factory=dict)
     """Seat -> when its connection dropped (held for it since)."""
+    renewed: dict[str, float] = attrs.field(factory=dict)
+    """Seat -> when its lease was last renewed, for each seat taken with `join` and not
+    released yet (`leases.py`)."""
     lost: list[str] = attrs.field(factory=list)
-    """Seats released after their connection dropped, in the episode the rule ended."""
+    """Seats released as their lease ran out, in the episode the rule ended."""
     waiters: list[Waiter] = attrs.field(factory=list)
     moves: int = 0
     """Moves and resets so far (what a waiting public `observe` counts from)."""

@@ -10,8 +10,9 @@ A session also carries its place in the protocol's ordering (`queue`, `active`):
 (`ecotone.kernel.engine`) runs one of its requests at a time, in arrival order, and keeps the
 rest queued here.
 
-The table enforces the capacity limit and finds idle sessions to reap. It never closes envs
-itself (closing may block or await): it hands sessions back to the engine, which does.
+The table enforces the capacity limit. It never closes envs itself (closing may block or
+await): the engine does, and which idle sessions it reclaims is the lease rule's
+(`leases.py`).
 Time is passed in, never read, so the table is deterministic under test.
 """
 
@@ -69,6 +70,8 @@ class Session:
     env: Any
     owner: object
     last_used: float
+    """When its lease was last renewed (`leases.py`): its last request began or was answered,
+    or a `keepalive` named it."""
     phase: Phase = Phase.FRESH
     active: Any = None
     """What the session is doing: an env call in flight, or a `step_many` batch holding it
@@ -134,10 +137,9 @@ class Session:
 
 @attrs.define(slots=True)
 class SessionTable:
-    """All open sessions of a server, with a capacity limit and idle reaping."""
+    """All open sessions of a server, with a capacity limit."""
 
     max_sessions: int
-    idle_timeout: float | None
     _sessions: dict[str, Session] = attrs.field(factory=dict, init=False)
     _reserved: int = attrs.field(default=0, init=False)
     _held: dict[object, int] = attrs.field(factory=dict, init=False)
@@ -291,9 +293,7 @@ class SessionTable:
     def owned_by(self, owner: object) -> list[Session]:
         return [s for s in self._sessions.values() if s.owner is owner]
 
-    def expired(self, now: float) -> list[Session]:
-        """Idle sessions past the timeout (busy ones never are), for the engine to close."""
-        if self.idle_timeout is None:
-            return []
-        cutoff = now - self.idle_timeout
-        return [s for s in self._sessions.values() if s.last_used <= cutoff and not s.busy]
+    def find(self, session_id: str) -> Session | None:
+        """The open session `session_id`, whoever owns it (for `keepalive`, which may renew
+        another connection's: `Engine.may_renew` says whose)."""
+        return self._sessions.get(session_id)

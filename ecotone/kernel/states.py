@@ -39,7 +39,7 @@ takes none of the three.
 
 In a multi-agent session a seat's move (`play`) is a step: FINISHED when the public view ends
 the episode. SEAT_LOST ends a running episode whose seat's connection dropped and was not
-taken back within `idle_timeout`, when the env's rule (`seat_lost = "truncate"`) says so.
+taken back within its lease, when the env's rule (`seat_lost = "truncate"`) says so.
 
 A step that raises moves nothing (the env decides whether its episode goes on; the client may
 always reset), except a rubric's failure after the env's step ended the episode (FINISHED).

@@ -19,81 +19,21 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import anyio.from_thread
-import attrs
 
 from ecotone.client.aio import AsyncEnvClient, aconnect
 from ecotone.client.sync import EnvClient, connect
 from ecotone.kernel.exit import close_at_exit, forget_at_exit
 from ecotone.kernel.registry import Registry
-from ecotone.providers.contract import LaunchSpec, Provider, Resources, ServerHandle
+from ecotone.launcher.pool import PooledServer
+from ecotone.launcher.specs import make_spec, provider_for
+from ecotone.launcher.warm import warm_pool
+from ecotone.providers.contract import LaunchSpec, Provider, ServerHandle
 
 T = TypeVar("T")
-
-
-def provider_for(name: str, registry: Registry | None = None) -> Provider:
-    """Find the provider registered under a name.
-
-    Args:
-        name: The provider's name (`process`, `podman`...).
-        registry: Where plugins are found (default: the installed ones).
-
-    Returns:
-        The provider.
-
-    Raises:
-        ValueError: No provider has that name (the message lists the installed ones).
-    """
-    registry = registry or Registry.discover()
-    providers = registry.providers()
-    entry = providers.get(name)
-    if entry is None:
-        known = ", ".join(sorted(providers)) or "none"
-        raise ValueError(f"unknown provider {name!r}; installed: {known}")
-    provider: Provider = entry.value
-    return provider
-
-
-_SPEC_FIELDS: Final = frozenset(
-    field.name for field in attrs.fields(LaunchSpec) if field.name not in ("env", "options")
-)
-"""The LaunchSpec fields `make_spec` (and so `launch`, `start_server`...) takes as keywords."""
-
-
-# Not `**fields: Unpack[SomeTypedDict]`: the keywords are open, every provider has options of
-# its own, and a TypedDict cannot leave room for them (PEP 728's `extra_items`, which mypy
-# does not support yet); `launch(**spec: Any)` and the others hand theirs on untyped anyway.
-def make_spec(env: str, **fields: Any) -> LaunchSpec:
-    """Make a LaunchSpec for `env` from keywords.
-
-    Args:
-        env: The env name, as `ecotone serve` takes it.
-        **fields: LaunchSpec's fields, with its defaults: `transport` ("websocket"), `image`
-            (None), `resources` (Resources(); also a mapping of its fields), `environment`,
-            `secrets` and `labels` (empty; None too), `ready_timeout` (60.0), `max_sessions`
-            (None). Every other keyword is a provider option (`LaunchSpec.options`), which the
-            provider checks when it starts (it refuses what it does not take, naming it).
-
-    Returns:
-        The LaunchSpec.
-
-    Raises:
-        ValueError: A field's value LaunchSpec or Resources refuses.
-        TypeError: A `resources` mapping with a key that is not a Resources field.
-    """
-    given = {name: value for name, value in fields.items() if name in _SPEC_FIELDS}
-    options = {name: value for name, value in fields.items() if name not in _SPEC_FIELDS}
-    resources = given.pop("resources", None)
-    if resources is None:
-        resources = Resources()
-    elif not isinstance(resources, Resources):
-        resources = Resources(**resources)
-    for name in ("environment", "secrets", "labels"):
-        given[name] = dict(given.get(name) or {})
-    return LaunchSpec(env=env, resources=resources, options=options, **given)
 
 
 async def astart_server(
@@ -367,11 +307,14 @@ def launch(
     registry: Registry | None = None,
     codec: str = "json",
     timeout: float | None = 60.0,
+    pool: int | None = None,
     **spec: Any,
 ) -> Iterator[EnvClient[Any, Any]]:
     """Start a server, connect one session to it, and yield the client (blocking).
 
     On the way out the client is closed and the server stopped, however the block ends.
+    With `pool`, the server comes warm from a pool of that many kept for the process
+    (`ecotone.launcher.warm`): only the first such launch waits for a start.
 
     Args:
         env: An env name (with LaunchSpec fields as keywords), or a LaunchSpec.
@@ -379,6 +322,9 @@ def launch(
         registry: Where plugins are found (default: the installed ones).
         codec: The client's codec, `json` or `msgpack`.
         timeout: The client's default per-call timeout in seconds (None: none).
+        pool: Keep this many servers of this spec started and ready for the process's
+            launches, and take one (a server of its own, stopped on the way out while the
+            pool starts its replacement); None: start one now.
         **spec: LaunchSpec fields and provider options, as `make_spec` takes them.
 
     Yields:
@@ -387,10 +333,12 @@ def launch(
     Raises:
         ValueError: An unknown provider, a LaunchSpec field's value that is refused (an
             unknown transport, say), or what the provider refuses in the spec (an option it
-            does not take, `check_spec`'s refusals).
+            does not take, `check_spec`'s refusals); a `pool` that is not a whole number
+            >= 1.
         TypeError: A LaunchSpec given with LaunchSpec fields beside it.
         ProviderError: The start failed (`EngineUnavailable`, `ImageNotFound`, `StartFailed`,
-            `ReadinessTimeout`); what it had started is removed.
+            `ReadinessTimeout`); what it had started is removed. From a pool: once its
+            starts failed `max_failures` times in a row.
         ConnectionLost: The server could not be reached once started.
 
     Example:
@@ -399,7 +347,12 @@ def launch(
         ...     print(env.step({"delta": 1}).observation["count"])
         1
     """
-    with start_server(env, provider=provider, registry=registry, **spec) as server:
+    server: LaunchedServer | PooledServer
+    if pool is None:
+        server = start_server(env, provider=provider, registry=registry, **spec)
+    else:
+        server = warm_pool(env, pool, provider=provider, registry=registry, **spec).take()
+    with server:
         client = server.connect(codec=codec, timeout=timeout)
         try:
             yield client

@@ -44,7 +44,7 @@ from ecotone.client.aio import AsyncEnvClient, aconnect
 from ecotone.client.sync import EnvClient, connect
 from ecotone.kernel.exit import close_at_exit, forget_at_exit
 from ecotone.kernel.registry import Registry
-from ecotone.launcher.compose import make_spec, provider_for
+from ecotone.launcher.specs import make_spec, provider_for
 from ecotone.providers.contract import LaunchSpec, Provider, ServerHandle
 
 log = logging.getLogger("ecotone.launcher")
@@ -454,6 +454,11 @@ class ServerPool:
     def started(self) -> int:
         """Servers this pool has started so far (handed out or not)."""
         return self.pool.started
+
+    @property
+    def closed(self) -> bool:
+        """Whether the pool was closed (its servers stopped)."""
+        return self._closed
 
     def _check_open(self) -> None:
         if self._closed:

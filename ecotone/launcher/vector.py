@@ -26,6 +26,8 @@ import attrs
 from ecotone.client.vector import AsyncVectorEnv, VectorEnv
 from ecotone.kernel.registry import Registry
 from ecotone.launcher.compose import LaunchedServer, astart_server, start_server
+from ecotone.launcher.pool import PooledServer, ServerPool
+from ecotone.launcher.warm import warm_pool
 from ecotone.providers.contract import LaunchSpec, Provider, ServerHandle
 
 
@@ -38,6 +40,32 @@ class _Launch:
     registry: Registry | None
     spec: Mapping[str, Any]
     """LaunchSpec fields, as `start_server` takes them."""
+    pool: int | None = None
+    """Take the servers from the process's warm pool of this many (`ecotone.launcher.warm`);
+    None: start them."""
+
+    def start(self) -> LaunchedServer | PooledServer:
+        """Give one server.
+
+        Returns:
+            A server taken warm from the pool, or started now.
+        """
+        if self.pool is None:
+            return start_server(
+                self.env, provider=self.provider, registry=self.registry, **self.spec
+            )
+        return self.warm().take()
+
+    def warm(self) -> ServerPool:
+        """Give the warm pool the servers come from (`pool` set).
+
+        Returns:
+            The process's pool for this spec and size.
+        """
+        assert self.pool is not None
+        return warm_pool(
+            self.env, self.pool, provider=self.provider, registry=self.registry, **self.spec
+        )
 
 
 def start_servers(
@@ -84,11 +112,42 @@ def start_servers(
     return started
 
 
+def take_servers(launch: _Launch, count: int) -> list[LaunchedServer | PooledServer]:
+    """Start `count` servers as `launch` says, or take them from its warm pool.
+
+    Started at once, or taken from the pool (those ready now, then each as it becomes
+    ready); all of them, or none.
+
+    Args:
+        launch: How they start.
+        count: How many.
+
+    Returns:
+        The servers.
+    """
+    if launch.pool is None:
+        started = start_servers(
+            launch.env, count, provider=launch.provider, registry=launch.registry, **launch.spec
+        )
+        return list(started)
+    pool = launch.warm()
+    taken: list[LaunchedServer | PooledServer] = []
+    try:
+        for _ in range(count):
+            taken.append(pool.take())
+    except BaseException:
+        for server in taken:
+            server.stop()
+        raise
+    return taken
+
+
 class LaunchedVectorEnv(VectorEnv):
     """A VectorEnv over servers it started; `close()` stops them too.
 
     `launch_vector` makes one. A server that dies is replaced by `restart` through the same
-    provider and spec.
+    provider and spec. With `pool` (among `vector`), the servers come warm from the process's
+    pool of that many (`ecotone.launcher.warm`), and so do the stand-ins.
 
     Args:
         env: An env name, or a LaunchSpec (then `spec` must be empty).
@@ -102,11 +161,14 @@ class LaunchedVectorEnv(VectorEnv):
             does): `observation_type` (None: dicts), `autoreset_mode` ("next_step"),
             `errors` ("raise"), `step_timeout` (60.0), `reset_options` (None), `codec`
             ("json"), `connect_timeout` (10.0), `record_to` (None), `record_format`
-            ("jsonl"), `token` (None: the servers' URLs carry theirs).
+            ("jsonl"), `token` (None: the servers' URLs carry theirs); and `pool` (None:
+            start the servers; N: take them warm from the process's pool of N, as
+            `ecotone.launch(pool=N)` does).
 
     Raises:
         ValueError: Fewer than one server or sub-env, an unknown provider, a refused
-            LaunchSpec field, or a vector option's value that is not one.
+            LaunchSpec field, a vector option's value that is not one, or a `pool` that is
+            not a whole number >= 1.
         TypeError: A keyword that is not a vector option, or a LaunchSpec with `spec` beside
             it.
         ProviderError: A server's start failed; the others were stopped.
@@ -114,7 +176,8 @@ class LaunchedVectorEnv(VectorEnv):
         SubEnvError: Sub-envs' sessions could not be opened; the servers were stopped.
 
     Attributes:
-        servers: The servers (`LaunchedServer`), one per URL, in the order of `urls`.
+        servers: The servers (`LaunchedServer`, or `PooledServer` from a pool), one per URL,
+            in the order of `urls`.
     """
 
     def __init__(
@@ -130,10 +193,14 @@ class LaunchedVectorEnv(VectorEnv):
     ) -> None:
         if servers < 1:
             raise ValueError(f"servers must be >= 1, got {servers}")
-        self._launch = _Launch(env=env, provider=provider, registry=registry, spec=dict(spec or {}))
-        self.servers = start_servers(
-            env, servers, provider=provider, registry=registry, **self._launch.spec
+        self._launch = _Launch(
+            env=env,
+            provider=provider,
+            registry=registry,
+            spec=dict(spec or {}),
+            pool=vector.pop("pool", None),
         )
+        self.servers = take_servers(self._launch, servers)
         try:
             super().__init__(
                 [server.url for server in self.servers],
@@ -151,11 +218,8 @@ class LaunchedVectorEnv(VectorEnv):
         Returns:
             The stand-in's URL.
         """
-        launch = self._launch
         self.servers[index].stop()
-        self.servers[index] = start_server(
-            launch.env, provider=launch.provider, registry=launch.registry, **launch.spec
-        )
+        self.servers[index] = self._launch.start()
         return self.servers[index].url
 
     def _stop_servers(self) -> None:
@@ -199,14 +263,18 @@ def launch_vector(
             does): `observation_type` (None: dicts), `autoreset_mode` ("next_step"),
             `errors` ("raise"), `step_timeout` (60.0), `reset_options` (None), `codec`
             ("json"), `connect_timeout` (10.0), `record_to` (None), `record_format`
-            ("jsonl"), `token` (None: the servers' URLs carry theirs).
+            ("jsonl"), `token` (None: the servers' URLs carry theirs); and `pool` (None:
+            start the servers; N: take them warm from the process's pool of N, kept for the
+            process as `ecotone.launch(pool=N)` keeps it: only the first such launch waits
+            for starts).
 
     Returns:
         The vector env, its sessions open, a `LaunchedVectorEnv` (`servers` are its servers).
 
     Raises:
         ValueError: Fewer than one server or sub-env, an unknown provider, a refused
-            LaunchSpec field, or a vector option's value that is not one.
+            LaunchSpec field, a vector option's value that is not one, or a `pool` that is
+            not a whole number >= 1.
         TypeError: A keyword that is not a vector option, or a LaunchSpec with `spec` beside
             it.
         ProviderError: A server's start failed; the others were stopped.

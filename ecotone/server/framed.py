@@ -89,7 +89,7 @@ class FramedConnection:
                     owner = None if peer is None else peer.owner
                     why = engine.drop_silent(owner, mid_frame=decoder.partial)
                     if why is None:
-                        continue  # silent, but it holds sessions: theirs is idle_timeout
+                        continue  # silent, but it holds sessions: theirs is their lease
                     log.info("closing a connection: %s", why)
                     return
                 if not data or self.dead:

@@ -10,6 +10,10 @@ asked (`[metrics] step_latency = true`), for steps and for every other op.
     ecotone_sessions_capacity, ecotone_sessions_occupancy (open over capacity: the
                                      autoscaler's custom metric), ecotone_ready, ecotone_draining
     ecotone_sessions_opened_total, ecotone_sessions_closed_total{reason}
+    ecotone_sessions_reclaimed_total, ecotone_seats_reclaimed_total (their lease ran out)
+    ecotone_leases{kind}             (held now: session, loose, seat), ecotone_lease_seconds
+                                     (the lease's length), ecotone_lease_oldest_seconds (since
+                                     the least recent renewal of an idle one)
     ecotone_steps_total, ecotone_errors_total{code}
     ecotone_connections_open, ecotone_connections_refused_total
     ecotone_env_calls_hung, ecotone_env_calls_abandoned_total
@@ -168,6 +172,7 @@ class _Collector:
         for reason, count in sorted(self.metrics.sessions.closed.items()):
             closed.add_metric([reason], count)
         yield closed
+        yield from _leases(engine, sessions)
         yield CounterMetricFamily(
             "ecotone_steps", "Steps answered with an observation.", value=engine.steps_total
         )
@@ -213,3 +218,48 @@ class _Collector:
             for key, counts in sorted(calls.counts.items()):
                 histogram.add_metric(list(key), _buckets(counts), sum_value=calls.sums[key])
             yield histogram
+
+
+def _leases(engine: Any, sessions: list[Any]) -> Iterator[Any]:
+    """The lease metrics (`ecotone.kernel.leases`)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    leases = engine.leases
+    yield CounterMetricFamily(
+        "ecotone_sessions_reclaimed",
+        "Sessions reclaimed: their lease ran out, nothing from their client renewing it.",
+        value=leases.reclaimed,
+    )
+    yield CounterMetricFamily(
+        "ecotone_seats_reclaimed",
+        "Seats taken with join released as their lease ran out.",
+        value=leases.seats_reclaimed,
+    )
+    length = leases.length
+    yield GaugeMetricFamily(
+        "ecotone_lease_seconds",
+        "How long a lease lasts (limits.lease; +Inf: nothing is reclaimed).",
+        value=float("inf") if length is None else length,
+    )
+    now = engine.clock()
+    renewed = [s.last_used for s in sessions if not s.busy]
+    seats = 0
+    for session in sessions:
+        seating = session.seating
+        if seating is not None and seating.renewed:
+            seats += len(seating.renewed)
+            renewed.extend(seating.renewed.values())
+    held = GaugeMetricFamily(
+        "ecotone_leases", "Leases held now, by kind: session, loose, seat.", labels=["kind"]
+    )
+    loose = leases.loose
+    held.add_metric(["session"], len(sessions) - loose)
+    held.add_metric(["loose"], loose)
+    held.add_metric(["seat"], seats)
+    yield held
+    yield GaugeMetricFamily(
+        "ecotone_lease_oldest_seconds",
+        "Seconds since the least recently renewed lease of an idle session or seat was "
+        "renewed (0: none).",
+        value=max(0.0, now - min(renewed)) if renewed else 0.0,
+    )

@@ -25,7 +25,7 @@ The engine (`ecotone.kernel.engine`) decides everything; this module only execut
 Transports use `receive` (bytes in, from their receive loop), `flush` (once per received
 chunk, so answers to pipelined requests go out in one write), `ask` (one request, wait for
 its answer: HTTP routes and OpenEnv's profile), `disconnect` (a connection went away) and
-`reap` (idle sessions).
+`reap` (the lease rule's sweep).
 """
 
 from __future__ import annotations
@@ -197,9 +197,9 @@ class Runner:
             self.nursery.start_soon(self.flush)
 
     async def reap_idle(self) -> None:
-        """Close idle and unclaimed sessions every so often (`Engine.expiring`), and play
-        simultaneous rounds at their deadline (`Engine.wake_at`: the timer is moved earlier
-        as soon as a request sets an earlier one)."""
+        """Reclaim what the lease rule says, every sweep (`Engine.expire`, `expiring`), and
+        play simultaneous rounds at their deadline (`Engine.wake_at`: the timer is moved
+        earlier as soon as a request sets an earlier one)."""
         period = self.engine.expiring()
         while True:
             with trio.CancelScope() as timer:

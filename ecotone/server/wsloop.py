@@ -170,7 +170,7 @@ class WsPeer:
                 if got is None:
                     why = engine.drop_silent(self.owner, mid_frame=reader.partial)
                     if why is None:
-                        continue  # silent, but it holds sessions: theirs is idle_timeout
+                        continue  # silent, but it holds sessions: theirs is their lease
                     log.info("closing a WebSocket connection: %s", why)
                     await self.close(1008 if reader.partial else 1000, why)
                     return

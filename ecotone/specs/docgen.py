@@ -27,6 +27,7 @@ def _type_name(t: Any) -> str:
         text = str(t).replace("typing.", "")
     text = text.replace("msgspec.Raw", "payload").replace("NoneType", "None")
     text = text.replace("ecotone.specs.frames.", "").replace("ecotone.specs.errors.", "")
+    text = text.replace("ecotone.specs.records.", "")
     return "`" + {"Raw": "payload"}.get(text, text).replace("|", "\\|") + "`"
 
 
@@ -155,7 +156,7 @@ def render() -> str:
         "",
         "```frames",
         '> {"op":"open","id":1}',
-        '< {"op":"opened","id":1,"session":"5f0c3a1e9b2d4c77","env":"counter"}',
+        '< {"op":"opened","id":1,"session":"5f0c3a1e9b2d4c77","env":"counter","lease":300.0}',
         '> {"op":"reset","id":2,"session":"5f0c3a1e9b2d4c77","seed":7}',
         '< {"op":"observation","id":2,"session":"5f0c3a1e9b2d4c77","observation":'
         '{"reward":null,"done":false,"truncated":false,"metadata":{},"count":0}}',

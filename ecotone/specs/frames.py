@@ -19,6 +19,7 @@ from typing import Any, ClassVar, get_args
 import msgspec
 
 from ecotone.specs.errors import ErrorCode
+from ecotone.specs.records import EnvInfo, TaskRef, ToolInfo
 
 PROTOCOL_VERSION = 1
 """The version `hello` negotiates. Bumped only for incompatible changes."""
@@ -395,6 +396,24 @@ class Observe(RequestFrame, tag="observe"):
     session_bound: ClassVar[bool] = True
 
 
+class Keepalive(RequestFrame, tag="keepalive"):
+    """Renew the leases of sessions and seats; nothing else changes. Answered by `kept`.
+
+    Every session is held by a lease (`opened`'s `lease` seconds): each request about it
+    renews it, and one that nothing renews for that long, idle, is reclaimed (closed); a seat
+    a connection took with `join` likewise (released). A client idle longer sends this. It
+    may come on any connection to the server (the clients send it on one of their own): it
+    renews each session named that this connection may act in, or that a connection showing
+    the same token opened (on a server without tokens, any: an id is the capability to
+    renew, never to act), with the seats this connection holds there; and each seat whose
+    key is in `seats`, while it is held.
+    """
+
+    sessions: list[str] = []
+    seats: list[str] = []
+    """Seat keys (`seat_keys`), for the seats their holders took with `join`."""
+
+
 class Ping(RequestFrame, tag="ping"):
     """Application-level liveness check. Answered by `pong`.
 
@@ -429,6 +448,7 @@ Request = (
     | Join
     | Play
     | Observe
+    | Keepalive
     | Ping
 )
 """Every client -> server frame."""
@@ -438,65 +458,6 @@ REQUEST_OPS: frozenset[str] = frozenset(t.__struct_config__.tag for t in get_arg
 
 
 # --- responses (server -> client) ------------------------------------------------------------
-
-
-class EnvInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """What an environment is: its name, version, description and JSON Schemas."""
-
-    name: str
-    description: str = ""
-    version: str = ""
-    action_schema: dict[str, Any] = {}
-    observation_schema: dict[str, Any] = {}
-    state_schema: dict[str, Any] = {}
-    readme: str = ""
-    """Longer documentation, as plain text or markdown: the env class's `readme` attribute, or
-    else its module's and class's docstrings."""
-    tasks: dict[str, int] = {}
-    """The env's task splits and how many tasks each holds (none: it publishes no tasks)."""
-    task_schema: dict[str, Any] = {}
-    """The JSON Schema of one task record."""
-    seats: list[str] = []
-    """A multi-agent env's seats (none: a single-agent env); its moves are `play` frames."""
-    seat_schemas: dict[str, dict[str, Any]] = {}
-    """The action and observation schemas (`action`, `observation`) of each seat whose types
-    are not the env's own."""
-    simultaneous: bool = False
-    """Its seats move at once: a round waits for every live seat, or `move_deadline` s."""
-    move_deadline: float | None = None
-
-
-class TaskRef(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """Which task an episode runs: its id, and where it is.
-
-    A reset of an env that publishes tasks names it (`StepResult.task`), as do `get_task`'s
-    answers (`Task.ref`).
-
-    Args:
-        id: The task's id.
-        split: The split it is in (None for a task given inline).
-        index: Its position in the split, from 0 (None for a task given inline).
-    """
-
-    id: str
-    split: str | None = None
-    index: int | None = None
-
-
-class ToolInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """A tool an env exposes: its name, what it does, and the JSON Schema of its arguments.
-
-    An env's `list_tools()` returns them; a client's `list_tools()` hands them back.
-
-    Args:
-        name: The tool's name, as `call_tool` takes it.
-        description: What it does, for a person or a model.
-        input_schema: The JSON Schema of its arguments (an object's).
-    """
-
-    name: str
-    description: str = ""
-    input_schema: dict[str, Any] = {}
 
 
 class Welcome(Frame, tag="welcome"):
@@ -530,6 +491,9 @@ class Opened(Frame, tag="opened"):
     session: str
     env: str
     resume: str | None = None
+    lease: float | None = None
+    """Seconds the session's lease lasts: idle and renewed by no request or `keepalive` for
+    that long, it is reclaimed (null: never)."""
 
 
 class ObservationFrame(Frame, tag="observation"):
@@ -742,6 +706,8 @@ class Joined(Frame, tag="joined"):
     env: str
     seat: str | None = None
     seats: list[str] = []
+    lease: float | None = None
+    """Seconds the seat's lease lasts (`opened`'s `lease`; a spectator holds none)."""
 
 
 class SeatView(Frame, tag="seat_view"):
@@ -769,6 +735,16 @@ class Pong(Frame, tag="pong"):
     server that does not say."""
 
 
+class Kept(Frame, tag="kept"):
+    """Answer to `keepalive`: what it renewed nothing for, and how long a lease lasts."""
+
+    unknown: list[str] = []
+    """The session ids and seat keys named that renewed nothing: closed (reclaimed, or by
+    their owner), never opened, not this connection's to renew, or a seat no longer held."""
+    lease: float | None = None
+    """Seconds a lease lasts on this server (null: nothing is reclaimed)."""
+
+
 Response = (
     Welcome
     | Described
@@ -793,6 +769,7 @@ Response = (
     | SeatKeys
     | Joined
     | SeatView
+    | Kept
     | Pong
     | Error
 )

@@ -119,9 +119,10 @@ def ecotone_session_closed(session_id: str, env: str, reason: str) -> None:
         session_id: The session's id.
         env: Its env's name.
         reason: `client` (its owner closed it), `disconnect` (its owner's connection went),
-            `idle` (idle past `idle_timeout`), `shutdown` (the server stopped), `unclaimed` (a
-            loose session nobody named within `stateless_grace`) or `replaced` (a newer loose
-            session of the same client took its place).
+            `lease` (reclaimed: its lease ran out, nothing renewing it for `limits.lease`),
+            `shutdown` (the server stopped), `unclaimed` (a loose session nobody named within
+            `stateless_grace`) or `replaced` (a newer loose session of the same client took
+            its place).
     """
 
 

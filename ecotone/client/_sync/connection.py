@@ -44,6 +44,8 @@ from ecotone.specs import (
     GetTask,
     Join,
     Joined,
+    Keepalive,
+    Kept,
     ListTasks,
     ListTools,
     Open,
@@ -158,6 +160,7 @@ class Connection(Exchange):
         types = EnvTypes(observation_type, state_type)
         client = EnvClient[Any, Any](self, response.session, response.env, types)
         client.resume_key = response.resume
+        self.hold(response.session, response.lease, client)
         return client
 
     def join(
@@ -186,7 +189,9 @@ class Connection(Exchange):
         answer = self.core.check(self.request(frame, timeout))
         assert isinstance(answer, Joined), answer
         types = EnvTypes(observation_type, None)
-        return Seat(self, answer.session, answer.env, answer.seat, answer.seats, types)
+        seat = Seat(self, answer.session, answer.env, answer.seat, answer.seats, types)
+        self.hold(key, answer.lease, seat, seat=True)
+        return seat
 
     def describe(self, env: str | None = None) -> EnvInfo:
         """Describe an env: its name, version, description and JSON Schemas.
@@ -222,6 +227,32 @@ class Connection(Exchange):
         response = self.core.check(self.request(Ping(id=self.core.next_id())))
         assert isinstance(response, Pong)
         return response.ready
+
+    def keepalive(self, timeout: float | None = None) -> list[str]:
+        """Renew the leases of every session and seat this connection holds, now.
+
+        A server reclaims what nothing renewed for its lease (`[limits] lease`); every
+        request renews what it names, and the process's lease keeper renews the rest on its
+        own (unless the connection was opened with `keepalive=False`).
+
+        Args:
+            timeout: Seconds to wait for the answer (None: the connection's `timeout`).
+
+        Returns:
+            The session ids and seat keys the server no longer held (reclaimed or closed),
+            which this connection forgets.
+
+        Raises:
+            ConnectionLost: The connection is closed, or broke.
+            TimeoutError: No answer within the timeout (its late answer will be dropped).
+        """
+        sessions, seats = self.leases()
+        frame = Keepalive(id=self.core.next_id(), sessions=list(sessions), seats=list(seats))
+        answer = self.core.check(self.request(frame, timeout))
+        assert isinstance(answer, Kept), answer
+        for name in answer.unknown:
+            self.release(name)
+        return list(answer.unknown)
 
     def list_tasks(
         self,
@@ -651,11 +682,13 @@ class EnvClient(SessionSnapshots, SessionSeats, Generic[ObsT, StateT]):
 
         Raises:
             ServerError: The server refused the close (never `shutting_down`: a stopping
-                server closes its sessions itself).
+                server closes its sessions itself; nor for a session the server reclaimed
+                as its lease ran out).
         """
         if self._closed:
             return
         self._closed = True
+        self.connection.release(self.session_id)
         try:
             core = self.connection.core
             frame = Close(id=core.next_id(), session=self.session_id)
@@ -664,8 +697,8 @@ class EnvClient(SessionSnapshots, SessionSeats, Generic[ObsT, StateT]):
         except (ConnectionLost, TimeoutError):
             pass  # the server closes the session itself when the connection goes
         except ServerError as exc:
-            if exc.code != ErrorCode.SHUTTING_DOWN:
-                raise  # (a stopping server closes its sessions itself)
+            if exc.code != ErrorCode.SHUTTING_DOWN and "reclaimed" not in exc.details:
+                raise  # (a stopping server closes its sessions itself; a reclaimed one is)
         finally:
             if self._owns:
                 self.connection.close()
@@ -699,7 +732,9 @@ def connect(
             default) or `msgpack`; `timeout`, the default per-call timeout in seconds (60;
             None: none); `connect_timeout`, seconds to connect and shake hands (10); `token`,
             for a server that requires one (else `?token=` in the URL, else
-            `$ECOTONE_TOKEN`).
+            `$ECOTONE_TOKEN`); `keepalive`, whether the process's lease keeper renews the
+            session's lease while it sits idle (True); `resume`, `checkpoint_every`,
+            `resume_timeout` (docs/snapshots.md).
 
     Returns:
         The session's client.

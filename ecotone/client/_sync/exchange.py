@@ -9,12 +9,14 @@ no background reader (whoever waits reads, and hands each answer to its owner).
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any, Self
 
 from ecotone.client._sync import io
 from ecotone.client._core import ClientCore, Matcher, Slot, credentials
 from ecotone.client.errors import ConnectionLost
+from ecotone.client.keeper import KEEPER, Held, alive
 from ecotone.specs import Hello, Response
 
 DEFAULT_TIMEOUT = 60.0
@@ -39,7 +41,17 @@ class Exchange:
     ) -> None:
         url, token = credentials(url, token)
         self.url = url
+        self.token = token
+        """The token shown to the server (what the lease keeper shows it too)."""
         self.timeout = timeout
+        self.keep_alive = True
+        """Whether the process's lease keeper renews the leases of what this connection
+        holds (`ecotone.client.keeper`); set it before opening sessions."""
+        self._sessions: dict[str, Held] = {}
+        """Sessions this connection holds under a lease: the lease's length, and the object
+        that holds it (the session's client: once it is gone, the lease is not renewed)."""
+        self._seat_keys: dict[str, Held] = {}
+        """Keys of the seats this connection took, likewise."""
         self.core = ClientCore(codec)
         self.channel: io.Channel = (
             channel if channel is not None else io.channel_now(url, codec, connect_timeout, token)
@@ -63,6 +75,7 @@ class Exchange:
         timeout: float | None = DEFAULT_TIMEOUT,
         connect_timeout: float = 10.0,
         token: str | None = None,
+        keepalive: bool = True,
     ) -> Self:
         """Connect to `url`: ws://, http://, tcp://, unix://, stdio:, inproc://, openenv+...
 
@@ -72,6 +85,9 @@ class Exchange:
             timeout: The default per-call timeout in seconds (None: none).
             connect_timeout: Seconds to connect and shake hands.
             token: The server's token (else `?token=` in the URL, else `$ECOTONE_TOKEN`).
+            keepalive: Let the process's lease keeper renew what this connection holds
+                while it is idle (`ecotone.client.keeper`); False: only its own requests
+                and `keepalive()` do, and the server reclaims what sits idle for a lease.
 
         Returns:
             The connection, open.
@@ -85,7 +101,8 @@ class Exchange:
         """
         url, token = credentials(url, token)
         channel = io.open_channel(url, codec, connect_timeout, token)
-        connection = cls(url, codec=codec, timeout=timeout, channel=channel)
+        connection = cls(url, codec=codec, timeout=timeout, channel=channel, token=token)
+        connection.keep_alive = keepalive
         if token is not None and getattr(channel, "needs_hello", False):
             connection._hello(token, connect_timeout)
         return connection
@@ -103,6 +120,44 @@ class Exchange:
                 with io.shielded():
                     self.close()
             raise
+
+    # --- leases ------------------------------------------------------------------------------
+
+    def hold(self, name: str, lease: float | None, by: object, seat: bool = False) -> None:
+        """Hold session `name` (`seat`: the seat whose key `name` is) under a lease.
+
+        The lease keeper renews it from now on, while `by` lives and unless `keep_alive` is
+        off; a lease of None (the server does not lease it) holds nothing.
+
+        Args:
+            name: The session's id, or the seat's key.
+            lease: The lease's length, as the server said (`opened`, `joined`).
+            by: What holds it (the session's client): a session whose client was dropped
+                without being closed is left to the server's lease.
+            seat: `name` is a seat's key.
+        """
+        if lease is None or self.closed:
+            return
+        (self._seat_keys if seat else self._sessions)[name] = Held(lease, weakref.ref(by))
+        if self.keep_alive:
+            KEEPER.watch(self)
+
+    def release(self, name: str) -> None:
+        """Forget the session (or seat key) `name`: closed, or gone from the server.
+
+        Args:
+            name: The session's id, or the seat's key.
+        """
+        self._sessions.pop(name, None)
+        self._seat_keys.pop(name, None)
+
+    def leases(self) -> tuple[dict[str, float], dict[str, float]]:
+        """What this connection holds under a lease, whose holders live.
+
+        Returns:
+            Its sessions and its seat keys, each with its lease's length in seconds.
+        """
+        return alive(self._sessions), alive(self._seat_keys)
 
     # --- requests ------------------------------------------------------------------------------
 
@@ -341,6 +396,7 @@ class Exchange:
         """Close the connection (the server closes its sessions with it). Idempotent."""
         if not self._closed:
             self._closed = True
+            KEEPER.forget(self)
             with io.shielded():
                 self.channel.close()
 

@@ -156,7 +156,11 @@ class SessionSnapshots:
         answer = core.check(self.connection.request(frame, timeout))
         assert isinstance(answer, Forked), answer
         kind = type(self)
-        return [kind(self.connection, sid, self.env, self.types) for sid in answer.sessions]  # type: ignore[call-arg]
+        forks = [kind(self.connection, sid, self.env, self.types) for sid in answer.sessions]  # type: ignore[call-arg]
+        lease = self.connection.leases()[0].get(self.session_id)
+        for fork in forks:  # leased as this one is
+            self.connection.hold(fork.session_id, lease, fork)
+        return forks
 
     def export_snapshot(
         self, snapshot: str | SnapshotInfo, *, timeout: float | None = None

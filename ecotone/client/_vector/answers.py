@@ -336,6 +336,7 @@ class Answers(Ledger):
         sub.session = response.session
         sub.resume_key = response.resume
         sub.conn = sub.link.conn
+        sub.conn.hold(response.session, response.lease, self)  # held while the env lives
         if self.recorder is not None and self.env is None:
             self.recorder.env = response.env  # the server's default env: now we know its name
         sub.lost = None

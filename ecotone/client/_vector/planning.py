@@ -43,6 +43,7 @@ class Planning(Ledger):
                 continue
             if session_gone(sub) is None:  # its old session, still open: close it
                 assert sub.session is not None
+                link.conn.release(sub.session)
                 close = Close(id=link.conn.core.next_id(), session=sub.session)
                 link.inflight[close.id] = InFlight(FrameKind.CLOSE, close, link, [], None)
                 link.outbox.append(close)

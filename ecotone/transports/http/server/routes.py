@@ -8,12 +8,15 @@ Served side by side:
   same frames: `POST /v1/sessions` (open), `POST /v1/sessions/{id}/reset`,
   `POST /v1/sessions/{id}/step` (`{"action": ...}`), `GET /v1/sessions/{id}/state`,
   `DELETE /v1/sessions/{id}` (or `POST /v1/sessions/{id}/close`, which a browser can send
-  with `navigator.sendBeacon` as a page unloads), `GET /v1/sessions/{id}/render` (the env's
-  custom view), `GET /v1/describe`; snapshots: `POST /v1/sessions/{id}/snapshot`,
-  `.../restore` (`{"snapshot": ID}`, `{"blob": BASE64}` or `{"checkpoint": KEY}`), `.../fork`
-  (`{"n": N}`), `GET /v1/snapshots/{id}` (exported, sealed), `DELETE /v1/snapshots/{id}`.
-  Sessions live across requests and connections (the id is the handle) until closed or idle
-  past `idle_timeout`.
+  with `navigator.sendBeacon` as a page unloads), `POST /v1/sessions/{id}/keepalive` (renews
+  its lease: `kept`, or 404 `unknown_session` once it was reclaimed),
+  `GET /v1/sessions/{id}/render` (the env's custom view), `GET /v1/describe`; snapshots:
+  `POST /v1/sessions/{id}/snapshot`, `.../restore` (`{"snapshot": ID}`, `{"blob": BASE64}`
+  or `{"checkpoint": KEY}`), `.../fork` (`{"n": N}`), `GET /v1/snapshots/{id}` (exported,
+  sealed), `DELETE /v1/snapshots/{id}`.
+  Sessions live across requests and connections (the id is the handle) until closed or
+  reclaimed when their lease runs out (`POST /v1/sessions/{id}/keepalive` renews it; so does
+  every request about the session).
 * A multi-agent session's seats (`seats.py`): `GET /v1/sessions/{id}/seats` (the owner's
   keys), then per seat key `POST /v1/seats/{key}/join`, `GET /v1/seats/{key}` (its own view;
   `?wait=1` waits for its turn, bounded), `POST /v1/seats/{key}/play` (`{"action": ...}`),
@@ -62,6 +65,8 @@ from ecotone.specs import (
     Fork,
     GetState,
     JsonCodec,
+    Keepalive,
+    Kept,
     MsgpackCodec,
     Open,
     Render,
@@ -122,6 +127,7 @@ class HttpServer:
         router.add(r"/v1/sessions/(?P<sid>[^/]+)/state", GET=self.state)
         router.add(r"/v1/sessions/(?P<sid>[^/]+)/render", GET=self.render)
         router.add(r"/v1/sessions/(?P<sid>[^/]+)/close", POST=self.close)
+        router.add(r"/v1/sessions/(?P<sid>[^/]+)/keepalive", POST=self.keepalive)
         router.add(r"/v1/sessions/(?P<sid>[^/]+)/snapshot", POST=self._on_session(Snapshot))
         router.add(r"/v1/sessions/(?P<sid>[^/]+)/restore", POST=self._on_session(Restore))
         router.add(r"/v1/sessions/(?P<sid>[^/]+)/fork", POST=self._on_session(Fork))
@@ -280,3 +286,12 @@ class HttpServer:
 
     async def close(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         return await self._dispatch(Close(id=next(self._ids), session=params["sid"]), request)
+
+    async def keepalive(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        """Renew the session's lease: `kept`, or `unknown_session` (404) when it is gone."""
+        sid = params["sid"]
+        frame = Keepalive(id=next(self._ids), sessions=[sid])
+        answer = await self.runner.ask(self.owner_for(request), self.json, frame)
+        if isinstance(answer, Kept) and sid in answer.unknown:
+            answer = self.engine.gone(sid, frame.id)
+        return frame_response(self.json, answer)

@@ -132,8 +132,8 @@ class Seat:
             return made
 
     def lost(self, answer: Response) -> types.CallToolResult | None:
-        """If `answer` says the session is gone (closed by its owner, or idle past the
-        server's `idle_timeout`), forget it and say so; the next call makes a new one (or,
+        """If `answer` says the session is gone (closed by its owner, or reclaimed as its
+        lease ran out), forget it and say so; the next call makes a new one (or,
         for a guest, needs a new share key)."""
         if not (isinstance(answer, Error) and answer.code == ErrorCode.UNKNOWN_SESSION):
             return None
@@ -142,7 +142,7 @@ class Seat:
             message = "the orchestrator's session is closed: this episode is over"
         else:
             message = (
-                "this episode's session was closed (idle past the server's idle_timeout): "
+                "this episode's session was closed (idle past the server's lease): "
                 "the next call starts a new episode"
             )
         return types.CallToolResult(

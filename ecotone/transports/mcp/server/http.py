@@ -8,8 +8,8 @@ apart. MCP's go to the SDK; the rest to OpenEnv's.
 
 The SDK's own Host/Origin checks are off: the http transport's admission (`admission.py`)
 has already checked Host, Origin and the token of every request. Its limits follow the
-server's: `max_sessions`, `idle_timeout` (an MCP session idle that long ends, and its env
-session with it), `max_frame_bytes` for a request body.
+server's: `max_sessions`, `lease` (an MCP session idle that long ends, and its env session
+with it), `max_frame_bytes` for a request body.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class McpHttp:
                 face = McpFace(self.runner, self.runner.mcp)
                 manager = StreamableHTTPSessionManager(
                     app=face.server,
-                    session_idle_timeout=limits.idle_timeout,
+                    session_idle_timeout=limits.lease,
                     max_request_body_size=limits.max_frame_bytes,
                     max_sessions=limits.max_sessions,
                 )

@@ -19,8 +19,8 @@ Dead peers: after `ping_interval` seconds without receiving anything the server 
 and the peer's TCP stack must acknowledge it within `ping_timeout` (TCP_USER_TIMEOUT); if it
 does not, the kernel aborts the connection and its sessions are closed, so a half-open socket
 never holds sessions. An idle but live client is kept even if it does not answer the ping
-(our blocking client reads only during a call), and idle sessions are reaped after
-`idle_timeout` anyway.
+(our blocking client reads only during a call); a client that froze, whose kernel still
+acknowledges, loses its sessions when their lease runs out (`ecotone.kernel.leases`).
 
 Modules: `transport.py` (the transport), `endpoints.py` (the WebSocket endpoints, ecotone's
 own peer, and the connection both transports serve), `handshake.py`, `plain.py` (the plain
