@@ -160,3 +160,32 @@ def test_ecotone_serve_record_writes_episodes_that_read_back(tmp_path: Path) -> 
     assert [a["delta"] for a in episode.actions] == [1, 2]
     assert [o["count"] for o in episode.observations] == [0, 1, 3]
     assert episode.rewards == [1.0, 2.0]
+
+
+def test_a_seated_game_is_recorded_move_by_move_in_its_public_view(tmp_path: Path) -> None:
+    """`play` is recorded as a step naming its seat, with the public view after it (what any
+    seat may see: a recording keeps no seat's hidden view); a simultaneous env's round is one
+    step whose action holds each seat's move."""
+    recorder = TrajectoryRecorder(tmp_path)
+    with run_server("chess-duel", plugins=[recorder]) as server:
+        with ecotone.connect(server.url) as game:
+            game.reset(seed=1, max_moves=3)
+            for seat, move in (("white", "e4"), ("black", "e5"), ("white", "Nf3")):
+                game.play({"move": move}, seat=seat)
+        assert wait_until(lambda: server.recorder.close_reason(game.session_id) is not None)
+    (episode,) = read_episodes(tmp_path)
+    assert episode.seats == ["white", "black", "white"]
+    assert [a["move"] for a in episode.actions] == ["e4", "e5", "Nf3"]
+    assert all(o["seat"] is None and o["legal_moves"] == [] for o in episode.observations)
+    assert episode.truncateds == [False, False, True] and episode.end == "truncated"
+    with run_server("dilemma", plugins=[TrajectoryRecorder(tmp_path / "rounds")]) as server:
+        with ecotone.connect(server.url) as game:
+            game.reset(seed=0, rounds=2)
+            for _ in range(2):
+                game.play_round({"player_0": {"move": "defect"}, "player_1": {"move": "cooperate"}})
+        assert wait_until(lambda: server.recorder.close_reason(game.session_id) is not None)
+    (rounds,) = read_episodes(tmp_path / "rounds")
+    assert rounds.seats == [None, None] and rounds.end == "done"
+    moves = {seat: action["move"] for seat, action in rounds.actions[0].items()}
+    assert moves == {"player_0": "defect", "player_1": "cooperate"}
+    assert rounds.observations[-1]["scores"] == [10, 0]

@@ -158,7 +158,7 @@ class EngineCore:
     def _make(self, call: Call, jobs: list[Call], timeout: float | None = None) -> Any:
         """Make `call` now if it is INLINE and return its answer; else return it for the
         driver, which makes it within `timeout` seconds (None: no deadline)."""
-        if self._on_call is not None:
+        if self._on_call is not None or self._on_step is not None:
             call.started = time.perf_counter()
         if call.mode is Mode.INLINE:
             call.run()
@@ -168,8 +168,8 @@ class EngineCore:
 
     def _finish(self, call: Call, jobs: list[Call]) -> Any:
         """A made call's answer (its kind's finisher), told to `ecotone_call_completed`."""
-        if call.started and type(call) is not StepCall:  # steps have their own hook
-            self._timed(call)
+        if call.started and self._on_call is not None and type(call) is not StepCall:
+            self._timed(call)  # steps have their own hook
         return self._finishers[type(call)](call, jobs)
 
     def _timed(self, call: Call) -> None:

@@ -27,6 +27,7 @@ the round is answered with its own seat's view. Rules kept here:
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -113,6 +114,15 @@ class Rounds(EngineCore):
         session.observation = env.public
         if ends_episode(env.public):
             advance(session, Event.FINISHED)
+        if self._on_step is not None:  # the round, its public view (what a recording keeps)
+            self._on_step(
+                session_id=sid,
+                env=name,
+                action=call.args[0],
+                observation=env.public,
+                duration_s=time.perf_counter() - call.started,
+                seat=None,
+            )
         acting = list(env.acting)
         lost = list(session.seating.lost)
         for seat, move in call.moves.items():

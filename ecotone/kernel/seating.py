@@ -36,6 +36,7 @@ by its owner like any other; its seats are played by whoever holds their keys. R
 from __future__ import annotations
 
 import secrets
+import time
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -261,6 +262,15 @@ class Seating(EngineCore):
         session.observation = env.public
         if ends_episode(env.public):
             advance(session, Event.FINISHED)
+        if self._on_step is not None:  # the public view: what a recording may keep
+            self._on_step(
+                session_id=session.id,
+                env=session.spec.name,
+                action=call.args[1],
+                observation=env.public,
+                duration_s=time.perf_counter() - call.started,
+                seat=call.seat,
+            )
         self.seats_moved(session)
         return SeatView(
             id=rid,

@@ -233,6 +233,7 @@ class Stepping(EngineCore):
                 action=action,
                 observation=outcome,
                 duration_s=time.perf_counter() - started,
+                seat=None,
             )
         return ObservationFrame(id=rid, session=session.id, observation=raw)
 

@@ -103,9 +103,12 @@ class EpisodeWriter:
     def move(self, seat: str, action: Any, result: Any, duration_s: float) -> None:
         """A multi-agent env's move: a step record naming its `seat`, its observation that
         seat's view after the move (`result`: a StepResult)."""
-        record = self._step(
-            action, result.observation, result.reward, result.done, result.truncated, duration_s
-        )
+        fields = (action, result.observation, result.reward, result.done, result.truncated)
+        self.seated_step(seat, (*fields, duration_s))
+
+    def seated_step(self, seat: str, fields: tuple[Any, Any, Any, bool, bool, float]) -> None:
+        """A step record naming its `seat`: `fields` are `step`'s arguments."""
+        record = self._step(*fields)
         record["seat"] = seat
         self._write(record)
 
@@ -219,7 +222,13 @@ class TrajectoryRecorder:
 
     @hookimpl
     def ecotone_step_completed(
-        self, session_id: str, env: str, action: Any, observation: Any, duration_s: float
+        self,
+        session_id: str,
+        env: str,
+        action: Any,
+        observation: Any,
+        duration_s: float,
+        seat: str | None = None,
     ) -> None:
         with self._lock:
             writer = self._writers.get(session_id)
@@ -227,11 +236,14 @@ class TrajectoryRecorder:
                 return
             done = bool(_flag(observation, "done"))
             truncated = bool(_flag(observation, "truncated"))
+            reward = _flag(observation, "reward")
 
             def write() -> None:
-                writer.step(
-                    action, observation, _flag(observation, "reward"), done, truncated, duration_s
-                )
+                record = (action, observation, reward, done, truncated, duration_s)
+                if seat is None:
+                    writer.step(*record)
+                else:  # a multi-agent env's move: the seat, and the public view after it
+                    writer.seated_step(seat, record)
                 if done or truncated:
                     del self._writers[session_id]
                     writer.end("done" if done else "truncated")

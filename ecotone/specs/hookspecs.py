@@ -158,14 +158,17 @@ def ecotone_call_completed(session_id: str | None, env: str, op: str, duration_s
 
 @hookspec
 def ecotone_step_completed(
-    session_id: str, env: str, action: Any, observation: Any, duration_s: float
+    session_id: str, env: str, action: Any, observation: Any, duration_s: float, seat: str | None
 ) -> None:
-    """Observe that a step finished successfully.
+    """Observe that a step (or a multi-agent env's move, or round) finished successfully.
 
     Args:
         session_id: The session's id.
         env: Its env's name.
-        action: The typed action.
-        observation: The typed observation it gave.
+        action: The typed action (a round's: each seat's, by seat).
+        observation: The typed observation it gave (a multi-agent env's: its public view,
+            which every seat may see).
         duration_s: Seconds from the step's start to its outcome.
+        seat: The seat that moved (a turn-based multi-agent env's `play`); None for a step
+            and for a simultaneous env's round.
     """
