@@ -235,3 +235,44 @@ def test_64_sessions_each_finish_or_resume_on_another_replica_step_for_step(
     assert all(moves[seed] == LONG for seed in resumed)
     assert len(resumed) >= SESSIONS // 4, resumes
     assert second.port in proxy.routed
+
+
+@pytest.mark.parametrize("columns", [False, True], ids=["step_many", "step_columns"])
+def test_a_draining_server_refuses_the_reset_items_of_a_batch_and_steps_the_rest(
+    columns: bool,
+) -> None:
+    """A reset inside `step_many` (or `step_columns`) starts an episode, as a `reset` does: a
+    draining server refuses it `shutting_down`; the batch's steps go on."""
+    from ecotone.specs import Error, ResetArgs, StepColumns, StepItem, StepMany
+
+    with ecotone.Connection.open_url("inproc://counter") as connection:
+        first, second = connection.open(), connection.open()
+        first.reset(seed=0)
+        second.reset(seed=0)
+        connection.channel.engine.drain()  # type: ignore[attr-defined]  # an inproc channel
+        core = connection.core
+        if columns:
+            frame: Any = StepColumns(
+                id=core.next_id(),
+                sessions=[first.session_id, second.session_id],
+                actions=core.raw([{"delta": 2}, None]),
+                resets=[1],
+            )
+        else:
+            frame = StepMany(
+                id=core.next_id(),
+                steps=[
+                    StepItem(session=first.session_id, action=core.raw({"delta": 2})),
+                    StepItem(session=second.session_id, reset=ResetArgs(seed=1)),
+                ],
+            )
+        answer: Any = connection.request(frame)
+        if columns:
+            stepped, refused = answer.observations[0], answer.errors[1]
+        else:
+            stepped, refused = answer.results
+            stepped = stepped.observation
+        assert isinstance(refused, Error) and refused.code == "shutting_down", refused
+        assert json.loads(bytes(stepped))["count"] == 2
+        with pytest.raises(ecotone.ServerError, match="shutting_down"):
+            second.reset(seed=1)  # as a plain reset is

@@ -114,6 +114,11 @@ class Batches(Stepping):
         rid = req.id
         sessions = self.sessions.get_many([item.session for item in items], peer.owner)
         resets = _resets(req) if [item.reset for item in items].count(None) < len(items) else None
+        if resets is not None and self.draining:  # a reset item starts an episode: refused
+            resets = [
+                self.refuse_new(Reset, rid, item.session) if type(reset) is Reset else reset
+                for item, reset in zip(items, resets, strict=True)
+            ]
         if not peer.frames and self._on_step is None:
             data = self._step_batch(peer, req, sessions, resets, columns)
             if data is not None:

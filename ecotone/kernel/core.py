@@ -218,6 +218,11 @@ class EngineCore:
         (snapshotting.py)."""
         raise NotImplementedError
 
+    def refuse_new(self, kind: type, rid: RequestId, session: str | None) -> Error | None:
+        """A draining server's refusal of a request that starts a session or an episode
+        (draining.py), or None."""
+        raise NotImplementedError
+
     def reset_seats(self, session: Session, why: str = "the episode was reset") -> None:
         """A multi-agent session's reset (or restore: `why`) was answered (seating.py)."""
         raise NotImplementedError

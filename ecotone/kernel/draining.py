@@ -4,11 +4,11 @@ A server told to stop (SIGTERM) goes through these phases; the runner
 (`ecotone.server.runner.Runner.drain`) moves it from one to the next and waits in between:
 
 1. **Draining** (`drain`): the server admits no new session and starts no new episode:
-   `open`, `fork`, and a `reset` or `restore` of a session, are refused `shutting_down`
-   (`step_many` items are let through: a batch is one request). `readiness` says `draining`,
-   so `/ready` answers 503 and a load balancer routes new connections elsewhere. Running
-   episodes go on; the driver waits until none runs (`episodes_running`), or
-   `limits.drain_timeout`.
+   `open`, `fork`, and a `reset` or `restore` of a session, are refused `shutting_down`, and
+   so is each reset item of a `step_many` or `step_columns` (its steps go on). `readiness`
+   says `draining`, so `/ready` answers 503 and a load balancer routes new connections
+   elsewhere. Running episodes go on; the driver waits until none runs
+   (`episodes_running`), or `limits.drain_timeout`.
 2. **Stopping** (`stop`): every session left that can be resumed (`resumable`) is
    checkpointed: an idle one at once, a busy one as soon as its call ends, before anything
    queued behind it (`freed`). From then on every request of a session but `close` is refused
