@@ -37,8 +37,7 @@ from typing import Any
 
 import msgspec
 
-from ecotone.client._async import io
-from ecotone.client._async.resuming import RETRY_SECONDS
+from ecotone.client._async.resuming import close_quietly, gave_up, retry_pause
 from ecotone.client._vector.failures import Failure, FailureCode
 from ecotone.client._vector.subenvs import Link, Sub, SubOutcome, Tally, Verb
 from ecotone.client._vector.trails import Trails, gone
@@ -234,11 +233,7 @@ class VectorResumer:
                     held[sub.index] = answer
             self.trails.resumes += 1
             if old is not None and old is not link.conn:
-                with io.shielded():
-                    try:
-                        await old.aclose()
-                    except ConnectionLost:
-                        pass
+                await close_quietly(old)
         return held
 
     async def _reopen(self, venv: Any, link: Link, subs: list[Sub], deadline: float) -> None:
@@ -264,17 +259,10 @@ class VectorResumer:
                 if stopping:
                     raise stopping[0].error
                 error = failures[0].error
-                with io.shielded():
-                    try:
-                        await conn.aclose()
-                    except ConnectionLost:
-                        pass
+                await close_quietly(conn)
             if time.monotonic() >= deadline:
-                raise ConnectionLost(
-                    f"could not resume: no server at {link.url} took the sub-envs for "
-                    f"{self.timeout:g}s ({error})"
-                ) from error
-            await io.sleep(RETRY_SECONDS[min(tries, len(RETRY_SECONDS) - 1)])
+                raise gave_up(link.url, "the sub-envs", self.timeout, error) from error
+            await retry_pause(tries)
             tries += 1
 
     async def _restore(self, venv: Any, sub: Sub, inflight: bool) -> StepResult[Any] | None:

@@ -52,6 +52,27 @@ RETRY_SECONDS = (0.05, 0.1, 0.2, 0.5, 1.0)
 """The pauses between its tries (the last one repeats)."""
 
 
+def close_quietly(connection: Any) -> None:
+    """Close a connection left behind (its server gone or going), whatever becomes of it."""
+    with io.shielded():
+        try:
+            connection.close()
+        except ConnectionLost:
+            pass
+
+
+def retry_pause(tries: int) -> None:
+    """Wait before the next try to reach a server again (after `tries` tries)."""
+    io.sleep(RETRY_SECONDS[min(tries, len(RETRY_SECONDS) - 1)])
+
+
+def gave_up(url: str, what: str, seconds: float, exc: BaseException) -> ConnectionLost:
+    """The error of a resume that found no server at `url` to take `what` for `seconds`."""
+    return ConnectionLost(
+        f"could not resume: no server at {url} took {what} for {seconds:g}s ({exc})"
+    )
+
+
 def _gone(exc: Exception) -> bool:
     """Whether `exc` says the session's server is gone or going, or its env's process died:
     resume elsewhere."""
@@ -232,11 +253,7 @@ class Resumer:
                 connection.close()
             raise
         self.resumes += 1
-        with io.shielded():
-            try:
-                old.close()
-            except ConnectionLost:
-                pass
+        close_quietly(old)
         return resumed
 
     def _restored(self, client: Any, session: Any, restore: bool) -> Resumed[Any]:
@@ -281,17 +298,10 @@ class Resumer:
                 return connection, session
             except (ConnectionLost, OSError, ServerError) as exc:
                 if connection is not None:
-                    with io.shielded():
-                        try:
-                            connection.close()
-                        except ConnectionLost:
-                            pass
+                    close_quietly(connection)
                 if isinstance(exc, ServerError) and not _gone(exc):
                     raise
                 if time.monotonic() >= deadline:
-                    raise ConnectionLost(
-                        f"could not resume: no server at {self.url} took the session for "
-                        f"{self.resume_timeout:g}s ({exc})"
-                    ) from exc
-            io.sleep(RETRY_SECONDS[min(tries, len(RETRY_SECONDS) - 1)])
+                    raise gave_up(self.url, "the session", self.resume_timeout, exc) from exc
+            retry_pause(tries)
             tries += 1
