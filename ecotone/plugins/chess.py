@@ -137,6 +137,61 @@ def _reply_score(board: chess.Board, me: bool, values: Mapping[int, int]) -> int
     return worst
 
 
+def new_board(
+    package: ModuleType, opponent: str, max_moves: int | None, fen: str | None
+) -> chess.Board:
+    """The starting board of a game (`fen`'s position, else the usual one), its reset
+    options checked.
+
+    Raises:
+        ValueError: An opponent that is not one, `max_moves` below 1, or an invalid `fen`.
+    """
+    if opponent not in OPPONENTS:
+        raise ValueError(f"opponent must be one of {', '.join(OPPONENTS)}; got {opponent!r}")
+    if max_moves is not None and max_moves < 1:
+        raise ValueError(f"max_moves must be >= 1, got {max_moves}")
+    board: chess.Board = package.Board() if fen is None else package.Board(fen)
+    if fen is not None and not board.is_valid():
+        raise ValueError(f"fen {fen!r} is not a valid chess position")
+    return board
+
+
+def engine_move(board: chess.Board, opponent: str, rng: random.Random) -> chess.Move:
+    """The built-in engine's move: `greedy_move`, or a uniformly random legal one."""
+    if opponent == "greedy":
+        return greedy_move(board, rng)
+    return rng.choice(sorted(board.legal_moves, key=lambda m: m.uci()))
+
+
+def game_result(board: chess.Board) -> tuple[str, str] | None:
+    """The game's result and why it ended (the draws a player may claim claimed at once), or
+    None while it goes on."""
+    outcome = board.outcome(claim_draw=False)
+    if outcome is not None:
+        return outcome.result(), outcome.termination.name.lower()
+    if board.is_repetition(3):
+        return "1/2-1/2", "threefold_repetition"
+    if board.is_fifty_moves():
+        return "1/2-1/2", "fifty_moves"
+    return None
+
+
+def pack_game(board: chess.Board, rng: random.Random, state: Any, ended: Any) -> bytes:
+    """A game as a snapshot holds it: the board with its move stack, the engine's random
+    generator, the env's State and its result so far (`ended`), pickled (the server keeps
+    it, and seals what leaves it)."""
+    return pickle.dumps((board, rng.getstate(), state, *ended))
+
+
+def unpack_game(data: bytes, episode_id: str | None) -> tuple[Any, random.Random, Any, Any, Any]:
+    """`pack_game`'s game back, as episode `episode_id`: (board, rng, state, result,
+    termination)."""
+    board, rng_state, state, result, termination = pickle.loads(data)
+    rng = random.Random()
+    rng.setstate(rng_state)
+    return board, rng, msgspec.structs.replace(state, episode_id=episode_id), result, termination
+
+
 def parse_move(board: chess.Board, text: str) -> chess.Move:
     """A legal move of `board`'s side to move, from UCI (`e2e4`) or SAN (`Nf3`).
 
@@ -231,15 +286,9 @@ class ChessEnv(ecotone.Environment[ChessAction, ChessObservation, ChessState]):
         max_moves: int | None = None,
         fen: str | None = None,
     ) -> ChessObservation:
-        if opponent not in OPPONENTS:
-            raise ValueError(f"opponent must be one of {', '.join(OPPONENTS)}; got {opponent!r}")
         if color not in COLORS:
             raise ValueError(f"color must be white or black; got {color!r}")
-        if max_moves is not None and max_moves < 1:
-            raise ValueError(f"max_moves must be >= 1, got {max_moves}")
-        self._board = self._chess.Board() if fen is None else self._chess.Board(fen)
-        if fen is not None and not self._board.is_valid():
-            raise ValueError(f"fen {fen!r} is not a valid chess position")
+        self._board = new_board(self._chess, opponent, max_moves, fen)
         self._rng = random.Random(seed)
         self._result = self._termination = None
         self._checked_ply = -1
@@ -279,11 +328,7 @@ class ChessEnv(ecotone.Environment[ChessAction, ChessObservation, ChessState]):
         self._state.moves.append(move.uci())
 
     def _reply(self) -> str:
-        board = self._board
-        if self._state.opponent == "greedy":
-            move = greedy_move(board, self._rng)
-        else:
-            move = self._rng.choice(sorted(board.legal_moves, key=lambda m: m.uci()))
+        move = engine_move(self._board, self._state.opponent, self._rng)
         self._push(move)
         return move.uci()
 
@@ -296,15 +341,10 @@ class ChessEnv(ecotone.Environment[ChessAction, ChessObservation, ChessState]):
         if ply == self._checked_ply:
             return False
         self._checked_ply = ply
-        outcome = board.outcome(claim_draw=False)
-        if outcome is not None:
-            self._result = outcome.result()
-            self._termination = outcome.termination.name.lower()
-        elif board.is_repetition(3):  # the draws a player may claim are claimed at once
-            self._result, self._termination = "1/2-1/2", "threefold_repetition"
-        elif board.is_fifty_moves():
-            self._result, self._termination = "1/2-1/2", "fifty_moves"
-        return self._result is not None
+        ended = game_result(board)
+        if ended is not None:
+            self._result, self._termination = ended
+        return ended is not None
 
     def _reward(self) -> float:
         if self._result == "1/2-1/2" or self._result is None:
@@ -344,19 +384,13 @@ class ChessEnv(ecotone.Environment[ChessAction, ChessObservation, ChessState]):
         return self._state
 
     def snapshot(self) -> bytes:
-        """The game (the board with its move stack, the opponent's random generator, the
-        result so far), pickled: the server keeps it, and seals what leaves it."""
-        return pickle.dumps(
-            (self._board, self._rng.getstate(), self._state, self._result, self._termination)
-        )
+        """The game (`pack_game`): board, the opponent's random generator, result so far."""
+        return pack_game(self._board, self._rng, self._state, (self._result, self._termination))
 
     def restore(self, data: bytes, *, episode_id: str | None) -> None:
         """Put back a `snapshot()`, as episode `episode_id`."""
-        board, rng, state, self._result, self._termination = pickle.loads(data)
-        self._board = board
-        self._rng = random.Random()
-        self._rng.setstate(rng)
-        self._state = msgspec.structs.replace(state, episode_id=episode_id)
+        game = unpack_game(data, episode_id)
+        self._board, self._rng, self._state, self._result, self._termination = game
         self._checked_ply = -1
 
     def render(self) -> str:

@@ -9,26 +9,26 @@ Rules are in `ChessDuel`'s docstring.
 
 from __future__ import annotations
 
-import pickle
 import random
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-import msgspec
-
 import ecotone
 from ecotone.plugins.chess import (
     COLORS,
-    OPPONENTS,
     ChessAction,
     Color,
     Opponent,
     board_svg,
     chess_package,
-    greedy_move,
+    engine_move,
+    game_result,
+    new_board,
+    pack_game,
     parse_move,
     render,
+    unpack_game,
 )
 
 if TYPE_CHECKING:
@@ -115,13 +115,7 @@ class ChessDuel(ecotone.MultiAgentEnvironment[ChessAction, DuelObservation, Duel
     ) -> DuelObservation:
         if engine is not None and engine not in COLORS:
             raise ValueError(f"engine must be white, black or None; got {engine!r}")
-        if opponent not in OPPONENTS:
-            raise ValueError(f"opponent must be one of {', '.join(OPPONENTS)}; got {opponent!r}")
-        if max_moves is not None and max_moves < 1:
-            raise ValueError(f"max_moves must be >= 1, got {max_moves}")
-        self._board = self._chess.Board() if fen is None else self._chess.Board(fen)
-        if fen is not None and not self._board.is_valid():
-            raise ValueError(f"fen {fen!r} is not a valid chess position")
+        self._board = new_board(self._chess, opponent, max_moves, fen)
         self._rng = random.Random(seed)
         self._result = self._termination = None
         self._state = DuelState(
@@ -175,18 +169,13 @@ class ChessDuel(ecotone.MultiAgentEnvironment[ChessAction, DuelObservation, Duel
         return st
 
     def snapshot(self) -> bytes:
-        """The game (the board with its move stack, the engine's random generator, the
-        result so far), pickled: the server keeps it, and seals what leaves it."""
-        state = (self._board, self._rng.getstate(), self._state, self._result, self._termination)
-        return pickle.dumps(state)
+        """The game (`pack_game`): board, the engine's random generator, result so far."""
+        return pack_game(self._board, self._rng, self._state, (self._result, self._termination))
 
     def restore(self, data: bytes, *, episode_id: str | None) -> None:
         """Put back a `snapshot()`, as episode `episode_id`."""
-        board, rng, state, self._result, self._termination = pickle.loads(data)
-        self._board = board
-        self._rng = random.Random()
-        self._rng.setstate(rng)
-        self._state = msgspec.structs.replace(state, episode_id=episode_id)
+        game = unpack_game(data, episode_id)
+        self._board, self._rng, self._state, self._result, self._termination = game
 
     def render(self, seat: str | None) -> str:
         """The board as an SVG picture (`chess.board_svg`): a seat sees its own side at the
@@ -219,26 +208,12 @@ class ChessDuel(ecotone.MultiAgentEnvironment[ChessAction, DuelObservation, Duel
         st = self._state
         if st.engine is None or self.current_seat() != st.engine:
             return
-        board = self._board
-        if st.opponent == "greedy":
-            move = greedy_move(board, self._rng)
-        else:
-            move = self._rng.choice(sorted(board.legal_moves, key=lambda m: m.uci()))
-        self._push(move)
+        self._push(engine_move(self._board, st.opponent, self._rng))
 
     def _settle(self) -> None:
         """Record the result once the game is over (the claimable draws claimed at once)."""
-        if self._result is not None:
-            return
-        board = self._board
-        outcome = board.outcome(claim_draw=False)
-        if outcome is not None:
-            self._result = outcome.result()
-            self._termination = outcome.termination.name.lower()
-        elif board.is_repetition(3):
-            self._result, self._termination = "1/2-1/2", "threefold_repetition"
-        elif board.is_fifty_moves():
-            self._result, self._termination = "1/2-1/2", "fifty_moves"
+        if self._result is None:
+            self._result, self._termination = game_result(self._board) or (None, None)
 
     def _over(self) -> bool:
         return self._result is not None
