@@ -29,7 +29,8 @@ from ecotone.client.sync import EnvClient, connect
 from ecotone.kernel.exit import close_at_exit, forget_at_exit
 from ecotone.kernel.registry import Registry
 from ecotone.launcher.pool import PooledServer
-from ecotone.launcher.specs import make_spec, provider_for
+from ecotone.launcher.specs import make_spec as make_spec  # its home before specs.py
+from ecotone.launcher.specs import provider_for, spec_of
 from ecotone.launcher.warm import warm_pool
 from ecotone.providers.contract import LaunchSpec, Provider, ServerHandle
 
@@ -65,15 +66,7 @@ async def astart_server(
             `ReadinessTimeout`); what it had started is removed.
     """
     chosen = provider_for(provider, registry) if isinstance(provider, str) else provider
-    if isinstance(env, LaunchSpec):
-        if spec:
-            raise TypeError(
-                f"a LaunchSpec was given, so {', '.join(sorted(spec))} would be ignored: "
-                "put them in the LaunchSpec (attrs.evolve(spec, ...))"
-            )
-        launch_spec = env
-    else:
-        launch_spec = make_spec(env, **spec)
+    launch_spec = spec_of(env, spec)
     return await chosen.start(launch_spec)
 
 

@@ -44,7 +44,7 @@ from ecotone.client.aio import AsyncEnvClient, aconnect
 from ecotone.client.sync import EnvClient, connect
 from ecotone.kernel.exit import close_at_exit, forget_at_exit
 from ecotone.kernel.registry import Registry
-from ecotone.launcher.specs import make_spec, provider_for
+from ecotone.launcher.specs import provider_for, spec_of
 from ecotone.providers.contract import LaunchSpec, Provider, ServerHandle
 
 log = logging.getLogger("ecotone.launcher")
@@ -104,14 +104,7 @@ class AsyncServerPool:
     ) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"a pool's size must be a whole number >= 1, got {size!r}")
-        if isinstance(env, LaunchSpec):
-            if spec:
-                raise TypeError(
-                    f"a LaunchSpec was given, so {', '.join(sorted(spec))} would be ignored"
-                )
-            self.spec = env
-        else:
-            self.spec = make_spec(env, **spec)
+        self.spec = spec_of(env, spec)
         self.provider = provider_for(provider, registry) if isinstance(provider, str) else provider
         self.size = size
         self.concurrency = concurrency or min(size, max(2, 2 * (os.cpu_count() or 1)))

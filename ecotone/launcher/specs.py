@@ -74,3 +74,27 @@ def make_spec(env: str, **fields: Any) -> LaunchSpec:
     for name in ("environment", "secrets", "labels"):
         given[name] = dict(given.get(name) or {})
     return LaunchSpec(env=env, resources=resources, options=options, **given)
+
+
+def spec_of(env: str | LaunchSpec, fields: dict[str, Any]) -> LaunchSpec:
+    """The LaunchSpec a launch or a pool was given: `env` itself, or one made from `fields`.
+
+    Args:
+        env: A LaunchSpec, or the env name for `make_spec`.
+        fields: LaunchSpec fields and provider options (none beside a LaunchSpec).
+
+    Returns:
+        The LaunchSpec.
+
+    Raises:
+        TypeError: A LaunchSpec given with fields beside it (they would be ignored).
+        ValueError: A field's value that `make_spec` refuses.
+    """
+    if isinstance(env, LaunchSpec):
+        if fields:
+            raise TypeError(
+                f"a LaunchSpec was given, so {', '.join(sorted(fields))} would be ignored: "
+                "put them in the LaunchSpec (attrs.evolve(spec, ...))"
+            )
+        return env
+    return make_spec(env, **fields)

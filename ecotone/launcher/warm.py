@@ -29,7 +29,7 @@ import attrs
 
 from ecotone.kernel.registry import Registry
 from ecotone.launcher.pool import ServerPool
-from ecotone.launcher.specs import make_spec
+from ecotone.launcher.specs import spec_of
 from ecotone.providers.contract import LaunchSpec, Provider
 
 _lock: Final = threading.Lock()
@@ -69,15 +69,7 @@ def warm_pool(
             LaunchSpec field's value that is refused.
         TypeError: A LaunchSpec given with LaunchSpec fields beside it.
     """
-    if isinstance(env, LaunchSpec):
-        if spec:
-            raise TypeError(
-                f"a LaunchSpec was given, so {', '.join(sorted(spec))} would be ignored: "
-                "put them in the LaunchSpec (attrs.evolve(spec, ...))"
-            )
-        launch_spec = env
-    else:
-        launch_spec = make_spec(env, **spec)
+    launch_spec = spec_of(env, spec)
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"pool= is how many servers to keep warm, a whole number >= 1: {size!r}")
     key = _key(launch_spec, size, provider, registry)
