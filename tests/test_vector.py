@@ -282,6 +282,56 @@ def test_every_autoreset_mode_matches_gymnasiums_sync_vector_env_step_for_step(
     assert ended_episodes >= 10  # the comparison went through many autoresets
 
 
+@pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
+@pytest.mark.parametrize("layout", ["two servers", "a server named twice"])
+def test_sub_envs_spread_over_servers_match_gymnasiums_sync_vector_env(
+    walk_server: RunningServer, mode: str, layout: str
+) -> None:
+    """Taken by columns, a link's answer at a time (round robin over two servers, or over a
+    URL list that names one server twice), every autoreset mode still gives Gymnasium's
+    results, infos included, in sub-env order."""
+    n, steps = 5, 60
+    reference = gymnasium.make_vec(
+        WALK_ID,
+        num_envs=n,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": AutoresetMode[mode.upper()]},
+    )
+    rng = np.random.default_rng(3)
+    ended_episodes = 0
+    with run_server("walk", plugins=PLUGINS) as other:
+        urls = [walk_server.url, other.url]
+        if layout != "two servers":
+            urls = [walk_server.url, other.url, walk_server.url]
+        venv = ecotone.VectorEnv(
+            urls, n, observation_type=WalkObservation, autoreset_mode=mode, codec="msgpack"
+        )
+        try:
+            want_obs, want_infos = reference.reset(seed=7)
+            obs, infos = venv.reset(seed=7)
+            assert [o.pos for o in obs] == want_obs.tolist()
+            assert plain(infos) == plain(want_infos)
+            for t in range(steps):
+                actions = rng.integers(0, 3, size=n)
+                want = reference.step(actions)
+                got = venv.step({"move": actions})
+                assert [o.pos for o in got[0]] == want[0].tolist(), f"step {t}"
+                assert got[1].tolist() == want[1].tolist(), f"step {t}"
+                assert got[2].tolist() == want[2].tolist(), f"step {t}"
+                assert got[3].tolist() == want[3].tolist(), f"step {t}"
+                assert plain(got[4]) == plain(want[4]), f"step {t}"
+                ended = want[2] | want[3]
+                ended_episodes += int(ended.sum())
+                if mode == "disabled" and ended.any():
+                    want_obs, _ = reference.reset(options={"reset_mask": ended})
+                    obs, _ = venv.reset(options={"reset_mask": ended})
+                    assert [o.pos for o in obs] == want_obs.tolist(), f"reset after {t}"
+        finally:
+            venv.close()
+            reference.close()
+    assert ended_episodes >= 10
+
+
 def test_a_seed_list_gives_each_sub_env_its_own_seed(walk_server: RunningServer) -> None:
     with ecotone.VectorEnv(walk_server.url, 3, observation_type=WalkObservation) as venv:
         _, by_int = venv.reset(seed=20)

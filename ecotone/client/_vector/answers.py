@@ -110,24 +110,17 @@ class Answers(Ledger):
             self._opened(request.subs[0], response)
 
     def _on_step_many(self, request: InFlight, response: Response) -> None:
-        kind = type(response)
+        if request.actions is not None and self._take_in_bulk(request, response):
+            return  # the usual answer: in bulk, folded resets and all
+        self.materialize(request)  # item by item: every sub-env waiting gets its outcome
         typed = self._typed
-        if (kind is StepColumnsResult or (typed is not None and kind is typed.columns)) and (
-            kind is StepColumnsResult
-            or response.errors  # type: ignore[union-attr]
-            or request.resets is not None
-            or request.actions is None
-        ):
+        kind = type(response)
+        if kind is StepColumnsResult or (typed is not None and kind is typed.columns):
             response = self._by_items(response)
         if request.resets is not None:
             response = self._take_resets(request, response)
             if not request.subs:  # resets only: each has completed its outcome
                 return
-        if request.actions is not None and self._take_in_bulk(request, response):
-            return
-        if typed is not None and type(response) is typed.columns:
-            response = self._by_items(response)  # not taken in bulk: item by item
-        self.materialize(request)
         if isinstance(response, Error):
             failure = Failure.from_frame(response)
             for sub in request.subs:
@@ -220,11 +213,12 @@ class Answers(Ledger):
         return response
 
     def _flags(
-        self, observations: list[Any]
+        self, observations: list[Any], resets: list[int] | None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Any], bool] | None:
         """(rewards, terminated, truncated, metadata, whether any episode ended) of typed
         observations, as `result` would read them one by one, or None when their type has no
-        flags to read in bulk."""
+        flags to read in bulk. The positions in `resets` are folded autoresets: a new
+        episode's first observation, reward 0.0 and no flags whatever it carries."""
         if self._struct_flags:
             rewards = [o.reward for o in observations]
             terminated = [o.done for o in observations]
@@ -237,6 +231,9 @@ class Answers(Ledger):
             metadata = [o.get("metadata") for o in observations]
         else:
             return None
+        for j in resets or ():
+            rewards[j] = 0.0
+            terminated[j] = truncated[j] = False
         ends = any(terminated) or any(truncated)  # on the lists: cheaper than numpy's any
         if not ends:  # the usual step: no flag to pack
             n = len(observations)
@@ -259,7 +256,9 @@ class Answers(Ledger):
             return False
         subs = request.subs
         kind = type(response)
-        if kind is typed.columns:  # no errors among them (else it came here by items)
+        if kind is typed.columns:
+            if response.errors:  # type: ignore[union-attr]
+                return False
             observations: list[Any] = response.observations  # type: ignore[union-attr]
         elif kind is typed.many:
             results: list[Any] = response.results  # type: ignore[union-attr]
@@ -271,12 +270,17 @@ class Answers(Ledger):
             return False
         if len(observations) != len(subs):
             return False  # a broken answer: the per-sub-env path reports it
-        flags = self._flags(observations)
+        resets = request.resets
+        flags = self._flags(observations, resets)
         if flags is None:
             return False
         rewards, terminated, truncated, metadata, ends = flags
         tally, actions = request.tally, request.actions
         assert tally is not None and actions is not None
+        if resets is not None:  # folded autoresets: each sub-env's new episode has begun
+            request.resets = None
+            for j in resets:
+                subs[j].needs_reset = False
         ended: list[int] = []
         if ends:
             ended = np.flatnonzero(terminated | truncated).tolist()

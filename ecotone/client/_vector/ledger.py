@@ -65,6 +65,13 @@ class Ledger:
                 by_url[url] = Link(len(by_url), url)
         self.links = list(by_url.values())
         self.subs = [Sub(i, by_url[url_list[i % len(url_list)]]) for i in range(num_envs)]
+        for sub in self.subs:
+            sub.link.members.append(sub)
+            sub.link.positions.append(sub.index)
+        for link in self.links:
+            span = slice(link.index, num_envs, len(self.links))
+            if link.positions == list(range(num_envs))[span]:
+                link.stride = span
         self.num_envs = num_envs
         self._observation_target: Any = types.observation or dict[str, Any]
         fields = getattr(types.observation, "__struct_fields__", ())

@@ -93,7 +93,8 @@ class Planning(Ledger):
             ValueError: a sub-env has a request in flight; or, under `disabled` autoreset,
                 one's episode is over (and its session is not lost: `restart` it).
         """
-        check_idle(subs)
+        if self.sending or any(link.inflight for link in self.links):
+            check_idle(subs)  # else none is: a sub-env is busy only with a request in flight
         if self.autoreset_mode is not AutoresetMode.DISABLED:
             return
         for sub in subs:
@@ -230,36 +231,71 @@ class Planning(Ledger):
             encoded.append((index, group_subs, group_actions, resets or None, frame))
         return encoded
 
+    def _plan_columns(self, actions: Sequence[Any], tally: Tally) -> bool:
+        """`plan_step` of every sub-env in the steady state, by columns: every link up and
+        folding resets, every session open on it. One `step_columns` (or `step_many`) per
+        link of its sub-envs in index order, the folded autoresets' positions found in one
+        pass, no per-sub-env outcome (the answer is taken in bulk, or the outcomes made when
+        it cannot be: `materialize`). Returns False, having queued nothing, when the steady
+        state does not hold; an action that cannot be encoded raises TypeError first."""
+        plans = []
+        for link in self.links:
+            members = link.members
+            if not members:
+                continue
+            conn = link.conn
+            if conn is None or conn.closed:
+                return False
+            sessions = [s.session for s in members if s.lost is None and s.conn is conn]
+            if len(sessions) != len(members) or None in sessions:
+                return False  # a session lost, reopening or on an earlier connection
+            stride = link.stride
+            if stride is not None and type(actions) is list:
+                group_actions = actions[stride]
+            else:
+                group_actions = [actions[i] for i in link.positions]
+            resets = [j for j, s in enumerate(members) if s.needs_reset]
+            if resets and not link.folds_resets:
+                return False  # their resets go as frames of their own
+            for j in resets:
+                group_actions[j] = None
+            frame: WireColumns | WireStepMany
+            args = ResetArgs(options=self.reset_options) if resets else None
+            if link.columns:
+                frame = WireColumns(
+                    id=0,
+                    sessions=sessions,  # type: ignore[arg-type]
+                    actions=msgspec.Raw(self._action_bytes(group_actions)),
+                    resets=resets,
+                    reset=args,
+                )
+            else:
+                at_reset = set(resets)
+                steps = [
+                    WireReset(session, args) if j in at_reset else WireStep(session, action)  # type: ignore[arg-type]
+                    for j, (session, action) in enumerate(zip(sessions, group_actions, strict=True))
+                ]
+                frame = WireStepMany(id=0, steps=msgspec.Raw(self._action_bytes(steps)))
+            plans.append((link, group_actions, resets, frame))
+        tally.open += self.num_envs
+        for link, group_actions, resets, frame in plans:
+            frame.id = link.conn.core.next_id()
+            request = self._queue(FrameKind.STEP_MANY, frame, link, link.members)
+            request.tally = tally
+            request.resets = resets or None
+            request.actions = group_actions
+        return True
+
     def _plan_batch(self, actions: Sequence[Any], subs: Sequence[Sub], tally: Tally) -> None:
         """`plan_step` with a call: the sub-envs ready to step go into one `step_many` per
-        link, without outcomes (`InFlight.actions` keeps their actions); the others get theirs
-        now (a reset instead, or a failure)."""
+        link, without outcomes (`InFlight.actions` keeps their actions, None for a folded
+        autoreset); the others get theirs now (a reset instead, or a failure)."""
+        if len(subs) == self.num_envs and self._plan_columns(actions, tally):
+            return
         links = self.links
-        alive = [link.alive for link in links]
-        later: list[tuple[Sub, Any]] = []
-        folded: list[Sub] = []
-        groups: dict[int, tuple[list[Sub], list[Any]]]
-        # One live link and every session open on it: the common cases, without `_group`.
-        one_link = len(links) == 1 and alive[0] and not stale_sessions(subs, links[0].conn)
-        unready = [s for s in subs if s.needs_reset] if one_link else None
-        if unready is not None and not unready:
-            groups = {0: (list(subs), list(actions))}  # the common case: one step_many of all
-        elif unready is not None and links[0].folds_resets:
-            # the next most common: some episodes ended, their resets ride along
-            folded = unready
-            group_actions = [
-                RESET_ITEM if sub.needs_reset else action
-                for sub, action in zip(subs, actions, strict=True)
-            ]
-            groups = {0: (list(subs), group_actions)}
-        else:
-            groups, later, folded = self._group(actions, subs, alive)
+        groups, later, folded = self._group(actions, subs, [link.alive for link in links])
         encoded = self._encode(groups, bool(folded))
         tally.open += len(subs)  # each sub-env's outcome (or bulk row) completes it once
-        for sub in folded:  # a reset instead of a step, as `_step_later` would queue it
-            outcome = SubOutcome(sub.index, Verb.STEP, tally, sub.obs)
-            sub.outcome = outcome
-            tally.outcomes[sub.index] = outcome
         for sub, action in later:
             outcome = SubOutcome(sub.index, Verb.STEP, tally, sub.obs)
             outcome.action = action
@@ -291,11 +327,6 @@ class Planning(Ledger):
             tally = Tally([sub.index for sub in group_subs])
             tally.open = len(group_subs)
             self.sending.append(tally)
-            for j in resets or ():  # a reset instead of a step: its outcome from the start
-                sub = group_subs[j]
-                outcome = SubOutcome(sub.index, Verb.STEP, tally, sub.obs)
-                sub.outcome = outcome
-                tally.outcomes[sub.index] = outcome
             for sub in group_subs:
                 sub.sent = tally
             link = self.links[index]

@@ -105,18 +105,54 @@ class Results(Ledger):
             return row.observations, row.rewards, row.terminated, row.truncated, infos
         out: list[Any] = [
             [None] * n,
-            np.zeros(n, dtype=np.float64),
-            np.zeros(n, dtype=np.bool_),
-            np.zeros(n, dtype=np.bool_),
+            np.empty(n, dtype=np.float64),
+            np.empty(n, dtype=np.bool_),
+            np.empty(n, dtype=np.bool_),
             {},
         ]
+        if not outcomes and self._lay_columns(rows, out):
+            return self._with_infos(out)
+        out[1].fill(0.0)
+        out[2].fill(False)
+        out[3].fill(False)
         self._tally_rows(tally, None, out)  # each sub-env at its own index
+        return self.check(outcomes.values(), self._with_infos(out))
+
+    def _lay_columns(self, rows: list[Rows], out: list[Any]) -> bool:
+        """Lay the rows of a step taken in bulk on every link (each row a link's sub-envs,
+        in order, at a stride of the vector's indices: round robin) into `out` =
+        [observations, rewards, terminated, truncated, infos by index], a slice assignment
+        per column and row. Returns False, having laid nothing, when the rows are not that."""
+        if len(rows) != sum(1 for link in self.links if link.members):
+            return False
+        for row in rows:
+            link = row.subs[0].link if row.subs else None
+            if link is None or row.subs is not link.members or link.stride is None:
+                return False
         observations, rewards, terminated, truncated, info_of = out
-        infos = {}
+        for row in rows:
+            link = row.subs[0].link
+            span = link.stride
+            assert span is not None
+            observations[span] = row.observations
+            rewards[span] = row.rewards
+            terminated[span] = row.terminated
+            truncated[span] = row.truncated
+            if row.metadata is not None:
+                for j, meta in zip(link.positions, row.metadata, strict=True):
+                    if meta:
+                        info_of[j] = dict(meta)
+        return True
+
+    def _with_infos(
+        self, out: list[Any]
+    ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """`out`'s columns, its infos by index batched as Gymnasium's."""
+        observations, rewards, terminated, truncated, info_of = out
+        infos: dict[str, Any] = {}
         for i in sorted(info_of):  # in sub-env order: the first value of a key sets its dtype
-            add_info(infos, info_of[i], i, n)
-        result = (observations, rewards, terminated, truncated, infos)
-        return self.check(outcomes.values(), result)
+            add_info(infos, info_of[i], i, self.num_envs)
+        return observations, rewards, terminated, truncated, infos
 
     def _tally_rows(self, tally: Tally, position: dict[int, int] | None, out: list[Any]) -> None:
         """Lay `tally`'s rows and outcomes into `out` = [observations, rewards, terminated,

@@ -72,8 +72,11 @@ class Link:
         "folds_resets",
         "index",
         "inflight",
+        "members",
         "outbox",
         "pipelines",
+        "positions",
+        "stride",
         "unanswered",
         "url",
     )
@@ -93,6 +96,13 @@ class Link:
         self.columns = False
         """Its server takes `step_columns` (its `welcome` lists the feature): a batched
         step goes as one, not as a `step_many`."""
+        self.members: list[Sub] = []
+        """Its sub-envs, in index order (they never move to another link)."""
+        self.positions: list[int] = []
+        """Their indices, in the same order."""
+        self.stride: slice | None = None
+        """`positions` as a slice of the vector's indices, when they are one (round robin
+        over distinct URLs): a column of results is laid out with one slice assignment."""
 
     @property
     def alive(self) -> bool:
