@@ -305,6 +305,108 @@ async def test_reset_items_answer_byte_for_byte_as_the_general_path(codec: str) 
     assert ended is not None and ended.env.state().episode_id == "e-3"  # the item's reset args
 
 
+COLUMN_RESETS: list[tuple[str, Any]] = [  # (which session, its action; None: a reset)
+    ("ok", {"do": "ok"}),
+    ("fresh", None),  # never reset: the reset starts its first episode
+    ("ended", None),  # a new episode after the last one ended
+    ("end", {"do": "end"}),
+    ("raise", {"do": "raise"}),
+    ("reject", {"do": "reject"}),
+    ("truncate", None),  # a running episode, reset midway
+    ("unencodable", {"do": "unencodable"}),
+    ("ok2", {"do": "ok"}),
+]
+
+
+@pytest.mark.parametrize("codec", ["json", "msgpack"])
+@pytest.mark.parametrize(
+    "args", [None, ResetArgs(seed=3, episode_id="e-3"), ResetArgs(options={"nope": 1})]
+)
+async def test_step_columns_with_resets_inline_answers_as_the_general_path(
+    codec: str, args: ResetArgs | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `step_columns` whose resets are answered inline, in the same pass as its steps, gives
+    the bytes and phases the general path (each position an item on its own) gives: resets of
+    fresh, ended and running sessions, with seeds, episode ids, or an option the env refuses,
+    beside steps that end, raise, are refused or cannot be encoded."""
+    fast_engine, fast_owner, fast_ids = await _probe_engine(codec)
+    item_engine, item_owner, item_ids = await _probe_engine(codec)
+    enc = codec_for(codec)
+    resets = [j for j, (_, action) in enumerate(COLUMN_RESETS) if action is None]
+
+    def frame(ids: dict[str, str]) -> StepColumns:
+        return StepColumns(
+            id=7,
+            sessions=[ids[name] for name, _ in COLUMN_RESETS],
+            actions=enc.raw([action for _, action in COLUMN_RESETS]),
+            resets=resets,
+            reset=args,
+        )
+
+    fast = fast_engine.peer(enc, fast_owner)
+    with monkeypatch.context() as patched:  # the inline pass answers it: no items are made
+        patched.setattr("ecotone.kernel.batches._column_items", None)
+        assert not fast.submit(frame(fast_ids))
+    (data,) = fast.take()
+    assert isinstance(data, bytes)
+    general = item_engine.peer(enc, item_owner, frames=True)
+    assert not general.submit(frame(item_ids))
+    (answer,) = general.take()
+    renamed = data
+    for name, session in fast_ids.items():
+        renamed = renamed.replace(session.encode(), item_ids[name].encode())
+    assert renamed == enc.encode(answer)
+    decoded = msgspec.json.decode(data) if codec == "json" else msgspec.msgpack.decode(data)
+    errors = {int(j): e["code"] for j, e in decoded.get("errors", {}).items()}
+    refused = {j: "invalid_argument" for j in resets} if args and args.options else {}
+    assert errors == {4: "env_error", 5: "invalid_action", 7: "env_error", **refused}
+    for name, _ in COLUMN_RESETS:
+        fast_session = fast_engine.sessions.get(fast_ids[name], fast_owner)
+        item_session = item_engine.sessions.get(item_ids[name], item_owner)
+        assert fast_session is not None and item_session is not None
+        assert fast_session.phase is item_session.phase, name
+        assert not fast_session.busy
+        assert fast_session.env.state().episode_id == item_session.env.state().episode_id or (
+            args is None or args.episode_id is None  # random ids otherwise
+        )
+    if args is not None and args.episode_id is not None:
+        for j in resets:
+            session = fast_engine.sessions.get(fast_ids[COLUMN_RESETS[j][0]], fast_owner)
+            assert session is not None and session.env.state().episode_id == "e-3"
+
+
+@pytest.mark.parametrize(
+    ("resets", "actions", "message"),
+    [
+        ([1, 1], [{"do": "ok"}, None], "more than once"),
+        ([5], [{"do": "ok"}, {"do": "ok"}], "beyond"),
+        ([1], [None, None], None),  # a null action where a step is: that item is refused
+    ],
+)
+async def test_step_columns_resets_the_fast_path_cannot_judge_are_judged_as_before(
+    resets: list[int], actions: list[Any], message: str | None
+) -> None:
+    engine, owner, ids = await _probe_engine("json")
+    enc = codec_for("json")
+    peer = engine.peer(enc, owner)
+    sessions = [ids["ok"], ids["ok2"]]
+    assert not peer.submit(
+        StepColumns(id=3, sessions=sessions, actions=enc.raw(actions), resets=resets)
+    )
+    (data,) = peer.take()
+    answer = msgspec.json.decode(data)
+    if message is not None:
+        assert answer["op"] == "error" and answer["code"] == "invalid_argument"
+        assert message in answer["message"]
+    else:
+        assert answer["op"] == "step_columns_result"
+        assert answer["errors"]["0"]["code"] == "invalid_action"
+        assert answer["observations"][1] is not None  # the reset went on
+    for session in sessions:
+        state = engine.sessions.get(session, owner)
+        assert state is not None and not state.busy
+
+
 async def test_a_reset_item_answers_what_a_reset_frame_answers() -> None:
     engine, owner, ids = await _probe_engine("json")
     peer = engine.peer(codec_for("json"), owner, frames=True)

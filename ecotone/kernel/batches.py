@@ -92,21 +92,58 @@ class Batches(Stepping):
         actions decode in one pass straight into the env's action type and the batch is
         answered as `_step_batch` does; otherwise it runs as the `step_many` of its items."""
         ids = req.sessions
-        if not req.resets and not peer.frames and self._on_step is None:
+        if not peer.frames and self._on_step is None and not (req.resets and self.draining):
             sessions = self.sessions.idle_own(ids, peer.owner)
             if sessions and sessions[0].spec.mode is Mode.INLINE:  # else: decoded per item
-                actions = self._decode_columns(peer, sessions[0].spec, req.actions)
-                if actions is not None and len(actions) == len(ids):
-                    data = self._step_columns(peer, ids, sessions, actions, req.id)
-                    if data is not None:
-                        peer.emit(data)
-                        return []
+                data = self._columns_inline(peer, req, sessions)
+                if data is not None:
+                    peer.emit(data)
+                    return []
         items = _column_items(peer.codec, req)
         if type(items) is Error:
             peer.emit(items)
             return []
         many = StepMany(id=req.id, steps=items, call_timeout=req.call_timeout)  # type: ignore[arg-type]
         return self._submit_batch(peer, many, columns=True)
+
+    def _columns_inline(
+        self, peer: Peer, req: StepColumns, sessions: list[Session]
+    ) -> bytes | None:
+        """The answer of a `step_columns` whose sessions are idle, the caller's own and of one
+        inline env, its actions decoded in one pass (null at the resets, which are answered
+        inline too, each with its own copy of the options); or None, having done nothing,
+        for anything the per-item path must judge (a malformed `resets`, an action that does
+        not decode, a session whose env was set aside)."""
+        ids, positions = req.sessions, req.resets
+        spec = sessions[0].spec
+        if not positions:
+            actions = self._decode_columns(peer, spec, req.actions)
+            if actions is None or len(actions) != len(ids):
+                return None
+            return self._step_columns(peer, ids, sessions, actions, req.id)
+        n = len(ids)
+        if len(set(positions)) != len(positions) or not all(0 <= j < n for j in positions):
+            return None
+        if any(sessions[j].env is None for j in positions):
+            return None  # a fresh instance first: the general path makes it
+        actions = self._decode_columns(peer, spec, req.actions, optional=True)
+        if actions is None or len(actions) != n:
+            return None
+        if actions.count(None) != len(positions) or any(actions[j] is not None for j in positions):
+            return None  # a null action where a step is: the per-item path says so
+        args = req.reset if req.reset is not None else ResetArgs()
+        resets = {
+            j: Reset(
+                id=req.id,
+                session=ids[j],
+                seed=args.seed,
+                episode_id=args.episode_id,
+                options=copy.deepcopy(args.options) if args.options else {},
+                call_timeout=req.call_timeout,
+            )
+            for j in positions
+        }
+        return self._step_columns(peer, ids, sessions, actions, req.id, resets)
 
     def _submit_batch(self, peer: Peer, req: StepMany, columns: bool = False) -> list[Call]:
         """`step_many` (or the items of a `step_columns`, answered by columns)."""

@@ -143,6 +143,12 @@ def _list_of(item: type) -> Any:
     return list[item]  # type: ignore[valid-type]
 
 
+@functools.cache
+def _optional_list_of(item: type) -> Any:
+    """`list[item | None]`, made once per type."""
+    return list[item | None]  # type: ignore[valid-type]
+
+
 class Stepping(EngineCore):
     """The one step path, and the fast passes over whole batches of steps."""
 
@@ -266,10 +272,12 @@ class Stepping(EngineCore):
         sessions: list[Session],
         actions: list[Any],
         rid: RequestId,
+        resets: dict[int, Reset] | None = None,
     ) -> bytes | None:
-        """`_step_batch` for a `step_columns` of steps only, its sessions idle, the caller's
-        own and of one inline env (`SessionTable.idle_own`), the actions already of its
-        action type: the observations go straight into the answer's array, the errors by
+        """`_step_batch` for a `step_columns`, its sessions idle, the caller's own and of one
+        inline env (`SessionTable.idle_own`), the actions already of its action type (None at
+        the positions in `resets`, which are those `Reset` frames, answered inline): the
+        observations go straight into the answer's array, the errors and a reset's task by
         position. Returns the encoded `step_columns_result`, or None, having done nothing."""
         if len(set(ids)) != len(ids):
             return None
@@ -277,10 +285,24 @@ class Stepping(EngineCore):
         observations: list[Any] = []
         append = observations.append
         errors: dict[int, Error] = {}
+        tasks: dict[int, Any] = {}
+        reset_frames: dict[int, Any] = {}
         ended: list[Session] = []
         now = self.clock()
         for session, action in zip(sessions, actions, strict=True):
             session.last_used = now
+            if resets is not None and action is None:
+                position = len(observations)
+                frame = self._inline_reset(session, peer, resets[position])
+                if type(frame) is Error:
+                    errors[position] = frame
+                    append(None)
+                    continue
+                reset_frames[position] = frame
+                if frame.task is not None:
+                    tasks[position] = frame.task
+                append(frame.observation)
+                continue
             if session.phase is not running:
                 errors[len(observations)] = _not_running(session, rid)
                 append(None)
@@ -301,15 +323,25 @@ class Stepping(EngineCore):
             append(obs)
         try:
             data = peer.codec.encode(
-                _ColumnsAnswer(id=rid, observations=observations, errors=errors)
+                _ColumnsAnswer(id=rid, observations=observations, errors=errors, tasks=tasks)
             )
         except (TypeError, msgspec.EncodeError):
             results = [
-                errors.get(j) or _Observed(ids[j], obs, rid) for j, obs in enumerate(observations)
+                errors.get(j) or reset_frames.get(j) or _Observed(ids[j], obs, rid)
+                for j, obs in enumerate(observations)
             ]
             return self._encode_each(peer, sessions, results, rid, columns_answer)
-        self._settle(len(observations) - len(errors), ended)
+        self._settle(len(observations) - len(errors) - len(reset_frames), ended)
         return data
+
+    def _inline_reset(self, session: Session, peer: Peer, req: Reset) -> Any:
+        """A reset of an inline session with its env, answered now: its observation frame,
+        or the error it is (an engine bug fails this item only, as in `_step_batch`)."""
+        try:
+            return self._begin_reset(session, peer, req, [])
+        except Exception as exc:
+            log.exception("internal error in a step_columns reset item")
+            return answers.internal(exc, req.id, session.id)
 
     def _encode_each(
         self,
@@ -410,10 +442,14 @@ class Stepping(EngineCore):
         self._settle(stepped, ended)
         return data
 
-    def _decode_columns(self, peer: Peer, spec: EnvSpec, actions: msgspec.Raw) -> list[Any] | None:
-        """A `step_columns`'s actions in one pass, straight into `spec`'s action type; None
-        when they do not all decode (the per-item path then says which is wrong)."""
+    def _decode_columns(
+        self, peer: Peer, spec: EnvSpec, actions: msgspec.Raw, *, optional: bool = False
+    ) -> list[Any] | None:
+        """A `step_columns`'s actions in one pass, straight into `spec`'s action type (or
+        null, when `optional`: the resets' places); None when they do not all decode (the
+        per-item path then says which is wrong)."""
+        kind = _optional_list_of(spec.action_type) if optional else _list_of(spec.action_type)
         try:
-            return peer.codec.decode_as(actions, _list_of(spec.action_type))
+            return peer.codec.decode_as(actions, kind)
         except (msgspec.DecodeError, RecursionError):
             return None
