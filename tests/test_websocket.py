@@ -418,3 +418,31 @@ def test_a_websocket_outlives_the_request_deadline_of_its_handshake(
             env.reset()
             time.sleep(0.6)
             assert env.step({"delta": 2}).observation["count"] == 2
+
+
+@pytest.mark.parametrize("with_numpy", [True, False])
+def test_masking_is_the_key_repeated_xor_on_either_path(
+    with_numpy: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Frames are (un)masked with numpy when the process has it loaded, else with integer
+    arithmetic; both give RFC 6455's byte-wise XOR for every length and buffer kind."""
+    import os
+    import sys
+
+    from ecotone.specs import wsframing
+
+    if not with_numpy:
+        monkeypatch.setitem(sys.modules, "numpy", None)  # as in a process that never loaded it
+    else:
+        import numpy  # noqa: F401
+
+    for size in (0, 1, 3, 4, 5, wsframing.NUMPY_FROM - 1, wsframing.NUMPY_FROM, 2001, 70001):
+        payload, key = os.urandom(size), os.urandom(4)
+        expected = bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+        assert wsframing._unmask(payload, key) == expected, size
+        assert wsframing._unmask(bytearray(payload), key) == expected, size
+        assert wsframing._unmask(memoryview(b"xyz" + payload)[3:], key) == expected, size
+        frame = wsframing.encode(wsframing.BINARY, payload, mask=True)
+        reader = wsframing.FrameReader(masked=True, max_message=1 << 20)
+        (message,) = reader.feed(frame)
+        assert isinstance(message, wsframing.Message) and message.data == payload
