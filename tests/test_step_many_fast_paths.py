@@ -371,8 +371,8 @@ async def test_step_columns_with_resets_inline_answers_as_the_general_path(
         )
     if args is not None and args.episode_id is not None:
         for j in resets:
-            session = fast_engine.sessions.get(fast_ids[COLUMN_RESETS[j][0]], fast_owner)
-            assert session is not None and session.env.state().episode_id == "e-3"
+            reset_one = fast_engine.sessions.get(fast_ids[COLUMN_RESETS[j][0]], fast_owner)
+            assert reset_one is not None and reset_one.env.state().episode_id == "e-3"
 
 
 @pytest.mark.parametrize(
