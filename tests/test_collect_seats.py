@@ -159,9 +159,12 @@ class Forking:
     def __init__(self, before: Any, after: Any) -> None:
         self.before, self.after = before, after
         self.told: list[tuple[str | None, int | None]] = []
+        self.sessions: dict[int | None, set[str]] = {}
+        """The session each copy's actors reach the env's tools in."""
 
     def actor(self, episode: Any) -> Any:
         self.told.append((episode.seat, episode.fork))
+        self.sessions.setdefault(episode.fork, set()).add(episode.tools.client.session_id)
         policy, seat, fork = self, episode.seat, episode.fork
 
         class Actor:
@@ -216,6 +219,7 @@ def test_forks_of_a_chess_game_go_on_from_the_prefix_each_seat_played_by_its_pol
         lines = (out / "chess-duel" / f"00000---r0-f{i}.jsonl").read_text().splitlines()
         header = json.loads(lines[0])
         assert header["fork"] == i and header["forked_at"] == 4 and header["forks"] == 2
+        assert policy.sessions[i] == {header["session"]}  # its tools are the copy's
     assert copies[0].actions[4] != copies[1].actions[4]  # each copy its own policy's move
 
 
