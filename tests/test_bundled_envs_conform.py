@@ -14,6 +14,7 @@ BUNDLED = {
     "wordle": {},
     "chess": {"max_moves": 6},
     "chess-duel": {"max_moves": 12},
+    "chess-duel-indexed": {"max_moves": 12},
     "dilemma": {"rounds": 5},
     "coding": {},
 }

@@ -13,10 +13,11 @@ import pytest
 
 import ecotone
 from ecotone.kernel.config import AuthConfig
-from ecotone.plugins.chess_duel import ChessDuel
+from ecotone.plugins.chess_duel import ChessDuel, ChessDuelIndexed, IndexedAction
 from tests.conftest import RunningServer, run_server
 
 TESTS = Path(__file__).resolve().parent
+INDEXED = "chess-duel-indexed"
 TOKENS = {"owner": "owner-token-0123", "white": "white-token-4567", "black": "black-token-89ab"}
 
 PLAYER = """
@@ -136,3 +137,65 @@ def test_the_env_in_process() -> None:
     assert env.observe("black").result == "1-0" and env.observe(None).reward == 0.0
     with pytest.raises(ValueError, match="engine must be"):
         env.reset(engine="green")  # type: ignore[arg-type]
+
+
+# --- chess-duel-indexed: moves as indexes, views as planes with an action mask -------------
+
+E2E4 = (4 * 8 + 1) * 73 + 12
+"""White's e2e4 (and black's e7e5, the same move from black's side): ecotone/plugins/
+chess_planes.py."""
+
+
+def test_the_indexed_form_refuses_bad_indexes_clearly_and_the_game_goes_on() -> None:
+    with run_server(INDEXED) as server, ecotone.Connection.open_url(server.url) as conn:
+        owner = conn.open(INDEXED)
+        keys = owner.seat_keys()
+        owner.reset(seed=0)
+        with ecotone.Connection.open_url(server.url) as other:
+            white = other.join(keys.keys["white"])
+            for bad, why in [
+                (4672, "Expected `int` <= 4671"),  # out of range: the schema refuses it
+                (-1, "Expected `int` >= 0"),
+                (10**12, "Expected `int` <= 4671"),
+                ("e2e4", "Expected `int`, got `str`"),
+                (None, "Expected `int`, got `null`"),
+            ]:
+                with pytest.raises(ecotone.InvalidActionError) as refused:
+                    white.play({"action": bad})
+                assert refused.value.field == "action" and why in refused.value.message
+            with pytest.raises(ecotone.InvalidActionError) as masked:
+                white.play({"action": 0})  # from a1, a step south-west: off the board
+            details = masked.value.details
+            assert masked.value.field == "action" and "not one white may play" in (
+                masked.value.message
+            )
+            assert len(details["legal"]) == 20 and E2E4 in details["legal"]
+            assert details["legal_moves"][details["legal"].index(E2E4)] == "e2e4"
+            assert owner.state()["moves"] == []  # nothing changed
+            view = white.play({"action": E2E4})
+            assert view.turn == "black" and not any(view.result.observation["action_mask"])
+            black = owner.observe("black").result.observation
+            assert black["action_mask"][E2E4] == 1  # e7e5: the same index from black's side
+            assert owner.play({"action": E2E4}, seat="black").turn == "white"
+            assert owner.state()["moves"] == ["e2e4", "e7e5"]
+            public = owner.observe().result.observation
+            assert public["last_move"] == "e7e5" and "action_mask" not in public
+
+
+def test_each_seat_sees_the_board_from_its_own_side_and_only_its_own_mask() -> None:
+    env = ChessDuelIndexed()
+    env.reset(seed=0)
+    white, black = env.observe("white"), env.observe("black")
+    assert sum(white.action_mask) == 20 and sum(black.action_mask) == 0
+    # plane 7: our pawns after the last move; none yet (PettingZoo shows no position before
+    # the first move); after e2e4, white's pawns are on its row 6, and e4's pawn, which just
+    # moved two squares, is shown on its first rank (row 7) as PettingZoo shows it
+    env.step("white", IndexedAction(action=E2E4))
+    white, black = env.observe("white"), env.observe("black")
+    ours = [[col[7] for col in row] for row in white.observation]
+    theirs = [[col[7] for col in row] for row in black.observation]
+    assert ours[6] == [True] * 4 + [False] + [True] * 3
+    assert ours[7] == [False] * 4 + [True] + [False] * 3 and not any(ours[4])
+    assert theirs[6] == [True] * 8  # black's own pawns, from its side
+    assert sum(white.action_mask) == 0 and sum(black.action_mask) == 20
+    assert env.observe(None).fen.startswith("rnbqkbnr/pppppppp/8/8/4P3/")

@@ -405,6 +405,7 @@ def test_fork_plays_k_episodes_from_each_prefix_on_the_server(tmp_path: Path) ->
     (one fork request), each an episode of the summary, recorded with the prefix in front,
     its actor told which copy it is."""
     told: list[int | None] = []
+    sessions: dict[int | None, set[str]] = {}
 
     class Branching:
         """delta 1 through the prefix, then the copy's number plus 10."""
@@ -413,6 +414,7 @@ def test_fork_plays_k_episodes_from_each_prefix_on_the_server(tmp_path: Path) ->
 
         def actor(self, episode: Any) -> Any:
             told.append(episode.fork)
+            sessions.setdefault(episode.fork, set()).add(episode.tools.client.session_id)
             fork = episode.fork
 
             class Actor:
@@ -450,4 +452,5 @@ def test_fork_plays_k_episodes_from_each_prefix_on_the_server(tmp_path: Path) ->
     assert copy.truncateds[-1] and copy.end == "truncated"  # the counter's max_steps: 4 in all
     header = json.loads(path.read_text().splitlines()[0])
     assert header["fork"] == 2 and header["forked_at"] == 2 and header["forks"] == 3
+    assert header["session"] in sessions[2]  # a copy's actor reaches the copy's tools
     assert summary.overall.mean_return == 24.0  # 2 + 2 x (10 + i), i = 0, 1, 2

@@ -148,3 +148,100 @@ def test_the_cli_takes_a_policy_per_seat(tmp_path: Path) -> None:
     summary = json.loads(done.stdout)
     assert set(summary["overall"]["seat_returns"]) == {"white", "black"}
     assert summary["policy"] == "white=players:first, black=players:last"
+
+
+class Forking:
+    """A policy for every seat (self-play): before the fork, `before(observation)`; in copy
+    i, `after(i, seat, observation)`. Each actor's seat and copy are kept in `told`."""
+
+    name = "forking"
+
+    def __init__(self, before: Any, after: Any) -> None:
+        self.before, self.after = before, after
+        self.told: list[tuple[str | None, int | None]] = []
+        self.sessions: dict[int | None, set[str]] = {}
+        """The session each copy's actors reach the env's tools in."""
+
+    def actor(self, episode: Any) -> Any:
+        self.told.append((episode.seat, episode.fork))
+        self.sessions.setdefault(episode.fork, set()).add(episode.tools.client.session_id)
+        policy, seat, fork = self, episode.seat, episode.fork
+
+        class Actor:
+            async def act(self, observation: dict[str, Any]) -> Any:
+                if fork is None:
+                    return policy.before(observation)
+                return policy.after(fork, seat, observation)
+
+            async def refused(self, action: Any, reason: str) -> None:
+                raise AssertionError(reason)
+
+        return Actor()
+
+
+def test_forks_of_a_chess_game_go_on_from_the_prefix_each_seat_played_by_its_policy(
+    tmp_path: Path,
+) -> None:
+    def after(fork: int, seat: str, observation: dict[str, Any]) -> dict[str, str]:
+        legal = observation["legal_moves"]
+        return {"move": legal[fork % len(legal)]}
+
+    policy = Forking(first_legal, after)
+    out = tmp_path / "runs"
+    with run_server("chess-duel") as server:
+        summary = trio.run(
+            functools.partial(
+                collect,
+                server.url,
+                policy,
+                out=out,
+                episodes=1,
+                max_steps=12,
+                fork=2,
+                fork_at=4,
+                options={"max_moves": 10},
+            )
+        )
+    assert summary.episodes == 2 and summary.overall.errors == 0, summary.table()
+    assert sorted(policy.told, key=str) == sorted(
+        [(seat, fork) for seat in ("white", "black") for fork in (None, 0, 1)], key=str
+    )
+    prefix = ecotone.recording.read_episode(out / "chess-duel" / "00000---r0.jsonl")
+    assert prefix.end == "forked" and prefix.length == 4
+    copies = [
+        ecotone.recording.read_episode(out / "chess-duel" / f"00000---r0-f{i}.jsonl")
+        for i in (0, 1)
+    ]
+    for i, copy in enumerate(copies):
+        assert copy.actions[:4] == prefix.actions  # the prefix copied in front
+        assert copy.seats == ["white", "black"] * 5 and copy.end == "truncated"
+        assert copy.observations[5]["moves"] == 5  # the game went on: no new one
+        lines = (out / "chess-duel" / f"00000---r0-f{i}.jsonl").read_text().splitlines()
+        header = json.loads(lines[0])
+        assert header["fork"] == i and header["forked_at"] == 4 and header["forks"] == 2
+        assert policy.sessions[i] == {header["session"]}  # its tools are the copy's
+    assert copies[0].actions[4] != copies[1].actions[4]  # each copy its own policy's move
+
+
+def test_forks_of_a_round_game_keep_each_seats_return_from_the_prefix(tmp_path: Path) -> None:
+    def after(fork: int, seat: str, observation: dict[str, Any]) -> dict[str, str]:
+        return {"move": "defect" if fork == 1 and seat == "player_0" else "cooperate"}
+
+    policy = Forking(lambda observation: {"move": "cooperate"}, after)
+    with run_server("dilemma") as server:
+        summary = trio.run(
+            functools.partial(
+                collect,
+                server.url,
+                policy,
+                out=tmp_path,
+                episodes=1,
+                fork=2,
+                fork_at=2,  # one round: both seats' moves
+                options={"rounds": 3},
+            )
+        )
+    assert summary.episodes == 2 and summary.overall.errors == 0, summary.table()
+    # copy 0: three rounds of 3 each; copy 1: 3 each, then player_0 defects twice (5 and 0)
+    assert summary.overall.seat_returns == {"player_0": (9 + 13) / 2, "player_1": (9 + 3) / 2}
+    assert summary.overall.mean_steps == 6

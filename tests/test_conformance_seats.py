@@ -93,3 +93,17 @@ def test_an_env_whose_seats_move_at_once_is_played_in_rounds_over_a_server() -> 
     assert by_name["seat_turns"].status is Status.PASS, report.text()
     assert "4 rounds" in by_name["seat_turns"].note
     assert all(by_name[n].status is Status.PASS for n in ("seat_views", "seat_loss")), report.text()
+
+
+def test_over_a_server_moves_come_from_the_action_mask_in_each_seats_view() -> None:
+    """`chess-duel-indexed` over a server: no `sample_action` reaches the checks, and an index
+    drawn from the schema is almost never legal; the mask in each seat's view gives its
+    moves, so the seat checks play whole turns."""
+    from tests.conftest import run_server
+
+    with run_server("chess-duel-indexed") as server:
+        report = run(url=server.url, reset_options={"max_moves": 16})
+    by_name = {r.name: r for r in report.results}
+    for name in ("seat_turns", "seat_views", "seat_determinism", "seat_loss"):
+        assert by_name[name].status is Status.PASS, report.text()
+    assert "16 moves" in by_name["seat_turns"].note

@@ -370,7 +370,16 @@ async def _episode(
         outcome.path = str(writer.path)
         writer.reset(result.observation)
         if isinstance(policy, dict):  # a multi-agent env: an actor per seat
-            return [await _seated(client, info, actors(policy, episode), writer, outcome, run)]
+            seated = SeatedRun(client, info, actors(policy, episode), writer, {})
+            seated.returns, seated.first = dict.fromkeys(policy, 0.0), result.observation
+            if run.fork > 1:
+                await _seated(seated, outcome, run.fork_at, run)
+                if outcome.reason == "max_steps":  # neither over nor ended by a policy
+                    outcome.reason = "forked"  # its file holds the prefix; the forks, the rest
+                    base = {**header, "forked_at": outcome.steps}
+                    return await _seat_forks(seated, outcome, episode, policy, base, (name, run))
+                return [outcome]
+            return [await _seated(seated, outcome, run.max_steps, run)]
         play = _Run(client, policy.actor(episode), writer, outcome, result.observation)
         play.first = result.observation
         play.done, play.truncated, play.reward = result.done, result.truncated, result.reward
@@ -399,20 +408,13 @@ async def _episode(
         outcome.seconds = time.perf_counter() - started
 
 
-async def _seated(
-    client: AsyncEnvClient[Any, Any],
-    info: EnvInfo,
-    seat_actors: dict[str, Any],
-    writer: EpisodeWriter,
-    outcome: Outcome,
-    run: CollectSettings,
-) -> Outcome:
-    """A multi-agent env's episode (ecotone/collect/seats.py): its outcome, each seat's
-    return in `returns`, their sum in `total`."""
-    seated = SeatedRun(client, info, seat_actors, writer, dict.fromkeys(seat_actors, 0.0))
+async def _seated(seated: SeatedRun, outcome: Outcome, limit: int, run: CollectSettings) -> Outcome:
+    """A multi-agent env's episode (ecotone/collect/seats.py), played to `limit` moves in all:
+    its outcome, each seat's return in `returns`, their sum in `total`."""
+    writer = seated.writer
     seated.on_decision = lambda decision: _count_decision(outcome, writer, decision)
     try:
-        await play_seats(seated, run.max_steps)
+        await play_seats(seated, limit, run.max_steps)
     finally:
         outcome.steps, outcome.reason = seated.moves, seated.reason
         outcome.returns = dict(seated.returns)
@@ -430,6 +432,51 @@ def policy_name(policy: Policy | dict[str, Policy]) -> str:
     if len(names) == 1 and len(set(map(id, policy.values()))) == 1:
         return f"{names.pop()} (every seat)"
     return ", ".join(f"{seat}={p.name}" for seat, p in policy.items())
+
+
+async def _seat_forks(
+    prefix: SeatedRun,
+    first: Outcome,
+    episode: Episode,
+    policies: dict[str, Policy],
+    header: dict[str, Any],
+    where: Any,
+) -> list[Outcome]:
+    """`run.fork` copies of a multi-agent episode (one `fork` request; each copy a session
+    of this run's owner, which moves every seat), each played to its end by an actor per
+    seat (`Episode.fork` and `Episode.seat` say which), in turn, its seats' returns going on
+    from the prefix's (`first`'s), and recorded with the prefix's moves in front of its
+    own."""
+    name, run = where
+    copies = await prefix.client.fork(run.fork)
+    outcomes: list[Outcome] = []
+    try:
+        for i, copy in enumerate(copies):
+            started = time.perf_counter()
+            outcome = Outcome(first.job, first.task)
+            path = run.out / _safe(episode.info.name) / f"{name}-f{i}.{run.recording}"
+            writer = EpisodeWriter(
+                path, run.recording, {**header, "fork": i, "session": copy.session_id}
+            )
+            outcome.path = str(path)
+            writer.reset(prefix.first)
+            for move in prefix.played:
+                writer.move(*move)
+            own = attrs.evolve(episode, fork=i, tools=_Tools(copy))
+            branch = prefix.fork(copy, actors(policies, own))
+            branch.writer = writer
+            try:
+                outcomes.append(await _seated(branch, outcome, run.max_steps, run))
+            except Exception as exc:
+                outcome.error, outcome.reason = f"{type(exc).__qualname__}: {exc}", "error"
+                outcomes.append(outcome)
+            finally:
+                writer.end(outcome.reason or "error", outcome.error)
+                outcome.seconds = time.perf_counter() - started
+    finally:
+        for copy in copies:
+            await copy.aclose()
+    return outcomes
 
 
 async def _forks(
@@ -452,7 +499,7 @@ async def _forks(
             writer = EpisodeWriter(path, run.recording, own)
             outcome.path = str(path)
             writer.reset(prefix.first)
-            actor = policy.actor(attrs.evolve(episode, fork=i))
+            actor = policy.actor(attrs.evolve(episode, fork=i, tools=_Tools(copy)))
             branch = _Run(copy, actor, writer, outcome, prefix.observation, prefix.first)
             for step in prefix.steps:
                 writer.step(*step)
@@ -538,7 +585,9 @@ async def collect(
     - `fork` (1) and `fork_at` (0): play each job's first `fork_at` steps once, then `fork`
       copies of its episode from there (one `fork` request; each an episode of the summary,
       recorded with the prefix copied in front, its actor told `Episode.fork`): rollouts
-      that share a prefix, as a GRPO group does (docs/snapshots.md)."""
+      that share a prefix, as a GRPO group does (docs/snapshots.md). For a multi-agent
+      env `fork_at` counts moves, and each copy's seats are played by an actor each (its
+      seat's policy), their returns going on from the prefix's."""
     run = from_keywords(CollectSettings, options, "collect")
     chosen: Policy | dict[str, Policy]
     if isinstance(policy, Mapping):
@@ -565,8 +614,6 @@ async def collect(
     try:
         info = await connection.describe(env)
         if info.seats:  # a multi-agent env: an actor per seat
-            if run.fork > 1:
-                raise ValueError("--fork: a multi-agent env's sessions cannot be forked yet")
             chosen = seat_policies(chosen, list(info.seats))
         elif isinstance(chosen, dict):
             raise ValueError(f"a policy per seat, but env {info.name!r} has no seats")

@@ -7,7 +7,9 @@ at once) is shown its own view, never another seat's, and its actor chooses; the
 `play` (a round's together). A seat's view carries its reward since its last move (as
 PettingZoo's `last()` does): its return is the sum of the rewards of the views it acted on,
 and of its view when the episode ended. The recording holds one step per move, each naming
-its `seat` (`ecotone.recording`'s `Episode.seats`).
+its `seat` (`ecotone.recording`'s `Episode.seats`). With `fork`, the episode's session is
+forked after its first moves and each copy played on by actors of its own (`SeatedRun.fork`:
+the moves and returns so far carried over).
 """
 
 from __future__ import annotations
@@ -43,6 +45,27 @@ class SeatedRun:
     """Each seat's view after the last moves."""
     on_decision: Callable[[Decision], None] = lambda decision: None
     """Told of a `Decision` as an actor returns it (collect records it before the move)."""
+    first: Any = None
+    """The episode's first (public) view, its reset's."""
+    played: list[tuple[str, Any, Any, float]] = attrs.field(factory=list)
+    """Every move recorded (seat, action, result, seconds): what the recordings of the forks
+    made from here start with."""
+
+    def fork(self, client: AsyncEnvClient[Any, Any], actors: dict[str, Any]) -> SeatedRun:
+        """A copy of this run for `client`, a fork of its session, played by `actors` from
+        where this one stands: its moves and each seat's return so far carried over; the
+        recording is the caller's (`writer`, here this run's until replaced)."""
+        return SeatedRun(
+            client,
+            self.info,
+            actors,
+            self.writer,
+            dict(self.returns),
+            moves=self.moves,
+            last=dict(self.last),
+            first=self.first,
+            played=list(self.played),
+        )
 
 
 def seat_policies(policy: Policy | Mapping[str, Policy], seats: list[str]) -> dict[str, Policy]:
@@ -69,19 +92,20 @@ def actors(policies: Mapping[str, Policy], episode: Episode) -> dict[str, Any]:
     return {seat: p.actor(attrs.evolve(episode, seat=seat)) for seat, p in policies.items()}
 
 
-async def play_seats(run: SeatedRun, limit: int) -> None:
-    """Play `run` to its end (done, truncated, a policy's None, `limit` moves, or `limit`
-    refused moves in a row)."""
+async def play_seats(run: SeatedRun, limit: int, refusals_limit: int | None = None) -> None:
+    """Play `run` to its end (done, truncated, a policy's None, `limit` moves in all, or
+    `refusals_limit` refused moves in a row: `limit` by default)."""
     client = run.client
     view = await client.observe()
     refusals = 0
+    most_refused = limit if refusals_limit is None else refusals_limit
     while True:
         due = list(view.acting) if run.info.simultaneous else [view.turn] if view.turn else []
         if not due:
             run.done, run.truncated = view.result.done, view.result.truncated
             run.reason = "done" if run.done else "truncated"
             break
-        if run.moves >= limit or refusals >= limit:
+        if run.moves >= limit or refusals >= most_refused:
             run.reason = "max_steps"
             break
         actions: dict[str, Any] = {}
@@ -120,6 +144,7 @@ def _moved(run: SeatedRun, seat: str, action: Any, view: SeatResult[Any], second
     run.moves += 1
     run.last[seat] = view
     run.writer.move(seat, action, view.result, seconds)
+    run.played.append((seat, action, view.result, seconds))
 
 
 async def _final_views(run: SeatedRun) -> None:

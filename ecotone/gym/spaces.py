@@ -6,6 +6,9 @@ schemas; the client side (`ecotone.gym.make`, `make_vec`) rebuilds them (`spaces
 * Envs served by the Gymnasium bridge (`gymnasium:ID`, see `ecotone.plugins.gymnasium`) carry
   the exact space in an `x-gym-space` key of the `action` and `obs` field schemas, so the
   spaces equal the original env's (same class, shape, dtype, bounds, n, start, charset).
+  A native env may give any field its exact space the same way (`chess-duel-indexed`'s move
+  index and planes: `msgspec.Meta(extra_json_schema={"x-gym-space": {...}})`, the
+  description `describe_space` writes).
 * Native ecotone envs get spaces derived from their JSON Schemas, field by field (the base
   fields `metadata`, `reward`, `done`, `truncated` are left out; one field is unwrapped, several
   make a `Dict`):

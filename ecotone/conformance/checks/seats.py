@@ -2,8 +2,10 @@
 
 Each check plays the env as its users do: the session's owner resets it and hands out the
 seat keys, and every seat is joined from a connection of its own (a spectator from another).
-Moves come from the env's `sample_action(rng, seat)` in process, else from the seat's action
-schema (drawn again while the env refuses them).
+Moves come from the env's `sample_action(rng, seat)` in process; else, for a seat whose move
+is one integer field and whose view carries an action mask (PettingZoo's convention:
+`action_mask` in the view, or in its `obs` for the `pettingzoo:` bridge), from the indexes
+the mask allows; else from the seat's action schema (drawn again while the env refuses them).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 from ecotone.client.errors import EcotoneError, ServerError
 from ecotone.client.results import SeatResult
 from ecotone.conformance.expect import expect, fail, same_trajectory, show, without_episode_id
-from ecotone.conformance.generate import generate
+from ecotone.conformance.generate import generate, object_schema
 from ecotone.conformance.registry import check
 from ecotone.conformance.report import CheckSkipped
 from ecotone.conformance.runner import REDRAWS, Runner
@@ -74,6 +76,8 @@ def _move(r: Runner, t: Table, seat: str, rng: random.Random, label: str) -> tup
     refusal: ServerError | None = None
     for _ in range(REDRAWS):
         action = r.target.sample_seat_action(t.owner, seat, rng)
+        if action is None:
+            action = _masked(r, seat, holder.observe(), rng)
         sampled = action is not None
         if not sampled:
             schema = r.info.seat_schemas.get(seat, {}).get("action") or r.info.action_schema
@@ -181,9 +185,31 @@ def _round(
 def _seat_action(r: Runner, t: Table, seat: str, rng: random.Random) -> Any:
     action = r.target.sample_seat_action(t.owner, seat, rng)
     if action is None:
+        action = _masked(r, seat, t.owner.observe(seat), rng)
+    if action is None:
         schema = r.info.seat_schemas.get(seat, {}).get("action") or r.info.action_schema
         action = generate(schema, rng)
     return action
+
+
+def _masked(r: Runner, seat: str, view: SeatResult[Any], rng: random.Random) -> Any | None:
+    """A move from the action mask in `seat`'s view (`action_mask`, or `obs.action_mask`),
+    when its move is one integer field: `{field: an index the mask allows}`; None otherwise
+    (no mask, a mask with nothing allowed, or a move of another shape)."""
+    data = view.result.observation
+    inner = data.get("obs") if isinstance(data, dict) else None
+    mask = data.get("action_mask") if isinstance(data, dict) else None
+    if mask is None and isinstance(inner, dict):
+        mask = inner.get("action_mask")
+    if not isinstance(mask, list):
+        return None
+    schema = r.info.seat_schemas.get(seat, {}).get("action") or r.info.action_schema
+    props = object_schema(schema).get("properties", {})
+    fields = [name for name in props if name != "metadata"]
+    if len(fields) != 1 or object_schema(props[fields[0]], schema).get("type") != "integer":
+        return None
+    allowed = [i for i, bit in enumerate(mask) if bit]
+    return {fields[0]: rng.choice(allowed)} if allowed else None
 
 
 def _refused_out_of_turn(r: Runner, t: Table, turn: str, rng: random.Random, ply: int) -> None:
