@@ -328,4 +328,5 @@ class VectorResumer:
         log.warning("sub-env %d cannot be resumed: %s", sub.index, why)
         error = ConnectionLost(f"sub-env {sub.index} cannot be resumed: {why}")
         sub.lost = Failure(FailureCode.NOT_RESUMED, error, ends_episode=True, session_lost=True)
+        sub.link.roster = None
         self.trails.of[sub.index].lose()

@@ -338,6 +338,7 @@ class Answers(Ledger):
         outcome = sub.outcome
         assert outcome is not None
         sub.session = response.session
+        sub.link.roster = None
         sub.resume_key = response.resume
         sub.conn = sub.link.conn
         sub.conn.hold(response.session, response.lease, self)  # held while the env lives

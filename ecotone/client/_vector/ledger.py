@@ -180,6 +180,7 @@ class Ledger:
         sub.busy = None
         if failure.session_lost:
             sub.lost = failure
+            sub.link.roster = None
         if failure.ends_episode:
             sub.needs_reset = True
             if self.recorder is not None:

@@ -30,6 +30,7 @@ class Links(Ledger):
         link.outbox.clear()
         link.unanswered = 0
         dead = link.conn
+        link.roster = None
         for sub in self.subs:
             if sub.link is link and sub.conn is dead and sub.lost is None:
                 sub.lost = failure
@@ -97,6 +98,7 @@ class Links(Ledger):
             # A connection that died unnoticed: what was asked on it fails, as if noticed.
             self.on_link_lost(link, ConnectionLost(f"reconnected to {link.url}"))
         link.conn = conn
+        link.roster = None
         link.down = None
         link.inflight.clear()
         link.outbox.clear()

@@ -3,6 +3,7 @@ errors refused before any of them."""
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -48,6 +49,7 @@ class Planning(Ledger):
                 link.inflight[close.id] = InFlight(FrameKind.CLOSE, close, link, [], None)
                 link.outbox.append(close)
             sub.session = None
+            link.roster = None
             self._queue(
                 FrameKind.OPEN, Open(id=link.conn.core.next_id(), env=self.env), link, [sub]
             )
@@ -246,9 +248,13 @@ class Planning(Ledger):
             conn = link.conn
             if conn is None or conn.closed:
                 return False
-            sessions = [s.session for s in members if s.lost is None and s.conn is conn]
-            if len(sessions) != len(members) or None in sessions:
-                return False  # a session lost, reopening or on an earlier connection
+            roster = link.roster
+            if roster is None:
+                found = [s.session for s in members if s.lost is None and s.conn is conn]
+                if len(found) != len(members) or None in found:
+                    return False  # a session lost, reopening or on an earlier connection
+                roster = link.roster = typing.cast(list[str], found)
+            sessions = roster
             stride = link.stride
             if stride is not None and type(actions) is list:
                 group_actions = actions[stride]
@@ -264,7 +270,7 @@ class Planning(Ledger):
             if link.columns:
                 frame = WireColumns(
                     id=0,
-                    sessions=sessions,  # type: ignore[arg-type]
+                    sessions=sessions,
                     actions=msgspec.Raw(self._action_bytes(group_actions)),
                     resets=resets,
                     reset=args,

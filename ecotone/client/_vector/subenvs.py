@@ -76,6 +76,7 @@ class Link:
         "outbox",
         "pipelines",
         "positions",
+        "roster",
         "stride",
         "unanswered",
         "url",
@@ -100,6 +101,9 @@ class Link:
         """Its sub-envs, in index order (they never move to another link)."""
         self.positions: list[int] = []
         """Their indices, in the same order."""
+        self.roster: list[str] | None = None
+        """Its sub-envs' session ids, in order, while every one is open on `conn` (None: not
+        known). Whatever opens, loses or reopens a session of the link clears it."""
         self.stride: slice | None = None
         """`positions` as a slice of the vector's indices, when they are one (round robin
         over distinct URLs): a column of results is laid out with one slice assignment."""
