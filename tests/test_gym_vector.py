@@ -140,3 +140,46 @@ def test_send_and_recv_over_two_servers_match_gymnasium(cartpole: RunningServer)
                     remote.send(plan[taken[again], again], again)
         finally:
             remote.close()
+
+
+@pytest.mark.parametrize("gym_id", ["FrozenLake-v1", "Blackjack-v1", "Taxi-v4"])
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_make_vec_over_the_bridge_reads_every_kind_of_space_as_gymnasium(
+    gym_id: str, mode: AutoresetMode
+) -> None:
+    """The bridge's observations decode as structs and are read whole from their `obs`
+    fields: a Discrete observation (FrozenLake, Taxi) and a Tuple of them (Blackjack) give
+    Gymnasium's batches, final observations included, over two servers."""
+    if gym_id not in gymnasium.registry:
+        pytest.skip(f"{gym_id} is not in this Gymnasium")
+    n = 5
+    local = gymnasium.make_vec(
+        gym_id, num_envs=n, vectorization_mode="sync", vector_kwargs={"autoreset_mode": mode}
+    )
+    with run_server(f"gymnasium:{gym_id}") as one, run_server(f"gymnasium:{gym_id}") as two:
+        remote = ecotone.gym.make_vec([one.url, two.url], n, autoreset_mode=mode)
+        try:
+            assert remote.vector._core.types.observation is ecotone.gym.vector.BridgedObservation
+            assert remote.single_observation_space == local.single_observation_space
+            want, _ = local.reset(seed=3)
+            got, _ = remote.reset(seed=3)
+            np.testing.assert_equal(got, want)
+            rng = np.random.default_rng(7)
+            ended = 0
+            for t in range(220 if gym_id.startswith("Taxi") else 60):  # Taxi: its time limit
+                actions = rng.integers(0, local.single_action_space.n, size=n)  # type: ignore[attr-defined]
+                want_step = local.step(actions)
+                got_step = remote.step(actions)
+                np.testing.assert_equal(got_step[0], want_step[0], err_msg=f"step {t}")
+                for k in (1, 2, 3):
+                    np.testing.assert_array_equal(got_step[k], want_step[k], err_msg=f"step {t}")
+                if mode is AutoresetMode.SAME_STEP and "final_obs" in want_step[4]:
+                    for i in np.flatnonzero(want_step[4]["_final_obs"]):
+                        np.testing.assert_equal(
+                            got_step[4]["final_obs"][i], want_step[4]["final_obs"][i]
+                        )
+                ended += int(np.sum(want_step[2] | want_step[3]))
+            assert ended > 0
+        finally:
+            remote.close()
+            local.close()

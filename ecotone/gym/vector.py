@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import gymnasium
+import msgspec
 import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
@@ -21,8 +22,34 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 from ecotone.client.vector import VectorEnv
 from ecotone.gym import batch
 from ecotone.gym.batched import BatchedRemoteVectorEnv, probe, vector_form
-from ecotone.gym.spaces import _nodes
+from ecotone.gym.spaces import _FieldNode, _nodes
 from ecotone.specs import EnvInfo
+
+
+class BridgedObservation(msgspec.Struct, kw_only=True, gc=False):
+    """An observation of the Gymnasium bridge (`gymnasium:ID`) as `make_vec` decodes it: a
+    struct rather than a dict per sub-env (half the decoding), its flags read as attributes.
+    Fields it does not name are skipped."""
+
+    obs: Any = None
+    reward: float | None = None
+    done: bool = False
+    truncated: bool = False
+    metadata: dict[str, Any] = {}
+
+
+def _dict_of(observation: Any) -> Any:
+    return observation
+
+
+def _bridged_dict(observation: BridgedObservation) -> dict[str, Any]:
+    """A bridged observation as the wire dict the space nodes read."""
+    return {"obs": observation.obs}
+
+
+def _by_obs(read: batch.Reader) -> batch.Reader:
+    """A batch reader of bridged observations: `read` over their `obs` fields."""
+    return lambda observations: read([o.obs for o in observations])
 
 
 class RemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
@@ -54,6 +81,16 @@ class RemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
         self._buffer: Any = create_empty_array(self.single_observation_space, n=num_envs)
         self._read_batch = batch.reader(self._observation)
         self._write_batch = batch.writer(self._action)
+        self._wire = _dict_of
+        node = self._observation
+        if self._bridged and isinstance(node, _FieldNode) and node.name == "obs":
+            # The bridge's observations decode into a struct (no dict per sub-env, flags read
+            # as attributes); the batch is read from their `obs` fields.
+            vector_kwargs.setdefault("observation_type", BridgedObservation)
+            if vector_kwargs["observation_type"] is BridgedObservation:
+                child = batch.reader(node.child)
+                self._read_batch = None if child is None else _by_obs(child)
+                self._wire = _bridged_dict
         self.vector = VectorEnv(urls, num_envs, env, autoreset_mode=mode.value, **vector_kwargs)
 
     def _batch(self, observations: list[Any]) -> Any:
@@ -62,7 +99,7 @@ class RemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
                 return self._read_batch(observations)  # new arrays: nothing to copy
             except batch.Unbatchable:
                 pass  # the per-item path says what is wrong, or copes
-        items = [self._observation.from_wire(o) for o in observations]
+        items = [self._observation.from_wire(self._wire(o)) for o in observations]
         space = self.single_observation_space
         n = len(items)
         out: Any = self._buffer if n == self.num_envs else create_empty_array(space, n=n)
@@ -84,7 +121,7 @@ class RemoteVectorEnv(gymnasium.vector.VectorEnv[Any, Any, Any]):
         if final is not None:  # wire observations: give them back as space values
             converted = np.empty(len(final), dtype=object)
             for i, obs in enumerate(final):
-                converted[i] = None if obs is None else self._observation.from_wire(obs)
+                converted[i] = None if obs is None else self._observation.from_wire(self._wire(obs))
             infos = {**infos, "final_obs": converted}
         return infos
 
