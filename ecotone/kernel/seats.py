@@ -6,7 +6,9 @@ Rules:
   held by its session as a `SeatedEnv`: after every reset and every move (a simultaneous
   env's: every round), in the same env call, it reads whose turn it is (or which seats are
   live) and every seat's view and the public view, so the engine answers `observe` and checks
-  turns without calling the env again, and never on its own thread for a threaded env.
+  turns without calling the env again, and never on its own thread for a threaded env. An
+  async env's (`AsyncMultiAgentEnvironment`, `AsyncSimultaneousEnvironment`) is held as an
+  `AsyncSeatedEnv`: the same, every method a coroutine its driver awaits.
 * A plain `step` of a seated session is refused (`invalid_action`): a move names its seat
   (`play`). So the single-agent step path carries no seat logic at all.
 * `SeatTable` is the engine's side: the seat keys, which connection holds which seat, the
@@ -17,6 +19,7 @@ Rules:
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -26,14 +29,8 @@ from ecotone.kernel.contract import InvalidAction
 from ecotone.kernel.states import ends_episode
 
 
-class SeatedEnv:
-    """A multi-agent env as its session holds it (see the module's rules).
-
-    Args:
-        env: The env instance.
-        seats: Its seats.
-        simultaneous: Its seats move at once (`SimultaneousEnvironment`).
-    """
+class _Held:
+    """What the engine reads of a multi-agent env, kept after each reset and move."""
 
     __slots__ = ("acting", "env", "public", "seats", "simultaneous", "turn", "views")
 
@@ -52,25 +49,48 @@ class SeatedEnv:
         self.public: Any = None
         """The public view after the last reset or move."""
 
-    def _look(self) -> None:
-        env = self.env
+    def _seen(self, acting: Any, views: dict[str, Any], public: Any) -> None:
+        """Keep what the env said after a reset or a move: `acting` its `live_seats()` (a
+        simultaneous env) or its `current_seat()`, each seat's view and the public one.
+
+        Raises:
+            ValueError: The env named a seat it does not have.
+        """
         turn: str | None = None
         if self.simultaneous:
-            acting = tuple(env.live_seats())
+            acting = tuple(acting)
             strange = [seat for seat in acting if seat not in self.seats]
             if strange:
                 raise ValueError(f"live_seats() named {strange!r}, not among {list(self.seats)}")
+            if ends_episode(public):
+                acting = ()
         else:
-            turn = env.current_seat()
+            turn = acting
             if turn is not None and turn not in self.seats:
                 raise ValueError(f"current_seat() returned {turn!r}, not one of {list(self.seats)}")
             acting = () if turn is None else (turn,)
-        self.views = {seat: env.observe(seat) for seat in self.seats}
-        self.public = env.observe(None)
-        if self.simultaneous and ends_episode(self.public):
-            acting = ()
+        self.views = views
+        self.public = public
         self.turn = turn
         self.acting = acting
+
+
+class SeatedEnv(_Held):
+    """A multi-agent env as its session holds it (see the module's rules).
+
+    Args:
+        env: The env instance.
+        seats: Its seats.
+        simultaneous: Its seats move at once (`SimultaneousEnvironment`).
+    """
+
+    __slots__ = ()
+
+    def _look(self) -> None:
+        env = self.env
+        acting = env.live_seats() if self.simultaneous else env.current_seat()
+        views = {seat: env.observe(seat) for seat in self.seats}
+        self._seen(acting, views, env.observe(None))
 
     def reset(self, **kwargs: Any) -> Any:
         """The env's reset; its public view."""
@@ -92,10 +112,7 @@ class SeatedEnv:
 
     def step(self, action: Any) -> Any:
         """A plain `step`: refused, a move names its seat."""
-        raise InvalidAction(
-            "this env has seats: a move names its seat (`play`, or a joined seat's client)",
-            seats=list(self.seats),
-        )
+        raise _unseated(self.seats)
 
     def state(self) -> Any:
         return self.env.state()
@@ -125,13 +142,100 @@ class SeatedEnv:
         self.env.close()
 
 
-def seated_factory(
-    factory: Callable[[], Any], seats: tuple[str, ...], simultaneous: bool = False
-) -> Callable[[], Any]:
-    """Makes a session's env: `factory()` behind its seats."""
+class AsyncSeatedEnv(_Held):
+    """A multi-agent env whose methods are coroutines, as its session holds it: `SeatedEnv`'s
+    rules, every method a coroutine the driver awaits (`Mode.AWAIT`), as an `AsyncEnvironment`'s
+    are. After a reset or a move it awaits `current_seat()` (or `live_seats()`) and every view
+    in the same call, so the engine reads `turn`, `acting`, `views` and `public` as it does
+    `SeatedEnv`'s.
 
-    def make() -> SeatedEnv:
-        return SeatedEnv(factory(), seats, simultaneous)
+    Args:
+        env: The env instance.
+        seats: Its seats.
+        simultaneous: Its seats move at once (`AsyncSimultaneousEnvironment`).
+    """
+
+    __slots__ = ()
+
+    async def _look(self) -> None:
+        env = self.env
+        acting = await (env.live_seats() if self.simultaneous else env.current_seat())
+        views = {seat: await env.observe(seat) for seat in self.seats}
+        self._seen(acting, views, await env.observe(None))
+
+    async def reset(self, **kwargs: Any) -> Any:
+        """The env's reset; its public view."""
+        await self.env.reset(**kwargs)
+        await self._look()
+        return self.public
+
+    async def play(self, seat: str, action: Any) -> Any:
+        """The move of `seat`; its view after it."""
+        await self.env.step(seat, action)
+        await self._look()
+        return self.views[seat]
+
+    async def play_round(self, actions: dict[str, Any]) -> dict[str, Any]:
+        """A simultaneous env's round (the moves made in time); every seat's view after it."""
+        await self.env.step(actions)
+        await self._look()
+        return self.views
+
+    async def step(self, action: Any) -> Any:
+        """A plain `step`: refused, a move names its seat."""
+        raise _unseated(self.seats)
+
+    async def state(self) -> Any:
+        return await self.env.state()
+
+    async def snapshot(self) -> Any:
+        """The env's own snapshot (awaited when it is a coroutine)."""
+        return await _maybe(self.env.snapshot())
+
+    async def restore(self, data: bytes, *, episode_id: str | None) -> None:
+        await _maybe(self.env.restore(data, episode_id=episode_id))
+        await self._look()
+
+    async def load_state(self, state: Any) -> None:
+        await _maybe(self.env.load_state(state))
+        await self._look()
+
+    async def render(self) -> Any:
+        return await self.env.render()
+
+    async def list_tools(self) -> Any:
+        return await _maybe(self.env.list_tools())
+
+    async def call_tool(self, name: str, arguments: Any) -> Any:
+        return await _maybe(self.env.call_tool(name, arguments))
+
+    async def close(self) -> None:
+        await self.env.close()
+
+
+async def _maybe(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def _unseated(seats: tuple[str, ...]) -> InvalidAction:
+    return InvalidAction(
+        "this env has seats: a move names its seat (`play`, or a joined seat's client)",
+        seats=list(seats),
+    )
+
+
+def seated_factory(
+    factory: Callable[[], Any],
+    seats: tuple[str, ...],
+    simultaneous: bool = False,
+    asynchronous: bool = False,
+) -> Callable[[], Any]:
+    """Makes a session's env: `factory()` behind its seats (`asynchronous`: its methods are
+    coroutines)."""
+    held = AsyncSeatedEnv if asynchronous else SeatedEnv
+
+    def make() -> SeatedEnv | AsyncSeatedEnv:
+        return held(factory(), seats, simultaneous)
 
     return make
 
