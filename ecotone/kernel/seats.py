@@ -15,13 +15,17 @@ Rules:
   spectators, the seats whose connection dropped (held since when), the `observe`s waiting
   for a turn and a simultaneous round's moves waiting for the others (`Move`), which both
   wait outside the session's queue.
+* `SeatTable.log` keeps the episode's events (reset, every move and round), each with every
+  seat's view after it; a seat reads its own trajectory from it (`Seen`: its own moves and
+  views only, never another seat's).
 """
 
 from __future__ import annotations
 
+import collections
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -240,6 +244,67 @@ def seated_factory(
     return make
 
 
+LOG_KEPT: Final = 10_000
+"""Events a seated session's log keeps (`SeatTable.log`): an episode's latest; a longer
+one's first are dropped (each event's `index` says where it stands)."""
+
+LOG_STARTS: Final = ("reset", "restore", "start")
+"""The kinds of event a log starts again from: a reset, a restore, or (`start`) the seats of
+a session that was already running when they were first asked for (a fork's copy)."""
+
+
+@attrs.frozen(slots=True)
+class Logged:
+    """One event of a seated session's episode, as every seat saw it (`SeatTable.log`). The
+    engine keeps it; what one seat may read of it is `Seen`."""
+
+    kind: str
+    """`reset`, `restore`, `start` (see `LOG_STARTS`), `move` (a seat's) or `round` (a
+    simultaneous env's)."""
+    index: int
+    """Moves since the log's start (0 for the start itself)."""
+    mover: str | None
+    """The seat that moved (a `move`); None otherwise."""
+    actions: dict[str, Any]
+    """The moves made: a move's one, a round's of each seat that moved in time."""
+    views: dict[str, Any]
+    """Each seat's view after it (the env's objects, as `SeatedEnv.views` held them)."""
+    public: Any
+    """The public view after it."""
+    time: float
+    """When it happened (UNIX seconds)."""
+
+
+@attrs.frozen(slots=True)
+class Seen:
+    """One event of the episode as one seat may see it: its own move, never another's; its
+    own view, never another's (a spectator's: the public view, and no move)."""
+
+    kind: str
+    index: int
+    mover: str | None
+    """The seat that moved (whose turn it was is public: every view says it)."""
+    moved: bool
+    """This seat moved in it (its move is `action`)."""
+    action: Any
+    view: Any
+    time: float
+
+    @classmethod
+    def of(cls, logged: Logged, seat: str | None) -> Seen:
+        """What `seat` (None: a spectator) may see of `logged`."""
+        moved = seat is not None and seat in logged.actions
+        return cls(
+            kind=logged.kind,
+            index=logged.index,
+            mover=logged.mover,
+            moved=moved,
+            action=logged.actions[seat] if seat is not None and moved else None,
+            view=logged.public if seat is None else logged.views.get(seat),
+            time=logged.time,
+        )
+
+
 @attrs.define(slots=True, eq=False)
 class Waiter:
     """An `observe` waiting: for `seat`'s turn (or the episode's end), or (seat None) for
@@ -290,6 +355,9 @@ class SeatTable:
     deadline, or no move yet)."""
     overdue: bool = False
     """The round's deadline passed while a call held the session: played once it is free."""
+    log: collections.deque[Logged] = attrs.field(factory=lambda: collections.deque(maxlen=LOG_KEPT))
+    """The episode so far, event by event (the latest `LOG_KEPT`): what a seat's trajectory
+    is read from (`Seating.seat_trajectory`)."""
 
     def held_by(self, owner: Any) -> list[str]:
         """The seats `owner` holds, in seat order."""
