@@ -14,7 +14,7 @@ import pytest
 
 import ecotone
 from ecotone.kernel import EnvDefinitionError, EnvSpec, Mode
-from ecotone.specs import Error, Play, Render, Rendered
+from ecotone.specs import Error, Play, Render, Rendered, SeatView
 from tests import async_seat_envs
 from tests.async_seat_envs import HANG, RAISE
 from tests.conftest import RunningServer, run_server
@@ -189,24 +189,22 @@ def test_a_move_twice_in_one_async_round_is_not_your_turn(bids: RunningServer) -
         owner = first.open("bids_async")
         keys = owner.seat_keys()
         owner.reset(seed=0)
-        a = second.join(keys.keys["a"])
-        core = second.core
+        # one connection's frames are taken in order: a's move (kept for the round), a's
+        # second (refused: a moved already, the round waits for b), b's (plays the round)
+        core = first.core
         frames = [
-            Play(id=core.next_id(), session=owner.session_id, action=core.raw({"amount": n}))
-            for n in (4, 5)
+            Play(
+                id=core.next_id(), session=owner.session_id, action=core.raw({"amount": n}), seat=s
+            )
+            for s, n in (("a", 4), ("a", 5), ("b", 1))
         ]
-        answers: list[Any] = []
-        sending = threading.Thread(target=lambda: answers.extend(second.request_all(frames)))
-        sending.start()
-        while owner.observe().acting != ["b"]:  # a's first move is in, kept for the round
-            pass
-        owner.play({"amount": 1}, seat="b")
-        sending.join(10)
-        kept, twice = answers
+        by_id = {answer.id: answer for answer in first.request_all(frames)}
+        kept, twice, last = (by_id[frame.id] for frame in frames)
         assert isinstance(twice, Error) and twice.code == "not_your_turn"
         assert twice.details["acting"] == ["b"]
-        assert not isinstance(kept, Error)
+        assert isinstance(kept, SeatView) and isinstance(last, SeatView)
         assert owner.observe("a").result.observation["bids"] == {"a": 4, "b": 1}
+        a = second.join(keys.keys["a"])  # the seat's holder reads its own total
         assert a.observe().result.observation["total"] == 4
 
 
