@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 from ecotone.kernel.contract import (
     Action,
     AsyncEnvironment,
+    AsyncMultiAgentEnvironment,
+    AsyncSimultaneousEnvironment,
     Environment,
     InvalidAction,
     MultiAgentEnvironment,
@@ -149,7 +151,9 @@ __all__ = [
     "AsyncConnection",
     "AsyncEnvClient",
     "AsyncEnvironment",
+    "AsyncMultiAgentEnvironment",
     "AsyncServerPool",
+    "AsyncSimultaneousEnvironment",
     "AsyncVectorEnv",
     "CapacityError",
     "Connection",

@@ -10,6 +10,9 @@ import ecotone
 from ecotone.conformance import run
 from ecotone.conformance.report import Status
 
+SEAT_CHECKS = ["seat_turns", "seat_views", "seat_determinism", "seat_loss"]
+"""The checks a multi-agent env gets, last, in this order."""
+
 
 class Add(ecotone.Action):
     n: int
@@ -63,7 +66,7 @@ def test_a_sound_multi_agent_env_passes_the_seat_checks_and_only_the_checks_that
     report = run(Turns)
     assert report.ok, report.text()
     names = [r.name for r in report.results]
-    assert names[-4:] == ["seat_turns", "seat_views", "seat_determinism", "seat_loss"]
+    assert names[-4:] == SEAT_CHECKS
     assert "step_count" not in names and "seeded_determinism" not in names
     assert all(r.status is Status.PASS for r in report.results), report.text()
 
@@ -107,3 +110,57 @@ def test_over_a_server_moves_come_from_the_action_mask_in_each_seats_view() -> N
     for name in ("seat_turns", "seat_views", "seat_determinism", "seat_loss"):
         assert by_name[name].status is Status.PASS, report.text()
     assert "16 moves" in by_name["seat_turns"].note
+
+
+def test_async_multi_agent_envs_pass_the_seat_checks_in_process_and_over_a_server() -> None:
+    from tests import async_seat_envs
+    from tests.conftest import run_server
+
+    for env in (async_seat_envs.AsyncCardsEnv, async_seat_envs.AsyncBidsEnv):
+        report = run(env)
+        assert report.ok, report.text()
+        assert [r.name for r in report.results][-4:] == SEAT_CHECKS
+        assert all(r.status is Status.PASS for r in report.results), report.text()
+    with run_server("bids_async", plugins=[async_seat_envs]) as server:
+        report = run(url=server.url)
+    by_name = {r.name: r for r in report.results}
+    assert all(by_name[n].status is Status.PASS for n in SEAT_CHECKS), report.text()
+    assert "3 rounds" in by_name["seat_turns"].note
+
+
+class AsyncSalted(ecotone.AsyncMultiAgentEnvironment[Add, Tally, ecotone.State]):
+    """`salted` as coroutines: a count each reset changes, whatever the seed."""
+
+    name = "async_salted"
+    seats = ("a", "b")
+    resets = 0
+
+    async def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> Tally:
+        AsyncSalted.resets += 1
+        self._count, self._moves = AsyncSalted.resets % 2, 0
+        return await self.observe(None)
+
+    async def current_seat(self) -> str | None:
+        return None if self._count >= 6 else self.seats[self._moves % 2]
+
+    async def step(self, seat: str, action: Add) -> None:
+        if not 1 <= action.n <= 2:
+            raise ecotone.InvalidAction("n must be 1 or 2", field="n")
+        self._count += action.n
+        self._moves += 1
+
+    async def observe(self, seat: str | None) -> Tally:
+        return Tally(count=self._count, done=self._count >= 6)
+
+    async def state(self) -> ecotone.State:
+        return ecotone.State(step_count=self._moves)
+
+    def sample_action(self, rng: random.Random, seat: str | None = None) -> Add:
+        return Add(n=rng.choice((1, 2)))
+
+
+def test_an_async_seeded_play_that_is_not_reproducible_fails_seat_determinism() -> None:
+    report = run(AsyncSalted, checks=["seat_determinism"])
+    (result,) = [r for r in report.results if r.name == "seat_determinism"]
+    assert result.status is Status.FAIL, report.text()
+    assert "played again on a new session" in result.what

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import ecotone
+import ecotone.recording
 from ecotone.kernel.config import AuthConfig
 from ecotone.kernel.limits import Limits
 from tests.conftest import RunningServer, run_server, wait_until
@@ -350,3 +351,87 @@ def test_a_follower_naming_the_view_it_has_misses_no_move_between_its_requests(
     assert _play(Http(chess_server.port), keys["keys"]["black"], {"move": "e5"}).status == 200
     follower.join(timeout=10)
     assert waited and waited[0].json()["observation"]["last_move"] == "e7e5"
+
+
+def test_a_seat_whose_key_sends_keepalives_is_held_past_its_lease_one_silent_is_not() -> None:
+    with run_server("cards", transport="http", limits=Limits(lease=1.0)) as server:
+        owner, north, south = (Http(server.port) for _ in range(3))
+        _, keys = _game(owner, "cards", seed=2)
+        n, s = keys["keys"]["north"], keys["keys"]["south"]
+        assert _view(north, n)["turn"] == "north"  # north thinks; neither moves
+        assert _view(south, s)["seat"] == "south"
+        pinged = []
+        with ecotone.Connection.open_url(server.ws_url) as other:
+            deadline = time.monotonic() + 3.0  # three leases
+            while time.monotonic() < deadline:
+                kept = north.request("POST", f"/v1/seats/{n}/keepalive")
+                assert kept.status == 200 and "session" not in kept.json()
+                pinged.append(kept.json())
+                time.sleep(0.25)
+            assert pinged[0] == {"seat": "north", "lease": 1.0, "held": True}
+            assert all(p["held"] for p in pinged)
+            with pytest.raises(ecotone.ServerError) as caught:  # north's key: still held
+                other.join(n)
+            assert caught.value.code == "seat_taken"
+            # south sent nothing for three leases: released, another connection takes it
+            assert wait_until(lambda: _joins(other, s))
+            _error(south.request("POST", f"/v1/seats/{s}/keepalive"), 409, "seat_taken")
+        _error(north.request("POST", "/v1/seats/not-a-key/keepalive"), 404, "unknown_seat_key")
+        _error(north.request("GET", "/v1/seats/not-a-key/trajectory"), 404, "unknown_seat_key")
+
+
+def _joins(connection: ecotone.Connection, key: str) -> bool:
+    try:
+        connection.join(key)
+    except ecotone.ServerError as exc:
+        assert exc.code == "seat_taken"
+        return False
+    return True
+
+
+def test_a_seats_trajectory_holds_its_own_moves_and_views_never_the_other_hand(
+    tmp_path: Path,
+) -> None:
+    with run_server("cards", transport="http") as server:
+        owner, north, south, watcher = (Http(server.port) for _ in range(4))
+        sid, keys = _game(owner, "cards", seed=9)
+        hands = owner.request("GET", f"/v1/sessions/{sid}/state").json()["state"]["hands"]
+        n, s = keys["keys"]["north"], keys["keys"]["south"]
+        played: dict[str, list[int]] = {"north": [], "south": []}
+        for turn in range(6):
+            seat, key, client = ("north", n, north) if turn % 2 == 0 else ("south", s, south)
+            card = _view(client, key)["observation"]["hand"][-1]
+            assert _play(client, key, {"card": card}).status == 200
+            played[seat].append(card)
+            if turn == 2:  # so far, mid-game
+                middle = north.request("GET", f"/v1/seats/{n}/trajectory")
+        got = north.request("GET", f"/v1/seats/{n}/trajectory")
+        watched = watcher.request("GET", f"/v1/seats/{keys['spectate']}/trajectory")
+    assert got.status == 200 and got.headers["content-type"] == "application/x-ndjson"
+    assert got.headers["content-disposition"] == 'attachment; filename="cards-north.jsonl"'
+    assert sid.encode() not in got.body and sid.encode() not in watched.body
+    lines = [json.loads(line) for line in got.body.decode().splitlines()]
+    header, reset, *steps, end = lines
+    assert (header["kind"], header["seat"], header["session"]) == ("episode", "north", None)
+    assert reset["kind"] == "reset" and reset["observation"]["hand"] == hands["north"]
+    assert [step["seat"] for step in steps] == ["north", "south"] * 3
+    assert [step["action"]["card"] for step in steps[::2]] == played["north"]
+    assert all(step["action"] is None for step in steps[1::2])  # south's moves: not its own
+    for line in (reset, *steps):  # its own hand only, ever: none of south's cards in hand
+        assert set(line["observation"]["hand"]) <= set(hands["north"])
+    assert steps[-1]["observation"]["table"] == [
+        list(r) for r in zip(*played.values(), strict=True)
+    ]
+    assert end == {"kind": "end", "reason": "done", "error": None, "time": end["time"]}
+    assert len(middle.body.decode().splitlines()) == 5  # header, reset, three moves
+    # ecotone.recording reads it: the seat's moves, its views, whose move each was
+    path = tmp_path / "north.jsonl"
+    path.write_bytes(got.body)
+    episode = ecotone.recording.read_episode(path)
+    assert episode.seats == ["north", "south"] * 3 and episode.end == "done"
+    assert episode.actions[1] is None and episode.rewards == [s["reward"] for s in steps]
+    # the spectator's: the public views, no hand and no move
+    public = [json.loads(line) for line in watched.body.decode().splitlines()]
+    assert public[0]["seat"] is None and len(public) == len(lines)
+    assert all(p["observation"]["hand"] == [] for p in public[1:-1])
+    assert all(p.get("action") is None for p in public[2:-1])

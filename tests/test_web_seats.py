@@ -1,17 +1,23 @@
 """The web UI's seats in a real browser (the system's headless Chromium through Playwright,
 with tests/test_web_ui.py's fixtures, which fail a test on any script error or any request
 to anywhere but the test's server): the owner's page hands out a link per seat, a tab per seat
-plays it, chess by clicking the board's squares, and a spectator's tab watches. Also: an
-env's SVG view is shown inline with everything but its drawing removed."""
+plays it, chess by clicking the board's squares, and a spectator's tab watches; a seat's tab
+left open keeps its seat past the server's lease, and downloads the seat's own trajectory.
+Also: an env's SVG view is shown inline with everything but its drawing removed."""
 
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.conftest import run_server
+import ecotone
+from ecotone.kernel.limits import Limits
+from tests.conftest import RunningServer, run_server, wait_until
+from tests.httpraw import Http
 from tests.test_web_ui import UI, context, field_error, shown, ui  # noqa: F401 (fixtures)
 from tests.web_envs import ViewEnvs
 
@@ -197,3 +203,95 @@ def test_the_single_agent_chess_board_is_played_by_clicking_too(ui: UI) -> None:
         expect(shown(page, "color")).to_have_text("black")
         a1 = page.locator("#render-view rect.square.a1")
         expect(a1).to_have_attribute("y", "15")
+
+
+def _cards_game(server: RunningServer, seed: int) -> tuple[Http, str, dict[str, Any]]:
+    """A `cards` game opened and reset over HTTP (no owner's page): the owner's connection,
+    the session id and the seat keys."""
+    owner = Http(server.port)
+    sid = owner.request("POST", "/v1/sessions", {"env": "cards"}).json()["session"]
+    keys = owner.request("GET", f"/v1/sessions/{sid}/seats").json()
+    assert owner.request("POST", f"/v1/sessions/{sid}/reset", {"seed": seed}).status == 200
+    return owner, sid, keys
+
+
+def _taken(connection: ecotone.Connection, key: str) -> bool:
+    """Whether another connection holds the seat `key` gives (it is taken here otherwise)."""
+    try:
+        connection.join(key)
+    except ecotone.ServerError as exc:
+        assert exc.code == "seat_taken"
+        return True
+    return False
+
+
+def test_a_seat_page_left_open_keeps_its_seat_past_the_lease_and_lets_it_go_once_closed(
+    ui: UI,  # noqa: F811
+) -> None:
+    with run_server("cards", web=True, limits=Limits(lease=1.0)) as server:
+        owner, sid, keys = _cards_game(server, seed=5)
+        north = keys["keys"]["north"]
+        page = ui.open(server, f"/web?seat={north}")
+        pings: list[str] = []
+        page.on("request", lambda r: pings.append(r.url) if r.url.endswith("/keepalive") else None)
+        expect(page.locator("#turn")).to_have_text("yours (north)")  # the person thinks...
+        expect(page.locator("body")).to_have_attribute("data-keepalive", "on")
+        page.wait_for_timeout(3500)  # ...for three and a half leases, the page quiet but pings
+        assert len(pings) >= 5, pings
+        with ecotone.Connection.open_url(server.ws_url) as other:
+            assert _taken(other, north)  # still the page's
+            # and the session lives on: the page still plays its move
+            hand = owner.request("GET", f"/v1/sessions/{sid}/state").json()["state"]["hands"]
+            page.get_by_label("card", exact=True).fill(str(hand["north"][0]))
+            page.get_by_role("button", name="Play").click()
+            expect(page.locator("#turn")).to_have_text("south")
+            # the page goes (pagehide: `leave`, the pings stop): once the lease runs out,
+            # the seat is another connection's
+            page.goto(server.url + "/health")
+            assert wait_until(lambda: not _taken(other, north), timeout=10)
+            count = len(pings)
+            time.sleep(1.0)
+            assert len(pings) == count  # no page pings it back
+
+
+def test_a_seat_page_downloads_its_own_trajectory_never_the_other_hand(
+    ui: UI,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    with run_server("cards", web=True) as server:
+        owner, sid, keys = _cards_game(server, seed=8)
+        hands = owner.request("GET", f"/v1/sessions/{sid}/state").json()["state"]["hands"]
+        pages = {seat: ui.open(server, f"/web?seat={keys['keys'][seat]}") for seat in keys["keys"]}
+        watcher = ui.open(server, f"/web?seat={keys['spectate']}")
+        laid: list[int] = []
+        for seat in ("north", "south", "north"):  # three moves: south still holds two cards
+            page = pages[seat]
+            expect(page.locator("#turn")).to_have_text(f"yours ({seat})")
+            laid.append(hands[seat][0] if seat == "south" else hands[seat][len(laid) // 2])
+            page.get_by_label("card", exact=True).fill(str(laid[-1]))
+            page.get_by_role("button", name="Play").click()
+        expect(pages["north"].locator("#turn")).to_have_text("south")
+        files = {}
+        for name, page, label in (
+            ("north", pages["north"], "Download my trajectory"),
+            ("spectator", watcher, "Download the game (public views)"),
+        ):
+            with page.expect_download() as info:
+                page.get_by_role("button", name=label).click()
+            assert info.value.suggested_filename == f"cards-{name}.jsonl"
+            files[name] = tmp_path / info.value.suggested_filename
+            info.value.save_as(files[name])
+    lines = [json.loads(line) for line in files["north"].read_text().splitlines()]
+    header, reset, *steps = lines
+    assert (header["seat"], header["session"]) == ("north", None)
+    assert [s["seat"] for s in steps] == ["north", "south", "north"]
+    assert [s["action"] and s["action"]["card"] for s in steps] == [laid[0], None, laid[2]]
+    held_by_south = set(hands["south"]) - set(laid)
+    for line in (reset, *steps):  # north's own hand only; south's unplayed cards nowhere
+        observation = line["observation"]
+        assert set(observation["hand"]) <= set(hands["north"])
+        assert not held_by_south & {c for r in observation["table"] for c in r}
+    assert sid not in files["north"].read_text()
+    public = [json.loads(line) for line in files["spectator"].read_text().splitlines()]
+    assert len(public) == len(lines) and public[0]["seat"] is None
+    assert all(line["observation"]["hand"] == [] for line in public[1:])

@@ -8,6 +8,8 @@ from ecotone.kernel.calls import Call
 from ecotone.kernel.contract import (
     Action,
     AsyncEnvironment,
+    AsyncMultiAgentEnvironment,
+    AsyncSimultaneousEnvironment,
     Environment,
     InvalidAction,
     MultiAgentEnvironment,
@@ -26,6 +28,8 @@ from ecotone.specs.hookspecs import hookimpl
 __all__ = [
     "Action",
     "AsyncEnvironment",
+    "AsyncMultiAgentEnvironment",
+    "AsyncSimultaneousEnvironment",
     "Call",
     "Engine",
     "EnvDefinitionError",

@@ -9,8 +9,10 @@ registered: an env's methods are all plain or all coroutines (its optional `rend
 
 Several agents in one episode, each in a seat with a view of its own: subclass
 `MultiAgentEnvironment` (turns: `step(seat, action)`) or `SimultaneousEnvironment` (every seat
-moves, then the env steps once: `step(actions)`); their docstrings state their contracts, and
-the rules below hold for them too, with their `step` in place of `step(action)`.
+moves, then the env steps once: `step(actions)`), or their async forms
+(`AsyncMultiAgentEnvironment`, `AsyncSimultaneousEnvironment`: every method a coroutine);
+their docstrings state their contracts, and the rules below hold for them too, with their
+`step` in place of `step(action)`.
 
 The rules every environment keeps (the conformance suite checks them):
 
@@ -386,10 +388,11 @@ class AsyncEnvironment(_EnvironmentClass, Generic[ActT, ObsT, StateT]):
         return None
 
 
-class _SeatedEnvironment(_EnvironmentClass, Generic[ActT, ObsT, StateT]):
-    """What both kinds of multi-agent env declare.
+class _Seated(_EnvironmentClass):
+    """What every multi-agent env declares, plain or async: its seats and their types.
 
-    See `MultiAgentEnvironment` (turns) and `SimultaneousEnvironment` (rounds).
+    See `MultiAgentEnvironment` (turns) and `SimultaneousEnvironment` (rounds), and their
+    async forms (`AsyncMultiAgentEnvironment`, `AsyncSimultaneousEnvironment`).
     """
 
     seats: ClassVar[tuple[str, ...]] = ()
@@ -398,6 +401,10 @@ class _SeatedEnvironment(_EnvironmentClass, Generic[ActT, ObsT, StateT]):
     seat_lost: ClassVar[str] = "wait"
     simultaneous: ClassVar[bool] = False
     """Every seat moves, then the env steps once (`SimultaneousEnvironment`)."""
+
+
+class _SeatedEnvironment(_Seated, Generic[ActT, ObsT, StateT]):
+    """What both kinds of multi-agent env whose methods are plain functions declare."""
 
     def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> ObsT:
         """Start a new episode; its public view (as `Environment.reset`).
@@ -444,7 +451,7 @@ class MultiAgentEnvironment(_SeatedEnvironment[ActT, ObsT, StateT]):
     only sees that seat's view; a spectator key reads the public view. The env says whose
     turn it is (`current_seat`, as PettingZoo's AEC `agent_selection`), and the kernel refuses
     a move out of turn (`not_your_turn`) without calling the env. Its methods are plain
-    functions (an async multi-agent env is not supported yet).
+    functions (`AsyncMultiAgentEnvironment`: all coroutines).
 
     Subclasses implement:
 
@@ -542,7 +549,7 @@ class SimultaneousEnvironment(_SeatedEnvironment[ActT, ObsT, StateT]):
     no move, or it loses the round or the game). Each seat's `play` is answered after the round,
     with that seat's own view; a seat waiting for the others holds back no other request of the
     session (another seat's move, an `observe`, the owner's `state`). Its methods are plain
-    functions (an async multi-agent env is not supported yet).
+    functions (`AsyncSimultaneousEnvironment`: all coroutines).
 
     Subclasses implement:
 
@@ -622,6 +629,112 @@ class SimultaneousEnvironment(_SeatedEnvironment[ActT, ObsT, StateT]):
             actions: Seat -> its move (an instance of the seat's action type, checked against
                 its schema). A live seat missing did not move before the deadline: the env's
                 rule says what it does.
+
+        Raises:
+            InvalidAction: The round is refused (raised before changing any state): every
+                seat's move of it is answered `invalid_action`, and the round starts over.
+        """
+        raise NotImplementedError
+
+
+class _AsyncSeatedEnvironment(_Seated, Generic[ActT, ObsT, StateT]):
+    """What both kinds of multi-agent env whose methods are coroutines declare."""
+
+    async def reset(self, *, seed: int | None = None, episode_id: str | None = None) -> ObsT:
+        """Start a new episode; its public view (as `MultiAgentEnvironment.reset`).
+
+        Args:
+            seed: Seeds the episode's randomness; None: the env's own choice.
+            episode_id: The id the caller gives the episode; None: the env may choose one.
+
+        Returns:
+            The public view of the episode's start.
+        """
+        raise NotImplementedError
+
+    async def observe(self, seat: str | None) -> ObsT:
+        """What `seat` may see now, or (None) what anyone may (as `MultiAgentEnvironment`'s).
+
+        Args:
+            seat: One of `seats`, or None for the public view.
+
+        Returns:
+            The view, with the seat's own `reward`, `done` and `truncated`.
+        """
+        raise NotImplementedError
+
+    async def state(self) -> StateT:
+        """Report the episode's state (the owner's to read).
+
+        Returns:
+            The State: at least `episode_id` and `step_count`, plus the env's own fields.
+        """
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Release everything this instance holds; idempotent (as `Environment.close`)."""
+        return None
+
+
+class AsyncMultiAgentEnvironment(_AsyncSeatedEnvironment[ActT, ObsT, StateT]):
+    """Base class for turn-based multi-agent environments whose methods are coroutines.
+
+    `MultiAgentEnvironment`'s contract, with `async def reset`, `current_seat`, `step`,
+    `observe`, `state`, `close` (and `render(seat)` when it has one). They are awaited on the
+    server's event loop, as an `AsyncEnvironment`'s, so they must never block it. After each
+    reset and move the kernel awaits `current_seat()` and every seat's `observe` (and the
+    public one) within the same call, so a seat's `observe` or a turn check never calls the
+    env again. The rules of the wire are the same as for a plain one: a move out of turn is
+    refused without calling the env, a call past its deadline is answered `timeout` and sets
+    the instance aside (the next reset makes a fresh one).
+    """
+
+    async def current_seat(self) -> str | None:
+        """Whose turn it is.
+
+        Returns:
+            The seat to move next, or None when nobody may (the episode is over).
+        """
+        raise NotImplementedError
+
+    async def step(self, seat: str, action: ActT) -> None:
+        """Apply the move of `seat`, the current seat (as `MultiAgentEnvironment.step`).
+
+        Args:
+            seat: The seat moving.
+            action: An instance of the seat's action type, already checked against its schema.
+
+        Raises:
+            InvalidAction: The move is well formed but not allowed (raised before changing any
+                state: it does not count, and it is still that seat's turn).
+        """
+        raise NotImplementedError
+
+
+class AsyncSimultaneousEnvironment(_AsyncSeatedEnvironment[ActT, ObsT, StateT]):
+    """Base class for simultaneous multi-agent environments whose methods are coroutines.
+
+    `SimultaneousEnvironment`'s contract (rounds, `move_deadline`, a silent seat missing from
+    `actions`), with `async def reset`, `live_seats`, `step`, `observe`, `state`, `close`
+    (and `render(seat)`), awaited on the server's event loop as an `AsyncEnvironment`'s.
+    """
+
+    simultaneous: ClassVar[bool] = True
+    move_deadline: ClassVar[float | None] = None
+
+    async def live_seats(self) -> Sequence[str]:
+        """The seats that move in this round.
+
+        Returns:
+            Their names, in seat order; empty when nobody may (the episode is over).
+        """
+        raise NotImplementedError
+
+    async def step(self, actions: dict[str, ActT]) -> None:
+        """Play one round (as `SimultaneousEnvironment.step`).
+
+        Args:
+            actions: Seat -> its move; a live seat missing did not move before the deadline.
 
         Raises:
             InvalidAction: The round is refused (raised before changing any state): every

@@ -223,8 +223,21 @@ class EngineCore:
         (draining.py), or None."""
         raise NotImplementedError
 
-    def reset_seats(self, session: Session, why: str = "the episode was reset") -> None:
-        """A multi-agent session's reset (or restore: `why`) was answered (seating.py)."""
+    def gone(self, session_id: str, rid: RequestId | None) -> Error:
+        """The `unknown_session` answer to a request naming `session_id` (leasing.py)."""
+        raise NotImplementedError
+
+    def reset_seats(
+        self, session: Session, why: str = "the episode was reset", kind: str = "reset"
+    ) -> None:
+        """A multi-agent session's reset (or restore: `why`, `kind`) was answered
+        (seating.py)."""
+        raise NotImplementedError
+
+    def log_seats(
+        self, session: Session, kind: str, mover: str | None, actions: dict[str, Any]
+    ) -> None:
+        """Keep a multi-agent session's event in its log (seating.py)."""
         raise NotImplementedError
 
     def seats_moved(self, session: Session) -> None:

@@ -21,9 +21,13 @@ import msgspec
 
 from ecotone.kernel.contract import (
     AsyncEnvironment,
+    AsyncMultiAgentEnvironment,
+    AsyncSimultaneousEnvironment,
     Environment,
     MultiAgentEnvironment,
     SimultaneousEnvironment,
+    _AsyncSeatedEnvironment,
+    _Seated,
     _SeatedEnvironment,
 )
 from ecotone.kernel.modes import Mode, mode_of
@@ -43,7 +47,7 @@ def _generic_types(cls: type) -> tuple[Any, Any, Any] | None:
         for base in getattr(klass, "__orig_bases__", ()):
             origin = get_origin(base)
             if isinstance(origin, type) and issubclass(
-                origin, Environment | AsyncEnvironment | _SeatedEnvironment
+                origin, Environment | AsyncEnvironment | _Seated
             ):
                 args = get_args(base)
                 if len(args) == 3 and not any(isinstance(a, type(Any)) for a in args):
@@ -160,35 +164,57 @@ def _typed_keys(function: Callable[..., Any], name: str) -> frozenset[str] | Non
 TEXT_RENDER_KINDS = ("text", "markdown", "html", "svg")
 METHODS = ("reset", "step", "state", "close", "render", "list_tools", "call_tool")
 """The methods an env may have; all plain functions, or all coroutines."""
+SEAT_METHODS = ("current_seat", "live_seats", "observe")
+"""A multi-agent env's own methods, held to the same rule."""
+BASES = (
+    Environment,
+    AsyncEnvironment,
+    MultiAgentEnvironment,
+    SimultaneousEnvironment,
+    AsyncMultiAgentEnvironment,
+    AsyncSimultaneousEnvironment,
+)
+"""The base classes an env may subclass (their methods are placeholders)."""
+_TWINS: dict[type, tuple[str, str]] = {
+    Environment: ("Environment", "AsyncEnvironment"),
+    AsyncEnvironment: ("Environment", "AsyncEnvironment"),
+    MultiAgentEnvironment: ("MultiAgentEnvironment", "AsyncMultiAgentEnvironment"),
+    AsyncMultiAgentEnvironment: ("MultiAgentEnvironment", "AsyncMultiAgentEnvironment"),
+    SimultaneousEnvironment: ("SimultaneousEnvironment", "AsyncSimultaneousEnvironment"),
+    AsyncSimultaneousEnvironment: ("SimultaneousEnvironment", "AsyncSimultaneousEnvironment"),
+}
+"""Each base class's plain and async forms, by name (what an error tells to subclass)."""
 
 
 def _inherited(env_cls: type, method: str) -> bool:
     """`method` is the base class's placeholder, not the env's own."""
     found = getattr(env_cls, method)
-    bases = (Environment, AsyncEnvironment, MultiAgentEnvironment, SimultaneousEnvironment)
-    return any(found is getattr(base, method, None) for base in bases)
+    return any(found is getattr(base, method, None) for base in BASES)
 
 
 def _asynchronous(env_cls: type, label: str) -> bool:
     """Whether the env's methods are coroutines; EnvDefinitionError when they are mixed, or
     do not match the base class."""
-    present = [m for m in METHODS if callable(getattr(env_cls, m, None))]
+    names = METHODS + (SEAT_METHODS if issubclass(env_cls, _Seated) else ())
+    present = [m for m in names if callable(getattr(env_cls, m, None))]
     coroutines = [m for m in present if inspect.iscoroutinefunction(getattr(env_cls, m))]
     plain = [m for m in present if m not in coroutines]
-    if issubclass(env_cls, AsyncEnvironment):
+    base = next((b for b in BASES if issubclass(env_cls, b)), Environment)
+    plain_form, async_form = _TWINS[base]
+    if issubclass(env_cls, AsyncEnvironment | _AsyncSeatedEnvironment):
         if plain:
             raise EnvDefinitionError(
-                f"environment {label!r} is an AsyncEnvironment, but {_names(plain)} "
+                f"environment {label!r} is an {async_form}, but {_names(plain)} "
                 f"{'is a plain function' if len(plain) == 1 else 'are plain functions'}: "
-                "write them as `async def` (or subclass ecotone.Environment, all plain)"
+                f"write them as `async def` (or subclass ecotone.{plain_form}, all plain)"
             )
         return True
-    if issubclass(env_cls, Environment):
+    if issubclass(env_cls, Environment | _SeatedEnvironment):
         if coroutines:
             raise EnvDefinitionError(
-                f"environment {label!r} is a (plain) Environment, but {_names(coroutines)} "
+                f"environment {label!r} is a (plain) {plain_form}, but {_names(coroutines)} "
                 f"{'is a coroutine' if len(coroutines) == 1 else 'are coroutines'}: subclass "
-                "ecotone.AsyncEnvironment and make every method `async def`, or make them plain"
+                f"ecotone.{async_form} and make every method `async def`, or make them plain"
             )
         return False
     if coroutines and plain:
@@ -267,7 +293,7 @@ def _check_seated_render(env_cls: type, label: str) -> None:
         return
 
 
-def _seating(env_cls: type, label: str, types: list[Any], asynchronous: bool) -> dict[str, Any]:
+def _seating(env_cls: type, label: str, types: list[Any]) -> dict[str, Any]:
     """A multi-agent env's seats, each seat's types and its rule for a seat lost, checked."""
     seats = getattr(env_cls, "seats", ())
     if (
@@ -279,8 +305,6 @@ def _seating(env_cls: type, label: str, types: list[Any], asynchronous: bool) ->
         raise EnvDefinitionError(
             f"environment {label!r}: `seats` must be a tuple of distinct names, got {seats!r}"
         )
-    if asynchronous:
-        raise EnvDefinitionError(f"environment {label!r}: a multi-agent env's methods are plain")
     if getattr(env_cls, "rubric", None) is not None:
         raise EnvDefinitionError(f"environment {label!r}: a multi-agent env takes no rubric")
     rule = getattr(env_cls, "seat_lost", "wait")
@@ -310,7 +334,7 @@ def _seating(env_cls: type, label: str, types: list[Any], asynchronous: bool) ->
         for seat in seats
     }
     seating: dict[str, Any] = {"seats": seats, "seat_types": seat_types, "seat_lost": rule}
-    if issubclass(env_cls, SimultaneousEnvironment):
+    if issubclass(env_cls, SimultaneousEnvironment | AsyncSimultaneousEnvironment):
         deadline = getattr(env_cls, "move_deadline", None)
         if deadline is not None and (
             isinstance(deadline, bool) or not isinstance(deadline, int | float) or deadline <= 0
@@ -393,7 +417,7 @@ class EnvSpec:
             make = scored_factory(self.factory, self.rubric, mode.value)
             mode = Mode(scored_mode(self.rubric, mode.value))
         if self.seats:
-            make = seated_factory(make, self.seats, self.simultaneous)
+            make = seated_factory(make, self.seats, self.simultaneous, self.asynchronous)
         object.__setattr__(self, "mode", mode)
         object.__setattr__(self, "make", make)
 
@@ -421,8 +445,10 @@ class EnvSpec:
                 f"method: drop @property and write `def state(self) -> {state_name}:` "
                 "(`async def` in an AsyncEnvironment)"
             )
-        seated = isinstance(env_cls, type) and issubclass(env_cls, _SeatedEnvironment)
-        simultaneous = seated and issubclass(env_cls, SimultaneousEnvironment)
+        seated = isinstance(env_cls, type) and issubclass(env_cls, _Seated)
+        simultaneous = seated and issubclass(
+            env_cls, SimultaneousEnvironment | AsyncSimultaneousEnvironment
+        )
         methods: tuple[str, ...] = ("reset", "step", "state", "close")
         if seated:
             methods += ("live_seats" if simultaneous else "current_seat", "observe")
@@ -456,7 +482,7 @@ class EnvSpec:
                 f"environment {label!r} publishes tasks, but its reset() takes no `task`: add "
                 "`task: YourTask | None = None` to reset's keyword arguments"
             )
-        seating = _seating(env_cls, label, types, asynchronous) if seated else {}
+        seating = _seating(env_cls, label, types) if seated else {}
         if seated:
             _check_seated_render(env_cls, label)
         render_kind = getattr(env_cls, "render_kind", "text")

@@ -329,7 +329,7 @@ class Operations(EngineCore):
         advance(session, Event.FINISHED if ends_episode(obs) else Event.OBSERVED)
         session.observation = obs
         session.forked_from = None
-        if session.seating is not None:
+        if session.spec.seats:
             self.reset_seats(session)
         if self._on_episode is not None:
             self._on_episode(

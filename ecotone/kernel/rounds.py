@@ -123,6 +123,7 @@ class Rounds(EngineCore):
                 duration_s=time.perf_counter() - call.started,
                 seat=None,
             )
+        self.log_seats(session, "round", None, call.args[0])
         acting = list(env.acting)
         lost = list(session.seating.lost)
         for seat, move in call.moves.items():

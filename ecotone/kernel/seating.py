@@ -45,7 +45,7 @@ from ecotone.kernel import answers
 from ecotone.kernel.calls import Call, PlayCall
 from ecotone.kernel.contract import InvalidAction
 from ecotone.kernel.core import EngineCore
-from ecotone.kernel.seats import SeatTable, Waiter
+from ecotone.kernel.seats import LOG_STARTS, Logged, SeatTable, Seen, Waiter
 from ecotone.kernel.sessions import Session
 from ecotone.kernel.states import Event, Phase, advance, ends_episode
 from ecotone.specs import (
@@ -84,7 +84,7 @@ class Seating(EngineCore):
 
     # --- lookups ------------------------------------------------------------------------------
 
-    def _seating(self, session: Session, rid: RequestId) -> SeatTable | Error:
+    def _seating(self, session: Session, rid: RequestId | None) -> SeatTable | Error:
         """The session's seating (made on first use), or `unsupported` for a single-agent env."""
         seating = session.seating
         if seating is None:
@@ -97,6 +97,8 @@ class Seating(EngineCore):
                     session.id,
                 )
             seating = session.seating = SeatTable(spec.seats, spec.seat_lost)
+            if session.env is not None and session.phase is not Phase.FRESH:
+                self.log_seats(session, "start", None, {})  # running already: a fork's copy
         return seating
 
     def seated_session(self, session_id: str, owner: Owner) -> Session | None:
@@ -162,11 +164,10 @@ class Seating(EngineCore):
 
     # --- play ---------------------------------------------------------------------------------
 
-    def _whose(self, session: Session, seating: SeatTable, peer: Peer, seat: str | None) -> Any:
-        """The seat a `play` or `observe` of `peer` is about (None: the public view), or the
-        error it is: the owner names any seat; a holder its own (none: the one whose turn it
-        is, else its first); a spectator none."""
-        owner = peer.owner
+    def _whose(self, session: Session, seating: SeatTable, owner: Owner, seat: str | None) -> Any:
+        """The seat a `play`, an `observe` or a trajectory of `owner` is about (None: the
+        public view), or the error it is: the owner names any seat; a holder its own (none:
+        the one whose turn it is, else its first); a spectator none."""
         if seat is not None and seat not in seating.seats:
             return f"no seat {seat!r} (seats: {', '.join(seating.seats)})"
         if owner is session.owner:
@@ -181,7 +182,7 @@ class Seating(EngineCore):
             return PermissionError(f"seat {seat!r} is not this connection's")
         return seat
 
-    def _refused_seat(self, why: Any, rid: RequestId, session: Session) -> Error:
+    def _refused_seat(self, why: Any, rid: RequestId | None, session: Session) -> Error:
         if isinstance(why, PermissionError):
             return answers.error(ErrorCode.FORBIDDEN, str(why), rid, session.id)
         return answers.error(ErrorCode.INVALID_ARGUMENT, str(why), rid, session.id)
@@ -192,7 +193,7 @@ class Seating(EngineCore):
             return seating
         assert isinstance(seating, SeatTable)
         env = session.env
-        seat = self._whose(session, seating, peer, req.seat)
+        seat = self._whose(session, seating, peer.owner, req.seat)
         if seat is None and peer.owner is session.owner:
             free = (s for s in self.waiting_for(session) if s not in seating.holders)
             seat = next(free, env.turn)
@@ -271,6 +272,7 @@ class Seating(EngineCore):
                 duration_s=time.perf_counter() - call.started,
                 seat=call.seat,
             )
+        self.log_seats(session, "move", call.seat, {call.seat: call.args[1]})
         self.seats_moved(session)
         return SeatView(
             id=rid,
@@ -289,7 +291,7 @@ class Seating(EngineCore):
         if type(seating) is Error:
             return seating
         assert isinstance(seating, SeatTable)
-        seat = self._whose(session, seating, peer, req.seat)
+        seat = self._whose(session, seating, peer.owner, req.seat)
         if seat is not None and (not isinstance(seat, str) or seat not in seating.seats):
             return self._refused_seat(seat, req.id, session)
         waiter = Waiter(peer, req.id, seat, seating.moves)
@@ -433,10 +435,59 @@ class Seating(EngineCore):
             waiter.peer.emit(answers.unknown_session(session.id, waiter.rid))
         self.drop_round(session, "the session closed", closed=True)
 
-    def reset_seats(self, session: Session, why: str = "the episode was reset") -> None:
-        """A reset's (or a restore's: `why`) answer is known: a round's kept moves are
-        answered, the seats lost in the last episode are forgotten, and waiting `observe`s
-        that are now due are answered."""
+    def reset_seats(
+        self, session: Session, why: str = "the episode was reset", kind: str = "reset"
+    ) -> None:
+        """A reset's (or a restore's: `why`, `kind`) answer is known: a round's kept moves
+        are answered, the seats lost in the last episode are forgotten, the log starts
+        again, and waiting `observe`s that are now due are answered."""
+        seating = self._seating(session, None)
+        assert isinstance(seating, SeatTable), seating  # a multi-agent env's session
         self.drop_round(session, why)
-        session.seating.lost.clear()
+        seating.lost.clear()
+        self.log_seats(session, kind, None, {})
         self.seats_moved(session)
+
+    # --- trajectories ---------------------------------------------------------------------------
+
+    def log_seats(
+        self, session: Session, kind: str, mover: str | None, actions: dict[str, Any]
+    ) -> None:
+        """Keep an event of the episode in the session's log (`SeatTable.log`): a reset,
+        restore or start begins it again; a move or round follows the last."""
+        env, log = session.env, session.seating.log
+        if kind in LOG_STARTS:
+            log.clear()
+            index = 0
+        else:
+            index = log[-1].index + 1 if log else 1
+        log.append(Logged(kind, index, mover, actions, env.views, env.public, time.time()))
+
+    def seat_trajectory(
+        self, session_id: str, owner: Owner, seat: str | None = None
+    ) -> tuple[str | None, list[Seen]] | Error:
+        """The episode so far as `owner` may see it (its `observe`'s rule: a seat's holder
+        its own seat, the owner `seat` or the public view, a spectator the public view):
+        the seat read, and each event of the log with that seat's own move and view only.
+
+        Args:
+            session_id: The session.
+            owner: Who asks.
+            seat: The seat the session's owner asks for (None: a holder's own, or the
+                public view).
+
+        Returns:
+            The seat (None: the public view) and its events, oldest first; or the error
+            (`unknown_session`, `forbidden`, `invalid_argument`, `unsupported`).
+        """
+        session = self.sessions.get(session_id, owner) or self.seated_session(session_id, owner)
+        if session is None:
+            return self.gone(session_id, None)
+        seating = self._seating(session, None)
+        if type(seating) is Error:
+            return seating
+        assert isinstance(seating, SeatTable)
+        whose = self._whose(session, seating, owner, seat)
+        if whose is not None and (not isinstance(whose, str) or whose not in seating.seats):
+            return self._refused_seat(whose, None, session)
+        return whose, [Seen.of(logged, whose) for logged in seating.log]

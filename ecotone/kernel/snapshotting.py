@@ -286,8 +286,8 @@ class Snapshotting(EngineCore):
         session.task = saved.task
         session.observation = observation
         session.forked_from = saved.forked_from
-        if session.seating is not None:  # the seats and their holders stay
-            self.reset_seats(session, "the session was restored to a saved episode")
+        if session.spec.seats:  # the seats and their holders stay
+            self.reset_seats(session, "the session was restored to a saved episode", "restore")
         self._resumed(session, saved.episode_id)
         return Restored(
             id=req.id,

@@ -20,7 +20,8 @@ Served side by side:
 * A multi-agent session's seats (`seats.py`): `GET /v1/sessions/{id}/seats` (the owner's
   keys), then per seat key `POST /v1/seats/{key}/join`, `GET /v1/seats/{key}` (its own view;
   `?wait=1` waits for its turn, bounded), `POST /v1/seats/{key}/play` (`{"action": ...}`),
-  `GET /v1/seats/{key}/render`, `POST /v1/seats/{key}/leave`. Each key's requests act as a
+  `GET /v1/seats/{key}/render`, `POST /v1/seats/{key}/leave`, `POST /v1/seats/{key}/keepalive`,
+  `GET /v1/seats/{key}/trajectory` (JSON Lines). Each key's requests act as a
   holder of their own, never as the session's owner, and their answers never carry the
   session's id.
 * The plain GETs the websocket transport serves too (`ecotone.transports.websocket.server.

@@ -19,6 +19,12 @@ Routes (`SeatRoutes.install`; the frames are the engine's, docs/multi-agent.md):
 * `GET /v1/seats/{key}/render`: the env's picture for that seat (`rendered`; the spectator
   key's: the public picture).
 * `POST /v1/seats/{key}/leave`: let the seat go (a page sends it as a beacon when it closes).
+* `POST /v1/seats/{key}/keepalive`: renew the seat's lease and its session's (the engine's
+  `keepalive`, naming both): `{"seat", "lease", "held"}`. A seat's page sends it every third
+  of the lease while it is open, so a person thinking longer than the lease keeps the seat.
+* `GET /v1/seats/{key}/trajectory`: the episode so far as the key's seat saw it, as JSON
+  Lines in `ecotone.recording`'s format (`trajectories.py`): its own moves and its own
+  views, never another seat's (the spectator key's: the public views).
 
 Rules:
 
@@ -31,9 +37,11 @@ Rules:
   message: over HTTP the id is the owner's handle (on a server without tokens, every
   request naming it acts as the owner), so a player must never learn it.
 * **A key joined over HTTP holds its seat until `leave` or the session's end**: meanwhile
-  a connection joining with the same key is `seat_taken`. After `leave` the seat is held
-  for the key as for a connection that dropped (after `idle_timeout`, the env's
-  `seat_lost`), and the key's next use takes it back.
+  a connection joining with the same key is `seat_taken`. The seat is leased as a
+  connection's: each request of the key renews the lease, as does `keepalive`; a key silent
+  past the lease loses the seat (its next request takes it back, when nobody else did).
+  After `leave` the seat is held for the key as for a connection that dropped (for the rest
+  of its lease, then the env's `seat_lost`), and the key's next use takes it back.
 * Errors are the engine's frames with the statuses of the other routes (`unknown_seat_key`
   404, `seat_taken` and `not_your_turn` 409, `forbidden` 403, `invalid_action` 422).
 """
@@ -60,6 +68,8 @@ from ecotone.specs import (
     Join,
     Joined,
     JsonCodec,
+    Keepalive,
+    Kept,
     Observe,
     Play,
     Render,
@@ -69,6 +79,7 @@ from ecotone.specs import (
 )
 from ecotone.specs.errors import HTTP_STATUS
 from ecotone.specs.http import HttpRequest, HttpResponse, json_response
+from ecotone.transports.http.server.trajectories import trajectory_lines
 from ecotone.transports.websocket.server.plain import frame_response
 
 WAIT_SECONDS = 25.0
@@ -147,6 +158,8 @@ class SeatRoutes:
         router.add(r"/v1/seats/(?P<key>[^/]+)/play", POST=self.play)
         router.add(r"/v1/seats/(?P<key>[^/]+)/render", GET=self.render)
         router.add(r"/v1/seats/(?P<key>[^/]+)/leave", POST=self.leave)
+        router.add(r"/v1/seats/(?P<key>[^/]+)/keepalive", POST=self.keepalive)
+        router.add(r"/v1/seats/(?P<key>[^/]+)/trajectory", GET=self.trajectory)
 
     # --- holders ------------------------------------------------------------------------------
 
@@ -286,6 +299,51 @@ class SeatRoutes:
             return holder
         frame = Render(id=next(self._ids), session=holder.session)
         return self._answer(await self._ask(holder.owner, frame))
+
+    async def keepalive(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        """Renew the seat's lease and its session's, taking the seat back first if its lease
+        ran out meanwhile (as any request of the key does): `{"seat", "lease", "held"}`
+        (`held`: the seat's lease was renewed; a spectator's is always false)."""
+        key = params["key"]
+        holder = await self._holder(key, request)
+        if isinstance(holder, HttpResponse):
+            return holder
+        seat = holder.joined.seat
+        frame = Keepalive(
+            id=next(self._ids), sessions=[holder.session], seats=[] if seat is None else [key]
+        )
+        answer = await self._ask(holder.owner, frame)
+        if not isinstance(answer, Kept):
+            return self._answer(answer)
+        held = seat is not None and not answer.unknown
+        body = {"seat": seat, "lease": answer.lease, "held": held}
+        return json_response(200, body, [("cache-control", "no-store")])
+
+    async def trajectory(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
+        """The episode so far as the key's seat saw it (`trajectories.py`), as a download."""
+        holder = await self._holder(params["key"], request)
+        if isinstance(holder, HttpResponse):
+            return holder
+        found = self.engine.seat_trajectory(holder.session, holder.owner)
+        if isinstance(found, Error):
+            return self._answer(found)
+        seat, events = found
+        env = holder.joined.env
+        try:
+            body = trajectory_lines(env, seat, events)
+        except (TypeError, msgspec.EncodeError) as exc:
+            return error_response(
+                ErrorCode.ENV_ERROR, f"environment {env!r}: a view cannot be encoded: {exc}"
+            )
+        body = body.replace(holder.session.encode(), HIDDEN)
+        name = "".join(
+            c if c.isalnum() or c in "-_." else "_" for c in f"{env}-{seat or 'spectator'}"
+        )
+        headers = [
+            ("cache-control", "no-store"),
+            ("content-disposition", f'attachment; filename="{name}.jsonl"'),
+        ]
+        return HttpResponse(200, body, "application/x-ndjson", headers)
 
     async def leave(self, request: HttpRequest, params: dict[str, str]) -> HttpResponse:
         """Let the seat go (held for the key as a dropped connection's); `left` says whether

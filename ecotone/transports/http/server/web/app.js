@@ -9,11 +9,14 @@
 // At /web?seat=KEY, the page plays that seat (the key's requests are a holder of their own,
 // never the session's owner): the seat's own view, whose turn it is (waiting for its turn
 // through GET /v1/seats/{key}?wait=1), and its action form; the spectator key's page shows
-// the public view. An SVG board (chess) is played by clicking squares (board.js).
+// the public view. An SVG board (chess) is played by clicking squares (board.js). While it is
+// open the page keeps its seat (keepalives at a third of the lease), and it downloads the
+// seat's own trajectory (seatpage.js).
 
 import { SchemaForm, el, resolve } from "/web/form.js";
 import { BoardClicks } from "/web/board.js";
 import { ETAG, api, showFields, showRendered } from "/web/views.js";
+import { downloadTrajectory, keepSeat } from "/web/seatpage.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -247,6 +250,26 @@ async function startSeat(key) {
   document.body.dataset.seat = app.seat.seat ?? "";
   $("action-panel").hidden = app.seat.seat === null;
   $("step-button").textContent = "Play";
+  const saving = $("seat-download");
+  saving.hidden = false;
+  saving.textContent = app.seat.seat === null ? "Download the game (public views)" : "Download my trajectory";
+  saving.addEventListener("click", async () => {
+    try {
+      await downloadTrajectory(key, `${joined.env}-${app.seat.seat ?? "spectator"}.jsonl`);
+    } catch (exc) {
+      setStatus(`download failed: ${exc.message}`, "error");
+    }
+  });
+  if (app.seat.seat !== null) {
+    keepSeat(key, joined.lease, (exc) => {
+      app.following += 1;
+      app.ended = true;
+      setBusy(app.busy);
+      setStatus(exc.code === "seat_taken"
+        ? "another connection took this seat: this page plays no more"
+        : "the game's session is closed: this link plays no more", "error");
+    });
+  }
   window.addEventListener("pagehide", () => {
     app.following += 1;
     navigator.sendBeacon(seatPath(key, "leave"));
