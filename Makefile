@@ -110,7 +110,7 @@ docs: $(STAMP)
 ## make bench: ecotone vs OpenEnv vs the raw transport floor, medians into docs/benchmarks.md
 bench: $(STAMP) $(OPENENV_VENV)/.installed $(RAY_VENV)/.installed
 	$(PY) -m compileall -q ecotone  # as a pip install leaves it (servers start from bytecode)
-	$(PY) bench/run.py --openenv-python $(OPENENV_VENV)/bin/python --reps 5 --out docs/benchmarks.md
+	$(PY) bench/run.py --openenv-python $(OPENENV_VENV)/bin/python --reps 7 --out docs/benchmarks.md
 	$(PY) bench/sandbox.py --reps 5 --out docs/benchmarks.md
 	$(PY) bench/snapshots.py --reps 5 --out docs/benchmarks.md
 	$(PY) bench/collect_overhead.py --reps 5 --out docs/benchmarks.md
