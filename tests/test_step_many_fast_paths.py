@@ -836,3 +836,47 @@ def test_autoresets_inside_step_many_give_what_reset_frames_give(
         assert "Reset" not in folded_frames
         batch = "WireColumns" if columns else "WireStepMany"
         assert folded_frames.count(batch) == 3 * urls  # one per link and step
+
+
+@pytest.mark.parametrize("columns", [True, False])
+@pytest.mark.parametrize("with_resets", [True, False])
+def test_a_batch_answered_with_the_wrong_number_of_items_fails_each_and_leaves_none_busy(
+    columns: bool, with_resets: bool
+) -> None:
+    """A broken server answers one link's batch with an item too few (folded resets in it or
+    not): that link's sub-envs fail `internal` as lost episodes, the other link's step, and
+    the next step goes on (no sub-env is left waiting for an answer that will never come)."""
+    features = ("step_many.reset", "step_columns") if columns else ("step_many.reset",)
+    core, conns = _core(6, urls=2, features=features)
+    if with_resets:
+        core.subs[0].needs_reset = core.subs[4].needs_reset = True  # both on link 0
+    tally = Tally()
+    core.check_steppable(core.subs)
+    core.plan_step([{"delta": 1}] * 6, core.subs, tally)
+    for link, conn in zip(core.links, conns, strict=True):
+        (frame,) = core.take_outbox(link)
+        observations = [{"count": 1, "reward": 1.0}] * 3
+        if link.index == 0:
+            observations = observations[:2]  # one item too few
+        if columns:
+            data: dict[str, Any] = {
+                "op": "step_columns_result", "id": frame.id, "observations": observations
+            }  # fmt: skip
+        else:
+            results = [
+                {"op": "observation", "id": frame.id, "session": "x", "observation": o}
+                for o in observations
+            ]
+            data = {"op": "step_many_result", "id": frame.id, "results": results}
+        core.on_response(link, conn.decode(msgspec.json.encode(data)))
+    assert tally.complete
+    _, rewards, _, truncated, infos = core.step_all_result(tally)
+    assert [bool(infos["_error_code"][i]) for i in range(6)] == [True, False] * 3
+    assert {infos["error_code"][i] for i in (0, 2, 4)} == {"internal"}
+    assert truncated.tolist() == [True, False] * 3  # lost episodes
+    assert rewards.tolist() == [0.0, 1.0] * 3
+    assert not any(sub.busy for sub in core.subs)
+    core.check_steppable(core.subs)  # nothing in flight: the next step may go
+    again = Tally()
+    core.plan_step([{"delta": 1}] * 6, core.subs, again)
+    assert core.links[0].outbox and core.links[1].outbox

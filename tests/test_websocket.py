@@ -446,3 +446,26 @@ def test_masking_is_the_key_repeated_xor_on_either_path(
         reader = wsframing.FrameReader(masked=True, max_message=1 << 20)
         (message,) = reader.feed(frame)
         assert isinstance(message, wsframing.Message) and message.data == payload
+
+
+def test_a_numpy_still_being_imported_is_not_used_for_masking(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another thread may be importing numpy while a frame is masked: its half-made module
+    (no `empty` yet) is left alone, and the frame is masked the other way."""
+    import importlib.machinery
+    import os
+    import sys
+    import types
+
+    from ecotone.specs import wsframing
+
+    half = types.ModuleType("numpy")
+    half.__spec__ = importlib.machinery.ModuleSpec("numpy", None)
+    half.__spec__._initializing = True  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "numpy", half)
+    payload, key = os.urandom(4 * wsframing.NUMPY_FROM + 3), os.urandom(4)
+    expected = bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+    assert wsframing._unmask(payload, key) == expected
+    del half.__spec__._initializing  # type: ignore[attr-defined]  # done, but no `empty`: still
+    assert wsframing._unmask(payload, key) == expected

@@ -24,7 +24,7 @@ import functools
 import os
 import struct
 import sys
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
@@ -45,11 +45,31 @@ imported it already (a vector env, a Gymnasium env): 5x faster at 8 KB. This mod
 imports it (`import ecotone` must not)."""
 
 
-@functools.lru_cache(maxsize=256)
+CACHED_WORDS: Final = 4096
+"""`_lanes` of payloads up to 16 KiB are kept (one per length, 256 lengths at most: a few MiB
+at worst); larger ones are made each time, which costs little beside masking them."""
+
+
 def _lanes(words: int) -> int:
     """The integer whose `words` little-endian 32-bit lanes each hold 1: times a mask key, the
     key repeated over `words` lanes (no lane carries into the next)."""
+    if words <= CACHED_WORDS:
+        return _cached_lanes(words)
     return ((1 << (32 * words)) - 1) // 0xFFFFFFFF
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_lanes(words: int) -> int:
+    return ((1 << (32 * words)) - 1) // 0xFFFFFFFF
+
+
+def _numpy() -> Any:
+    """numpy, if this process has imported it already and the import is complete (another
+    thread may be importing it: a half-made module has no `empty` yet), else None."""
+    np = sys.modules.get("numpy")
+    if np is None or getattr(getattr(np, "__spec__", None), "_initializing", False):
+        return None
+    return np
 
 
 def _unmask(payload: bytes | bytearray | memoryview, key: bytes) -> bytes:
@@ -57,24 +77,32 @@ def _unmask(payload: bytes | bytearray | memoryview, key: bytes) -> bytes:
     n = len(payload)
     if n == 0:
         return b""
-    np = sys.modules.get("numpy") if n >= NUMPY_FROM else None
+    np = _numpy() if n >= NUMPY_FROM else None
     if np is not None:
-        words = n // 4
-        out = np.empty(n, dtype=np.uint8)
-        data = np.frombuffer(payload, dtype=np.uint8)
-        np.bitwise_xor(
-            data[: words * 4].view(np.uint32),
-            np.frombuffer(key, dtype=np.uint32)[0],
-            out=out[: words * 4].view(np.uint32),
-        )
-        tail = n - words * 4
-        if tail:
-            out[words * 4 :] = data[words * 4 :] ^ np.frombuffer(key[:tail], dtype=np.uint8)
-        result: bytes = out.tobytes()
-        return result
+        try:
+            return _unmask_numpy(np, payload, key)
+        except AttributeError:  # a numpy this process is still setting up: the other way
+            pass
     words = (n + 3) // 4
     masked = int.from_bytes(payload, "little") ^ (int.from_bytes(key, "little") * _lanes(words))
     return masked.to_bytes(4 * words, "little")[:n]
+
+
+def _unmask_numpy(np: Any, payload: bytes | bytearray | memoryview, key: bytes) -> bytes:
+    n = len(payload)
+    words = n // 4
+    out = np.empty(n, dtype=np.uint8)
+    data = np.frombuffer(payload, dtype=np.uint8)
+    np.bitwise_xor(
+        data[: words * 4].view(np.uint32),
+        np.frombuffer(key, dtype=np.uint32)[0],
+        out=out[: words * 4].view(np.uint32),
+    )
+    tail = n - words * 4
+    if tail:
+        out[words * 4 :] = data[words * 4 :] ^ np.frombuffer(key[:tail], dtype=np.uint8)
+    result: bytes = out.tobytes()
+    return result
 
 
 def encode(opcode: int, payload: bytes, *, mask: bool) -> bytes:

@@ -129,6 +129,9 @@ class Answers(Ledger):
         result_of = self.result
         plain_path = self.recorder is None
         results = response.results  # type: ignore[union-attr]
+        if len(results) != len(request.subs):
+            self._fail_miscounted(request, len(results))
+            return
         for sub, item in zip(request.subs, results, strict=True):
             if isinstance(item, Error):
                 failure = Failure.from_frame(item)
@@ -154,6 +157,19 @@ class Answers(Ledger):
                     self._sent_complete(tally)
             else:
                 self._stepped(sub, result, request.started)
+
+    def _fail_miscounted(self, request: InFlight, answered: int) -> None:
+        """A batch answered with a number of items that is not its own: each of its sub-envs
+        fails (`internal`), none is left waiting."""
+        error = ServerError(
+            ErrorCode.INTERNAL, f"step_many answered {answered} items for {len(request.subs)}"
+        )
+        failure = Failure.from_server(error)
+        for sub in request.subs:
+            if sub.busy is request:
+                self._fail(sub, failure, after_step=True)
+        request.subs = []
+        request.actions = None
 
     def _by_items(self, response: Any) -> Response:
         """A `step_columns_result` as the `step_many_result` of the same items (typed where
@@ -192,13 +208,9 @@ class Answers(Ledger):
                 self._fail(subs[j], failure)
         else:
             results: list[Any] = response.results  # type: ignore[union-attr]
-            if len(results) != len(subs):
-                error = ServerError(
-                    ErrorCode.INTERNAL,
-                    f"step_many answered {len(results)} items for {len(subs)}",
-                )
-                for j in positions:
-                    self._fail(subs[j], Failure.from_server(error))
+            if len(results) != len(subs):  # a broken answer: every item of it fails
+                self._fail_miscounted(request, len(results))
+                return response
             else:
                 for j in positions:
                     item = results[j]

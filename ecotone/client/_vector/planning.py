@@ -296,7 +296,8 @@ class Planning(Ledger):
         """`plan_step` with a call: the sub-envs ready to step go into one `step_many` per
         link, without outcomes (`InFlight.actions` keeps their actions, None for a folded
         autoreset); the others get theirs now (a reset instead, or a failure)."""
-        if len(subs) == self.num_envs and self._plan_columns(actions, tally):
+        every = subs is self.subs or list(subs) == self.subs  # all of them, in index order
+        if every and self._plan_columns(actions, tally):
             return
         links = self.links
         groups, later, folded = self._group(actions, subs, [link.alive for link in links])
