@@ -36,6 +36,7 @@ def test_make_vec_matches_gymnasiums_sync_vector_env(
         assert remote.single_action_space == local.single_action_space
         assert remote.observation_space == local.observation_space
         assert remote.metadata["autoreset_mode"] == mode
+        assert remote.vector._core._codec.name == "msgpack"  # make_vec's default
         obs_l, _ = local.reset(seed=11)
         obs_r, _ = remote.reset(seed=11)
         np.testing.assert_allclose(obs_r, obs_l, rtol=1e-6)
@@ -142,10 +143,11 @@ def test_send_and_recv_over_two_servers_match_gymnasium(cartpole: RunningServer)
             remote.close()
 
 
+@pytest.mark.parametrize("codec", ["msgpack", "json"])
 @pytest.mark.parametrize("gym_id", ["FrozenLake-v1", "Blackjack-v1", "Taxi-v4"])
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
 def test_make_vec_over_the_bridge_reads_every_kind_of_space_as_gymnasium(
-    gym_id: str, mode: AutoresetMode
+    gym_id: str, mode: AutoresetMode, codec: str
 ) -> None:
     """The bridge's observations decode as structs and are read whole from their `obs`
     fields: a Discrete observation (FrozenLake, Taxi) and a Tuple of them (Blackjack) give
@@ -157,9 +159,10 @@ def test_make_vec_over_the_bridge_reads_every_kind_of_space_as_gymnasium(
         gym_id, num_envs=n, vectorization_mode="sync", vector_kwargs={"autoreset_mode": mode}
     )
     with run_server(f"gymnasium:{gym_id}") as one, run_server(f"gymnasium:{gym_id}") as two:
-        remote = ecotone.gym.make_vec([one.url, two.url], n, autoreset_mode=mode)
+        remote = ecotone.gym.make_vec([one.url, two.url], n, autoreset_mode=mode, codec=codec)
         try:
             assert remote.vector._core.types.observation is ecotone.gym.vector.BridgedObservation
+            assert remote.vector._core._codec.name == codec
             assert remote.single_observation_space == local.single_observation_space
             want, _ = local.reset(seed=3)
             got, _ = remote.reset(seed=3)

@@ -176,13 +176,14 @@ def make_vec(
     (`BatchedRemoteVectorEnv`).
 
     `vector_kwargs` go to `ecotone.VectorEnv` (`errors=`, `step_timeout=`, `codec=`, ...).
-    The vector form's arrays travel as MessagePack bins unless `codec=` says otherwise (JSON
-    carries them as base64 text).
+    Frames travel as MessagePack unless `codec=` says otherwise: the vector form's arrays as
+    bins (JSON carries them as base64 text), the sub-envs' observations as binary numbers
+    (JSON text costs the client 10% of a CartPole step over two servers).
     """
     first = urls if isinstance(urls, str) else urls[0]
     info = probe(first, env, vector_kwargs.get("codec", "json"))
+    vector_kwargs.setdefault("codec", "msgpack")
     if vector_form(info) is not None:
-        vector_kwargs.setdefault("codec", "msgpack")
         return BatchedRemoteVectorEnv(
             urls, num_envs, env, info, autoreset_mode=autoreset_mode, **vector_kwargs
         )
