@@ -19,7 +19,7 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Required, TypedDict, Unpack
 
@@ -329,6 +329,12 @@ def _ended(run: _Run) -> Outcome:
     return outcome
 
 
+async def _played(run: _Run, limit: int, settings: CollectSettings) -> Outcome:
+    """`_play`, then the run's outcome (`_ended`)."""
+    await _play(run, limit, settings)
+    return _ended(run)
+
+
 async def _episode(
     client: AsyncEnvClient[Any, Any],
     info: EnvInfo,
@@ -465,18 +471,27 @@ async def _seat_forks(
             own = attrs.evolve(episode, fork=i, tools=_Tools(copy))
             branch = prefix.fork(copy, actors(policies, own))
             branch.writer = writer
-            try:
-                outcomes.append(await _seated(branch, outcome, run.max_steps, run))
-            except Exception as exc:
-                outcome.error, outcome.reason = f"{type(exc).__qualname__}: {exc}", "error"
-                outcomes.append(outcome)
-            finally:
-                writer.end(outcome.reason or "error", outcome.error)
-                outcome.seconds = time.perf_counter() - started
+            play = _seated(branch, outcome, run.max_steps, run)
+            outcomes.append(await _branch(play, outcome, writer, started))
     finally:
         for copy in copies:
             await copy.aclose()
     return outcomes
+
+
+async def _branch(
+    play: Awaitable[Outcome], outcome: Outcome, writer: EpisodeWriter, started: float
+) -> Outcome:
+    """A fork's copy played to its end (`play`): its outcome, or `outcome` with the error
+    that stopped it; its recording ended either way."""
+    try:
+        return await play
+    except Exception as exc:
+        outcome.error, outcome.reason = f"{type(exc).__qualname__}: {exc}", "error"
+        return outcome
+    finally:
+        writer.end(outcome.reason or "error", outcome.error)
+        outcome.seconds = time.perf_counter() - started
 
 
 async def _forks(
@@ -503,15 +518,8 @@ async def _forks(
             branch = _Run(copy, actor, writer, outcome, prefix.observation, prefix.first)
             for step in prefix.steps:
                 writer.step(*step)
-            try:
-                await _play(branch, run.max_steps - prefix.outcome.steps, run)
-                outcomes.append(_ended(branch))
-            except Exception as exc:
-                outcome.error, outcome.reason = f"{type(exc).__qualname__}: {exc}", "error"
-                outcomes.append(outcome)
-            finally:
-                writer.end(outcome.reason or "error", outcome.error)
-                outcome.seconds = time.perf_counter() - started
+            play = _played(branch, run.max_steps - prefix.outcome.steps, run)
+            outcomes.append(await _branch(play, outcome, writer, started))
     finally:
         for copy in copies:
             await copy.aclose()
