@@ -41,8 +41,9 @@ _U64 = struct.Struct("!Q")
 
 NUMPY_FROM: Final = 512
 """Payloads of at least this many bytes are (un)masked with numpy when the process has
-imported it already (a vector env, a Gymnasium env): 5x faster at 8 KB. This module never
-imports it (`import ecotone` must not)."""
+imported it already (a vector env, a Gymnasium env): 5x faster at 8 KB; else with the key
+spread over 32-bit lanes by one multiply (20% faster than repeating the key, which is
+cheaper below this size). This module never imports numpy (`import ecotone` must not)."""
 
 
 CACHED_WORDS: Final = 4096
@@ -77,7 +78,11 @@ def _unmask(payload: bytes | bytearray | memoryview, key: bytes) -> bytes:
     n = len(payload)
     if n == 0:
         return b""
-    np = _numpy() if n >= NUMPY_FROM else None
+    if n < NUMPY_FROM:  # a small frame: the key repeated, one XOR (the cheapest here)
+        repeated = (key * (n // 4 + 1))[:n]
+        masked = int.from_bytes(payload, "little") ^ int.from_bytes(repeated, "little")
+        return masked.to_bytes(n, "little")
+    np = _numpy()
     if np is not None:
         try:
             return _unmask_numpy(np, payload, key)
