@@ -453,19 +453,14 @@ async def _seat_forks(
     seat (`Episode.fork` and `Episode.seat` say which), in turn, its seats' returns going on
     from the prefix's (`first`'s), and recorded with the prefix's moves in front of its
     own."""
-    name, run = where
+    run = where[1]
     copies = await prefix.client.fork(run.fork)
     outcomes: list[Outcome] = []
     try:
         for i, copy in enumerate(copies):
             started = time.perf_counter()
             outcome = Outcome(first.job, first.task)
-            path = run.out / _safe(episode.info.name) / f"{name}-f{i}.{run.recording}"
-            writer = EpisodeWriter(
-                path, run.recording, {**header, "fork": i, "session": copy.session_id}
-            )
-            outcome.path = str(path)
-            writer.reset(prefix.first)
+            writer = _fork_writer(outcome, copy, i, episode, (header, where, prefix.first))
             for move in prefix.played:
                 writer.move(*move)
             own = attrs.evolve(episode, fork=i, tools=_Tools(copy))
@@ -477,6 +472,20 @@ async def _seat_forks(
         for copy in copies:
             await copy.aclose()
     return outcomes
+
+
+def _fork_writer(
+    outcome: Outcome, copy: Any, i: int, episode: Episode, made: tuple[dict[str, Any], Any, Any]
+) -> EpisodeWriter:
+    """The recording of fork `i` of an episode (`copy`, its session), begun with the prefix's
+    first observation; its path is `outcome`'s. `made`: the run's header, (name, settings),
+    and that first observation."""
+    header, (name, run), first = made
+    path = run.out / _safe(episode.info.name) / f"{name}-f{i}.{run.recording}"
+    writer = EpisodeWriter(path, run.recording, {**header, "fork": i, "session": copy.session_id})
+    outcome.path = str(path)
+    writer.reset(first)
+    return writer
 
 
 async def _branch(
@@ -500,7 +509,7 @@ async def _forks(
     """`run.fork` copies of the prefix's episode (one `fork` request), each played to its end
     by an actor of its own (`Episode.fork` says which), in turn, and recorded with the prefix
     copied in front of its own steps; their outcomes."""
-    name, run = where
+    run = where[1]
     copies = await prefix.client.fork(run.fork)
     outcomes: list[Outcome] = []
     try:
@@ -509,11 +518,7 @@ async def _forks(
             job = prefix.outcome.job
             outcome = Outcome(job, prefix.outcome.task, steps=prefix.outcome.steps)
             outcome.total = prefix.outcome.total
-            path = run.out / _safe(episode.info.name) / f"{name}-f{i}.{run.recording}"
-            own = {**header, "fork": i, "session": copy.session_id}
-            writer = EpisodeWriter(path, run.recording, own)
-            outcome.path = str(path)
-            writer.reset(prefix.first)
+            writer = _fork_writer(outcome, copy, i, episode, (header, where, prefix.first))
             actor = policy.actor(attrs.evolve(episode, fork=i, tools=_Tools(copy)))
             branch = _Run(copy, actor, writer, outcome, prefix.observation, prefix.first)
             for step in prefix.steps:
