@@ -115,6 +115,7 @@ bench: $(STAMP) $(OPENENV_VENV)/.installed $(RAY_VENV)/.installed
 	$(PY) bench/snapshots.py --reps 5 --out docs/benchmarks.md
 	$(PY) bench/collect_overhead.py --reps 5 --out docs/benchmarks.md
 	$(PY) bench/multiagent.py --reps 5 --turns 2000 --out docs/benchmarks.md
+	$(PY) bench/inplace.py --reps 3 --out docs/benchmarks.md
 	$(PY) bench/isolation.py --reps 5 --out docs/benchmarks.md
 	$(PY) bench/pools.py --episodes 256 --servers 64 --handouts 40 --launches 20 --out docs/benchmarks.md
 	$(PY) bench/ray_cluster.py --ray-python $(RAY_VENV)/bin/python --out docs/benchmarks.md
