@@ -81,3 +81,33 @@ def test_a_deeply_nested_message_on_openenv_ws_is_answered_and_the_socket_goes_o
             assert json.loads(ws.recv_raw())["type"] == "observation"
         finally:
             ws.close()
+
+
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "per_item"])
+def test_step_columns_reset_options_too_deep_to_copy_are_invalid_argument_and_step_nothing(
+    inline: bool,
+) -> None:
+    """Options the decoder takes (700 levels) but `copy.deepcopy` cannot copy for each reset
+    (it recurses in Python): one `invalid_argument`, not an `internal` error, on the inline
+    pass and on the per-item path (an unknown session sends the frame there)."""
+    depth = 700
+    deep = "{}"
+    for _ in range(depth):
+        deep = '{"a": ' + deep + "}"
+    with run_server("counter") as server, RawWebSocket(server.url) as ws:
+        a, b = ws.open_session(), ws.open_session()
+        for session in (a, b):
+            ws.request("reset", session=session)
+        other = b if inline else "0123456789abcdef"
+        head = {"op": "step_columns", "id": 9, "sessions": [a, other], "resets": [1]}
+        ws.send_text(
+            json.dumps(head)[:-1]
+            + ', "actions": [{"delta": 1}, null], "reset": {"options": {"x": '
+            + deep
+            + "}}}"
+        )
+        answer = ws.recv()
+        assert (answer["op"], answer["code"], answer["id"]) == ("error", "invalid_argument", 9)
+        assert "`reset.options` nest too deeply" in answer["message"]
+        stepped = ws.request("step", session=a, action={"delta": 2})  # a was not stepped
+        assert stepped["observation"]["count"] == 2

@@ -16,8 +16,9 @@ Rules:
 * `step_columns` is `step_many` by columns: the sessions in one array, the actions in
   another, resets by position with one set of arguments; answered with the observations in
   one array (null where a position failed), the errors and tasks by position. A malformed one
-  (actions not an array as long as the sessions, a reset position repeated or out of range)
-  is one `invalid_argument` error and steps nothing.
+  (actions not an array as long as the sessions, a reset position repeated or out of range,
+  reset options nested too deeply to be copied for each reset) is one `invalid_argument`
+  error and steps nothing.
 * When every item can be answered at once (its session idle, inline, not shared, and no
   per-step hook), the batch is answered in one pass and one encode (`stepping.py`).
 """
@@ -132,17 +133,20 @@ class Batches(Stepping):
         if actions.count(None) != len(positions) or any(actions[j] is not None for j in positions):
             return None  # a null action where a step is: the per-item path says so
         args = req.reset if req.reset is not None else ResetArgs()
-        resets = {
-            j: Reset(
-                id=req.id,
-                session=ids[j],
-                seed=args.seed,
-                episode_id=args.episode_id,
-                options=copy.deepcopy(args.options) if args.options else {},
-                call_timeout=req.call_timeout,
-            )
-            for j in positions
-        }
+        try:
+            resets = {
+                j: Reset(
+                    id=req.id,
+                    session=ids[j],
+                    seed=args.seed,
+                    episode_id=args.episode_id,
+                    options=copy.deepcopy(args.options) if args.options else {},
+                    call_timeout=req.call_timeout,
+                )
+                for j in positions
+            }
+        except RecursionError:  # options too deep to copy: the per-item path says so
+            return None
         return self._step_columns(peer, ids, sessions, actions, req.id, resets)
 
     def _submit_batch(self, peer: Peer, req: StepMany, columns: bool = False) -> list[Call]:
@@ -298,13 +302,17 @@ def _column_items(codec: Codec, req: StepColumns) -> list[StepItem] | Error:
     if outside:
         return bad(f"`resets` names positions {outside} beyond the {len(ids)} sessions")
     args = req.reset if req.reset is not None else ResetArgs()
-    return [
-        # each reset its own options, as step_many's items decode theirs (an env may change them)
-        StepItem(
-            session=session,
-            reset=msgspec.structs.replace(args, options=copy.deepcopy(args.options)),
-        )
-        if j in resets
-        else StepItem(session=session, action=action)
-        for j, (session, action) in enumerate(zip(ids, actions, strict=True))
-    ]
+    try:
+        return [
+            # each reset its own options, as step_many's items decode theirs (an env may change
+            # them)
+            StepItem(
+                session=session,
+                reset=msgspec.structs.replace(args, options=copy.deepcopy(args.options)),
+            )
+            if j in resets
+            else StepItem(session=session, action=action)
+            for j, (session, action) in enumerate(zip(ids, actions, strict=True))
+        ]
+    except RecursionError:  # copy.deepcopy recurses in Python, where the decoder does not
+        return bad("`reset.options` nest too deeply to be copied for each reset")
