@@ -182,6 +182,16 @@ def run_server(
         yield RunningServer(server.url, recorder)
 
 
+@contextlib.contextmanager
+def run_bare_server(env: str, *, plugins: Sequence[object] = ()) -> Iterator[str]:
+    """A real server like `run_server`'s without its hook recorder, whose step hook sends
+    every batch down the engine's per-item path: this one's batches take the fast passes
+    (`step_many`'s and `step_columns`'s). Yields its URL."""
+    config = ServerConfig(env=env, port=0)
+    with BackgroundServer(config, registry=make_registry(*plugins)) as server:
+        yield server.url
+
+
 @pytest.fixture
 def counter_server() -> Iterator[RunningServer]:
     with run_server("counter") as server:

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.conftest import run_server
+from tests.conftest import run_bare_server, run_server
 from tests.httpraw import JSON, Http
 from tests.wsraw import RawWebSocket
 
@@ -94,7 +94,7 @@ def test_step_columns_reset_options_too_deep_to_copy_are_invalid_argument_and_st
     deep = "{}"
     for _ in range(depth):
         deep = '{"a": ' + deep + "}"
-    with run_server("counter") as server, RawWebSocket(server.url) as ws:
+    with run_bare_server("counter") as url, RawWebSocket(url) as ws:
         a, b = ws.open_session(), ws.open_session()
         for session in (a, b):
             ws.request("reset", session=session)

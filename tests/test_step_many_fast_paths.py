@@ -45,7 +45,9 @@ from ecotone.specs import (
     Welcome,
     codec_for,
 )
+from tests.conftest import run_bare_server
 from tests.engine_driver import Driver
+from tests.wsraw import RawWebSocket
 
 # --- server: the batch fast path against the general path -------------------------------
 
@@ -405,6 +407,52 @@ async def test_step_columns_resets_the_fast_path_cannot_judge_are_judged_as_befo
     for session in sessions:
         state = engine.sessions.get(session, owner)
         assert state is not None and not state.busy
+
+
+class SavableProbeEnv(ProbeEnv):
+    """`ProbeEnv` whose episodes can be saved, so a session's observation can be forked."""
+
+    name = "savable_probe"
+
+    def load_state(self, state: ecotone.State) -> None:
+        self._state = state
+
+
+class SavableProbes:
+    @ecotone.hookimpl
+    def ecotone_environments(self) -> dict[str, type]:
+        return {"savable_probe": SavableProbeEnv}
+
+
+@pytest.mark.parametrize("form", ["step", "step_many", "step_columns"])
+def test_an_observation_that_cannot_be_encoded_is_not_kept_whatever_form_carried_the_step(
+    form: str,
+) -> None:
+    """A step whose observation cannot be encoded moves nothing, in a batch's fast pass as in
+    a `step` frame: the session's observation stays the last one answered, so a fork of it
+    afterwards copies that one (the fast passes kept the unencodable one: the fork failed)."""
+    with (
+        run_bare_server("savable_probe", plugins=[SavableProbes()]) as url,
+        RawWebSocket(url) as ws,
+    ):
+        a, b = ws.open_session(), ws.open_session()
+        for session in (a, b):
+            ws.request("reset", session=session)
+        answered = ws.request("step", session=a, action={"do": "ok"})["observation"]
+        bad, ok = {"do": "unencodable"}, {"do": "ok"}
+        if form == "step":
+            error = ws.request("step", session=a, action=bad)
+        elif form == "step_many":
+            steps = [{"session": a, "action": bad}, {"session": b, "action": ok}]
+            error = ws.request("step_many", steps=steps)["results"][0]
+        else:
+            answer = ws.request("step_columns", sessions=[a, b], actions=[bad, ok])
+            assert answer["op"] == "step_columns_result", answer
+            error = answer["errors"]["0"]
+        assert error["code"] == "env_error" and "cannot be encoded" in error["message"]
+        forked = ws.request("fork", session=a)
+        assert forked["op"] == "forked", forked
+        assert forked["observation"] == answered
 
 
 async def test_a_reset_item_answers_what_a_reset_frame_answers() -> None:

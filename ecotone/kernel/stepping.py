@@ -137,6 +137,21 @@ def _bad_action(
     raise AssertionError("the action decodes")  # pragma: no cover - asked after a failure
 
 
+def _keep_observations(
+    sessions: Sequence[Session], observations: list[Any], skip: set[int]
+) -> None:
+    """Keep each stepped session's observation as its own, once the answer holding it is
+    encoded (as `_stepped` does: an observation that cannot be encoded is never kept); the
+    positions in `skip` failed, or were resets, which kept theirs."""
+    if not skip:
+        for session, obs in zip(sessions, observations, strict=True):
+            session.observation = obs
+        return
+    for j, (session, obs) in enumerate(zip(sessions, observations, strict=True)):
+        if j not in skip:
+            session.observation = obs
+
+
 @functools.cache
 def _list_of(item: type) -> Any:
     """`list[item]`, made once per type (the codec keeps a decoder per type)."""
@@ -313,7 +328,6 @@ class Stepping(EngineCore):
                 errors[len(observations)] = self._failed(session, exc, rid)
                 append(None)
                 continue
-            session.observation = obs
             try:  # `ends_episode`, inline: an ecotone.Observation has both flags
                 if obs.done or obs.truncated:
                     ended.append(session)
@@ -332,6 +346,7 @@ class Stepping(EngineCore):
             ]
             return self._encode_each(peer, sessions, results, rid, columns_answer)
         self._settle(len(observations) - len(errors) - len(reset_frames), ended)
+        _keep_observations(sessions, observations, errors.keys() | reset_frames.keys())
         return data
 
     def _inline_reset(self, session: Session, peer: Peer, req: Reset) -> Any:
@@ -421,7 +436,6 @@ class Stepping(EngineCore):
             except BaseException as exc:
                 append(self._failed(session, exc, rid))
                 continue
-            session.observation = obs
             try:  # `ends_episode`, inline: an ecotone.Observation has both flags
                 if obs.done or obs.truncated:
                     ended.append(session)
@@ -440,6 +454,9 @@ class Stepping(EngineCore):
         except (TypeError, msgspec.EncodeError):
             return self._encode_each(peer, sessions, results, rid, shape)
         self._settle(stepped, ended)
+        for session, frame in zip(sessions, results, strict=True):
+            if type(frame) is _Observed:  # kept once answered, as `_stepped` keeps it
+                session.observation = frame.observation  # type: ignore[union-attr]
         return data
 
     def _decode_columns(
