@@ -886,6 +886,76 @@ def test_autoresets_inside_step_many_give_what_reset_frames_give(
         assert folded_frames.count(batch) == 3 * urls  # one per link and step
 
 
+class NullableAction(ecotone.Action, kw_only=True, forbid_unknown_fields=True):
+    null: bool = False
+    fail: bool = False
+
+
+class NullableEnv(ecotone.Environment[NullableAction, CounterObservation, ecotone.State]):
+    """A counter whose step returns None (the server answers it as a null observation) or
+    raises, when asked to."""
+
+    name = "nullable"
+    inline = True
+
+    def __init__(self) -> None:
+        self._state = ecotone.State()
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None
+    ) -> CounterObservation:
+        self._state = ecotone.State(episode_id=episode_id)
+        return CounterObservation(count=0)
+
+    def step(self, action: NullableAction) -> CounterObservation:
+        if action.fail:
+            raise RuntimeError("step exploded")
+        self._state.step_count += 1
+        if action.null:
+            return None  # type: ignore[return-value]  # against the contract, on purpose
+        return CounterObservation(count=self._state.step_count, reward=1.0)
+
+    def state(self) -> ecotone.State:
+        return self._state
+
+
+class NullableEnvs:
+    @ecotone.hookimpl
+    def ecotone_environments(self) -> dict[str, type]:
+        return {"nullable": NullableEnv}
+
+
+@pytest.mark.parametrize("observation_type", [CounterObservation, None])
+@pytest.mark.parametrize("beside", ["ok", "fail"], ids=["in_bulk", "by_items"])
+def test_a_null_observation_in_step_columns_is_reported_as_step_many_reports_it(
+    observation_type: Any, beside: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `step_columns_result` with a null observation no error explains (an env whose step
+    returned None) is that sub-env's `bad_observation`, episode lost, as in a
+    `step_many_result` (whose item does not decode); it raised AttributeError out of `step`
+    when the answer was taken in bulk, and was taken as a None observation by items."""
+
+    def run(features: tuple[str, ...]) -> list[Any]:
+        monkeypatch.setattr("ecotone.kernel.operations.FEATURES", features)
+        with (
+            run_bare_server("nullable", plugins=[NullableEnvs()]) as url,
+            ecotone.VectorEnv(url, 3, errors="info", observation_type=observation_type) as venv,
+        ):
+            venv.reset()
+            assert [link.columns for link in venv._core.links] == ["step_columns" in features]
+            first = venv.step([{"null": True}, {"fail": beside == "fail"}, {}])
+            second = venv.step([{}] * 3)
+            assert not any(sub.busy for sub in venv._core.subs)
+            return _comparable([first, second])
+
+    by_columns = run(("step_many.reset", "step_columns"))
+    assert by_columns == run(("step_many.reset",))
+    infos = by_columns[0][4]
+    assert infos["error_code"][1][0] == "bad_observation"
+    assert by_columns[0][3][1][0] is True  # truncated: the episode is lost
+    assert by_columns[1][1][1][0] == 0.0  # next_step: it was reset
+
+
 @pytest.mark.parametrize("columns", [True, False])
 @pytest.mark.parametrize("with_resets", [True, False])
 def test_a_batch_answered_with_the_wrong_number_of_items_fails_each_and_leaves_none_busy(

@@ -185,10 +185,13 @@ class Answers(Ledger):
                 ],
             )
         item = typed.item
+        # A null no error explains (an env's step returned None) goes to `result` raw, as the
+        # null of a step_many item (which did not decode) does: `result` judges it.
+        null = self._codec.raw(None)
         return typed.many(
             id=response.id,
             results=[
-                errors.get(j) or item(observation=obs)
+                errors.get(j) or item(observation=null if obs is None else obs)
                 for j, obs in enumerate(response.observations)
             ],
         )
@@ -283,7 +286,10 @@ class Answers(Ledger):
         if len(observations) != len(subs):
             return False  # a broken answer: the per-sub-env path reports it
         resets = request.resets
-        flags = self._flags(observations, resets)
+        try:
+            flags = self._flags(observations, resets)
+        except AttributeError:  # a null observation no error explains: the per-item path judges it
+            return False
         if flags is None:
             return False
         rewards, terminated, truncated, metadata, ends = flags
