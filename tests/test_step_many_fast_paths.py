@@ -45,7 +45,7 @@ from ecotone.specs import (
     Welcome,
     codec_for,
 )
-from tests.conftest import run_bare_server
+from tests.conftest import run_bare_server, run_server
 from tests.engine_driver import Driver
 from tests.wsraw import RawWebSocket
 
@@ -884,6 +884,48 @@ def test_autoresets_inside_step_many_give_what_reset_frames_give(
         assert "Reset" not in folded_frames
         batch = "WireColumns" if columns else "WireStepMany"
         assert folded_frames.count(batch) == 3 * urls  # one per link and step
+
+
+def _vector_run(url: str, env: str, mode: str, errors: str) -> list[Any]:
+    """Six steps of 5 sub-envs on `url` (twice, round robin), every result (or the error
+    raised, with its result); under `disabled`, the ended sub-envs are reset by mask."""
+    failing = env == "failing"
+    options = {"fail": True} if failing else {"max_steps": 2}
+    steps = [[{"fail": j in (1, 3)} for j in range(5)], [{}] * 5] if failing else []
+    steps += [[{"delta": j} for j in range(5)] if not failing else [{}] * 5] * (6 - len(steps))
+    out: list[Any] = []
+    with ecotone.VectorEnv(
+        [url, url + "/"], 5, autoreset_mode=mode, errors=errors, reset_options=options,
+        observation_type=CounterObservation,
+    ) as venv:  # fmt: skip
+        out.append(_comparable(venv.reset(options={"fail": False} if failing else {})))
+        for actions in steps:
+            try:
+                result = venv.step(actions)
+            except ecotone.SubEnvError as exc:
+                result = exc.result
+                out.append((type(exc).__name__, sorted(exc.errors)))
+            out.append(_comparable(result))
+            ended = np.asarray(result[2]) | np.asarray(result[3])
+            if mode == "disabled" and ended.any():
+                mask = {"reset_mask": ended, **({"fail": False} if failing else {})}
+                out.append(_comparable(venv.reset(options=mask)))
+        assert not any(sub.busy for sub in venv._core.subs)
+    return out
+
+
+@pytest.mark.parametrize("env", ["counter", "failing"])
+@pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
+@pytest.mark.parametrize("errors", ["info", "raise"])
+def test_a_vector_env_gets_from_the_inline_passes_what_the_per_item_path_gives(
+    env: str, mode: str, errors: str
+) -> None:
+    """A vector env's step_columns (its folded autoresets answered inline) against a server
+    whose batches take the inline passes, and one whose step hook sends them down the
+    per-item path (`run_server`'s recorder): the same results, step for step, with episodes
+    that end, steps and folded resets that raise, in every autoreset mode."""
+    with run_bare_server(env) as bare, run_server(env) as hooked:
+        assert _vector_run(bare, env, mode, errors) == _vector_run(hooked.url, env, mode, errors)
 
 
 class NullableAction(ecotone.Action, kw_only=True, forbid_unknown_fields=True):
