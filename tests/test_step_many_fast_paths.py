@@ -931,11 +931,12 @@ def test_a_vector_env_gets_from_the_inline_passes_what_the_per_item_path_gives(
 class NullableAction(ecotone.Action, kw_only=True, forbid_unknown_fields=True):
     null: bool = False
     fail: bool = False
+    wordy: bool = False
 
 
 class NullableEnv(ecotone.Environment[NullableAction, CounterObservation, ecotone.State]):
-    """A counter whose step returns None (the server answers it as a null observation) or
-    raises, when asked to."""
+    """A counter whose step returns None (the server answers it as a null observation), a
+    reward that is a word, or raises, when asked to."""
 
     name = "nullable"
     inline = True
@@ -955,7 +956,8 @@ class NullableEnv(ecotone.Environment[NullableAction, CounterObservation, ecoton
         self._state.step_count += 1
         if action.null:
             return None  # type: ignore[return-value]  # against the contract, on purpose
-        return CounterObservation(count=self._state.step_count, reward=1.0)
+        reward: Any = "lots" if action.wordy else 1.0  # against the contract too
+        return CounterObservation(count=self._state.step_count, reward=reward)
 
     def state(self) -> ecotone.State:
         return self._state
@@ -996,6 +998,29 @@ def test_a_null_observation_in_step_columns_is_reported_as_step_many_reports_it(
     assert infos["error_code"][1][0] == "bad_observation"
     assert by_columns[0][3][1][0] is True  # truncated: the episode is lost
     assert by_columns[1][1][1][0] == 0.0  # next_step: it was reset
+
+
+@pytest.mark.parametrize("columns", [True, False], ids=["step_columns", "step_many"])
+def test_a_reward_that_is_no_number_raises_as_per_sub_env_and_leaves_no_sub_env_busy(
+    columns: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dict observations (the default) whose reward is a word: `step` raises the ValueError
+    the per-sub-env path raises, and every sub-env has its answer, so the vector env can be
+    reset (taken in bulk, the error left them all waiting: no reset or restart ever again)."""
+    if not columns:
+        monkeypatch.setattr("ecotone.kernel.operations.FEATURES", ("step_many.reset",))
+    with (
+        run_bare_server("nullable", plugins=[NullableEnvs()]) as url,
+        ecotone.VectorEnv(url, 2, errors="info") as venv,
+    ):
+        venv.reset()
+        with pytest.raises(ValueError, match="could not convert string to float"):
+            venv.step([{"wordy": True}, {}])
+        assert not any(sub.busy for sub in venv._core.subs)
+        observations, _ = venv.reset()
+        assert [o["count"] for o in observations] == [0, 0]
+        _, rewards, *_ = venv.step([{}, {}])
+        assert rewards.tolist() == [1.0, 1.0]
 
 
 @pytest.mark.parametrize("columns", [True, False])

@@ -288,8 +288,8 @@ class Answers(Ledger):
         resets = request.resets
         try:
             flags = self._flags(observations, resets)
-        except AttributeError:  # a null observation no error explains: the per-item path judges it
-            return False
+        except (AttributeError, TypeError, ValueError):
+            return False  # a null observation, or a reward that is no number: judged per item
         if flags is None:
             return False
         rewards, terminated, truncated, metadata, ends = flags
