@@ -25,7 +25,6 @@ import itertools
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,6 +38,7 @@ import gymnasium
 import msgspec
 import numpy as np
 from sections import replace_section
+from servers import start
 
 import ecotone.gym
 from ecotone.client._sync import net
@@ -131,28 +131,9 @@ def crowded(requests: int) -> float:
             hog.wait()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def timed_server(times: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    cmd = [sys.executable, str(HERE / "timed_server.py"), "serve", ENV, "--port", str(port)]
-    env = {**os.environ, "ECOTONE_BENCH_TIMES": times}
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"bench/timed_server.py serve {ENV} exited ({proc.returncode})")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return proc, f"ws://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise SystemExit(f"bench/timed_server.py serve {ENV} did not start")
+    cmd = [sys.executable, str(HERE / "timed_server.py"), "serve", ENV]
+    return start(cmd, env={"ECOTONE_BENCH_TIMES": times})
 
 
 def _marking(marks: list[tuple[str, float]]) -> Callable[[], None]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from sections import replace_section
+from servers import start
 
 import ecotone
 
@@ -41,28 +41,8 @@ MODES = {"in-process": (), "isolated": ("--isolate",)}
 """Each way of serving, and its flags."""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def serve(flags: tuple[str, ...]) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "ecotone", "serve", "counter", "--port", str(port), *flags]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            why = proc.stderr.read().decode() if proc.stderr else ""
-            raise SystemExit(f"`{' '.join(cmd)}` exited: {why}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return proc, f"ws://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise SystemExit(f"`{' '.join(cmd)}` did not start")
+    return start([sys.executable, "-m", "ecotone", "serve", "counter", *flags])
 
 
 def steps_block(env: Any, steps: int) -> float:

@@ -26,7 +26,6 @@ appended).
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from typing import Any
 
 import numpy as np
 from sections import replace_section
+from servers import start
 
 import ecotone
 import ecotone.pettingzoo
@@ -46,28 +46,8 @@ HEADING = "## Multi-agent: connect four, remote seats against in process"
 ENV = "pettingzoo:classic/connect_four_v3"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def serve(env: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "ecotone", "serve", env, "--port", str(port)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            why = proc.stderr.read().decode() if proc.stderr else ""
-            raise SystemExit(f"`ecotone serve {env}` exited: {why}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return proc, f"ws://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise SystemExit(f"`ecotone serve {env}` did not start")
+    return start([sys.executable, "-m", "ecotone", "serve", env])
 
 
 def aec_loop(env: Any, turns: int, seed: int) -> float:

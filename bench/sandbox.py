@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import time
 from pathlib import Path
 
 from sections import replace_section
+from servers import start
 
 import ecotone
 from ecotone.plugins.coding.env import CodingAction, CodingObservation
@@ -36,31 +36,10 @@ HEADING = "## Sandboxed runs: fresh interpreter vs zygote"
 CODE = "print(1)\n"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def serve(zygote: bool) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = dict(os.environ, ECOTONE_CODING_SANDBOX="bwrap", ECOTONE_CODING_ZYGOTE=str(int(zygote)))
+    env = {"ECOTONE_CODING_SANDBOX": "bwrap", "ECOTONE_CODING_ZYGOTE": str(int(zygote))}
     cmd = [sys.executable, "-m", "ecotone", "serve", "coding", "--host", "127.0.0.1"]
-    proc = subprocess.Popen(
-        [*cmd, "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            why = proc.stderr.read().decode() if proc.stderr else ""
-            raise SystemExit(f"the server exited: {why}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return proc, f"ws://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("the server did not start in 30 s")
+    return start(cmd, env=env, timeout=30)
 
 
 def measure(url: str, sessions: int, seconds: float) -> tuple[float, float]:

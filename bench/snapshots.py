@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from sections import replace_section
+from servers import start
 
 import ecotone
 
@@ -52,28 +52,8 @@ FORKED = {"counter": 64, "gymnasium:CartPole-v1": 64, "coding": 8}
 """The envs whose forks are timed, and how many sessions a fork makes."""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def serve(env: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "ecotone", "serve", env, "--port", str(port)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            why = proc.stderr.read().decode() if proc.stderr else ""
-            raise SystemExit(f"`ecotone serve {env}` exited: {why}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return proc, f"ws://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise SystemExit(f"`ecotone serve {env}` did not start")
+    return start([sys.executable, "-m", "ecotone", "serve", env])
 
 
 def timed(fn: Callable[[], Any], calls: int) -> float:
